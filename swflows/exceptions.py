@@ -1,0 +1,168 @@
+"""Every error swflows raises.
+
+One root, :class:`SwflowsError`, and a subclass per area.  Each carries the
+structured fields a caller needs to act on it (which deployment, which field,
+whether a retry may help) and, where natural, also inherits the standard
+exception a caller would already catch (``LookupError``, ``ValueError``).
+Messages never contain secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SwflowsError(Exception):
+    """Root of every error raised by swflows."""
+
+    #: True when the same call may succeed if simply made again later.
+    retryable: bool = False
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+        if "retryable" in fields:
+            self.retryable = bool(fields["retryable"])
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ValidationError(SwflowsError, ValueError):
+    """Input was invalid: ``field`` names what, the message says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}", field=field, reason=reason)
+        self.field = field
+        self.reason = reason
+
+
+class SignalRejected(ValidationError):
+    """A signal payload could not be accepted (too large, not a JSON object)."""
+
+
+class NotFound(SwflowsError, LookupError):
+    """Something asked for by id does not exist."""
+
+    kind = "object"
+
+    def __init__(self, ident: str, message: str | None = None) -> None:
+        super().__init__(message or f"{self.kind} {ident} not found", ident=ident)
+        self.ident = ident
+
+
+class ConfigNotFound(NotFound):
+    kind = "config"
+
+
+class DeploymentNotFound(NotFound):
+    kind = "deployment"
+
+
+class ServerNotFound(NotFound):
+    kind = "server"
+
+
+class FlowNotFound(NotFound):
+    kind = "flow"
+
+
+class ConfigInUse(SwflowsError):
+    """A config cannot be deleted while a deployment references it."""
+
+    def __init__(self, config_id: str, deployment_ids: list[str]) -> None:
+        shown = ", ".join(sorted(deployment_ids)[:5])
+        super().__init__(
+            f"config {config_id} cannot be deleted: deployments reference it ({shown})",
+            config_id=config_id,
+            deployment_ids=deployment_ids,
+        )
+        self.config_id = config_id
+        self.deployment_ids = deployment_ids
+
+
+class InvalidTransition(SwflowsError):
+    """A deployment was asked to move to a status its current one forbids."""
+
+    def __init__(
+        self, deployment_id: str | None, current: str | None, new: str
+    ) -> None:
+        who = f"deployment {deployment_id}" if deployment_id else "deployment"
+        super().__init__(
+            f"{who} cannot go from {current or 'nothing'} to {new}",
+            deployment_id=deployment_id,
+            current=current,
+            new=new,
+        )
+        self.deployment_id = deployment_id
+        self.current = current
+        self.new = new
+
+
+class ConcurrentUpdate(SwflowsError):
+    """A compare-and-swap write lost a race; retrying is safe."""
+
+    retryable = True
+
+
+class NotSupported(SwflowsError, NotImplementedError):
+    """The requested feature or transport is not available here."""
+
+
+class TransportError(SwflowsError):
+    """A signal or config transport failed to create, read or delete its store."""
+
+    def __init__(
+        self, transport: str, message: str, *, retryable: bool = False
+    ) -> None:
+        super().__init__(
+            f"{transport}: {message}", transport=transport, retryable=retryable
+        )
+        self.transport = transport
+
+
+class CloudError(SwflowsError):
+    """A cloud service (Keystone, Swift, Zaqar, Nova) refused or failed a call."""
+
+    def __init__(
+        self,
+        service: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(
+            f"{service}: {message}",
+            service=service,
+            status=status,
+            retryable=retryable,
+        )
+        self.service = service
+        self.status = status
+
+
+class FlowError(SwflowsError):
+    """A flow could not be started, resumed or rebuilt."""
+
+    def __init__(self, flow_id: str | None, message: str) -> None:
+        super().__init__(message, flow_id=flow_id)
+        self.flow_id = flow_id
+
+
+class FlowLocked(FlowError):
+    """Another runner holds the lease on this flow."""
+
+    retryable = True
+
+
+class WaitTimeout(SwflowsError, TimeoutError):
+    """A blocking wait ended before the deployment reached a terminal status."""
+
+    def __init__(self, deployment_id: str, seconds: float) -> None:
+        super().__init__(
+            f"deployment {deployment_id} still running after {seconds:g} s",
+            deployment_id=deployment_id,
+        )
+        self.deployment_id = deployment_id

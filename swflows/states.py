@@ -1,0 +1,66 @@
+"""Deployment statuses, reason kinds and the allowed transitions.
+
+The transition table is the documentation: a status change not listed in
+:data:`TRANSITIONS` is refused by :func:`check_transition`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from swflows import exceptions
+
+IN_PROGRESS: Final = "IN_PROGRESS"
+COMPLETE: Final = "COMPLETE"
+FAILED: Final = "FAILED"
+
+STATUSES: Final = frozenset({IN_PROGRESS, COMPLETE, FAILED})
+TERMINAL: Final = frozenset({COMPLETE, FAILED})
+
+#: status -> the statuses it may move to.  ``None`` is "no row yet".
+#: A deployment is created IN_PROGRESS (or COMPLETE when nothing will signal);
+#: a running one ends COMPLETE or FAILED; a finished one may run a new action.
+TRANSITIONS: Final[dict[str | None, frozenset[str]]] = {
+    None: frozenset({IN_PROGRESS, COMPLETE}),
+    IN_PROGRESS: frozenset({COMPLETE, FAILED}),
+    COMPLETE: frozenset({IN_PROGRESS, COMPLETE}),
+    FAILED: frozenset({IN_PROGRESS, COMPLETE}),
+}
+
+
+class ReasonKind(enum.StrEnum):
+    """Why a deployment ended where it did, machine-readable."""
+
+    #: the agent signalled success
+    OUTPUTS_RECEIVED = "outputs_received"
+    #: nothing will signal (NO_SIGNAL): complete as soon as published
+    NOT_WAITING = "not_waiting"
+    #: deploy_status_code was non-zero
+    EXIT_CODE = "exit_code"
+    #: an output declared ``error_output`` carried a value
+    ERROR_OUTPUT = "error_output"
+    #: no final signal within the deployment timeout
+    TIMEOUT = "timeout"
+    #: the server never read its metadata nor said "started"
+    NEVER_PICKED_UP = "never_picked_up"
+    #: an operator or embedder cancelled it
+    CANCELLED = "cancelled"
+    #: the server was deleted or went to ERROR while the deployment waited
+    SERVER_GONE = "server_gone"
+    #: the flow could not create what the deployment needs and reverted
+    INFRASTRUCTURE = "infrastructure"
+
+
+def check_transition(
+    current: str | None, new: str, deployment_id: str | None = None
+) -> None:
+    """Raise :class:`~swflows.exceptions.InvalidTransition` unless allowed."""
+    if new not in STATUSES:
+        raise exceptions.ValidationError("status", f"unknown status {new!r}")
+    if new not in TRANSITIONS.get(current, frozenset()):
+        raise exceptions.InvalidTransition(deployment_id, current, new)
+
+
+def is_terminal(status: str | None) -> bool:
+    return status in TERMINAL
