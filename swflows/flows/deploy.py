@@ -1,0 +1,31 @@
+"""deploy: run a config's CREATE action on a server as a new deployment.
+
+Stack user (when the transport needs one) -> signal store -> derived config
+-> deployment row -> metadata published -> signal awaited -> signal store
+removed.  A FAILED signal is a result: the flow completes with the
+deployment FAILED.  An infrastructure failure reverts every step, leaving
+no row, config, user, object or queue behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskflow.patterns import linear_flow
+
+from swflows.flows import common
+from swflows.tasks import deployment
+
+NAME = "deploy"
+#: bumped whenever the graph changes; a stored flow of another version is
+#: refused on resume instead of being run against a different graph
+VERSION = 1
+
+
+def make_flow(**plan_kwargs: Any) -> linear_flow.Flow:
+    plan = common.Plan.from_kwargs(plan_kwargs)
+    flow = linear_flow.Flow(f"swflows.{NAME}")
+    common.add_signal_setup(flow, NAME, plan)
+    flow.add(deployment.CreateDeployment(NAME, **common.publishing_options(plan)))
+    common.add_publish_and_wait(flow, NAME, plan)
+    return flow

@@ -1,0 +1,97 @@
+"""Tasks for derived configs: one per deployment action, the agent's key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swflows import derive, exceptions
+from swflows.services import Services
+from swflows.tasks import base
+from swflows.transports.base import SignalRef, StackUser
+
+
+class DeriveConfig(base.Task):
+    """Build and store the derived config for this action.
+
+    Its id is derived from (deployment id, generation): a re-run after a
+    crash finds the config the first run stored and returns it unchanged.
+    """
+
+    default_provides = "derived_config_id"
+
+    def __init__(
+        self,
+        flow: str,
+        transport: str,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flow, **kwargs)
+        self.transport_name = transport
+        self.transport_options = dict(options or {})
+
+    def execute(
+        self,
+        services: Services,
+        deployment_id: str,
+        generation: int,
+        server_id: str,
+        source_config_id: str | None,
+        action: str,
+        input_values: dict[str, Any],
+        name: str | None,
+        timeout: int,
+        signal_store: dict[str, Any],
+        stack_user: dict[str, Any] | None,
+    ) -> str:
+        config_id = derive.derived_config_id(deployment_id, generation)
+        try:
+            return services.store.get_config(config_id).id
+        except exceptions.ConfigNotFound:
+            pass
+        source = (
+            services.store.get_config(source_config_id) if source_config_id else None
+        )
+        transport = services.signal_transport(
+            self.transport_name, self.transport_options
+        )
+        ref = SignalRef(deployment_id, generation, timeout)
+        pairs = transport.agent_inputs(
+            services, ref, signal_store, StackUser.from_dict(stack_user)
+        )
+        if transport.waits:
+            pairs = [*pairs, *derive.started_signal_input()]
+        derived = derive.derive(
+            source,
+            deployment_id=deployment_id,
+            generation=generation,
+            server_id=server_id,
+            action=action,
+            input_values=input_values,
+            signal_transport=self.transport_name,
+            transport_inputs=pairs,
+            name=name,
+        )
+        return services.store.create_config(derived, derived=True).id
+
+    def revert(self, result: Any, services: Services, **kwargs: Any) -> None:
+        if base.is_failure(result) or not result:
+            return
+        base.revert_quietly(
+            f"derived config {result}", lambda: delete_config(services, result)
+        )
+
+
+class DeleteDerivedConfig(base.Task):
+    """Delete a derived config nothing references any more."""
+
+    def execute(self, services: Services, config_id: str | None) -> None:
+        if config_id:
+            delete_config(services, config_id)
+
+
+def delete_config(services: Services, config_id: str) -> None:
+    try:
+        services.store.delete_config(config_id)
+    except exceptions.ConfigNotFound:
+        pass

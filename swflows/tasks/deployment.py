@@ -1,0 +1,226 @@
+"""Tasks that write the deployment row."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from typing import Any
+
+from swflows import derive, exceptions, model, states
+from swflows.services import Services
+from swflows.tasks import base, metadata
+
+LOG = logging.getLogger(__name__)
+
+NOT_WAITING = "Not waiting for outputs signal"
+DEPLOY_DATA_AVAILABLE = "Deploy data available"
+
+
+def _initial_status(waits: bool) -> tuple[str, str, dict[str, Any] | None]:
+    if waits:
+        return states.IN_PROGRESS, DEPLOY_DATA_AVAILABLE, None
+    return (
+        states.COMPLETE,
+        NOT_WAITING,
+        {"kind": states.ReasonKind.NOT_WAITING.value},
+    )
+
+
+class _PublishingTask(base.Task):
+    def __init__(
+        self,
+        flow: str,
+        *,
+        waits: bool = True,
+        config_transport: str,
+        config_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flow, **kwargs)
+        self.waits = waits
+        self.config_transport = config_transport
+        self.config_options = dict(config_options or {})
+
+    def republish(self, services: Services, server_id: str) -> None:
+        base.revert_quietly(
+            f"metadata of server {server_id}",
+            lambda: metadata.publish_server(
+                services, server_id, self.config_transport, self.config_options
+            ),
+        )
+
+
+class CreateDeployment(_PublishingTask):
+    """Insert the deployment row pointing at its derived config."""
+
+    default_provides = "action_started"
+
+    def execute(
+        self,
+        services: Services,
+        deployment_id: str,
+        server_id: str,
+        derived_config_id: str,
+        source_config_id: str | None,
+        action: str,
+        input_values: dict[str, Any],
+        name: str | None,
+        timeout: int,
+        generation: int,
+        signal_transport: str,
+        parent_id: str | None = None,
+    ) -> float:
+        try:
+            existing = services.store.get_deployment(deployment_id)
+        except exceptions.DeploymentNotFound:
+            existing = None
+        if existing is not None:
+            if existing.generation != generation:
+                raise exceptions.ValidationError(
+                    "deployment_id", f"deployment {deployment_id} already exists"
+                )
+            return _epoch(existing.creation_time)
+        status, reason_text, reason = _initial_status(self.waits)
+        services.store.create_deployment(
+            model.Deployment(
+                id=deployment_id,
+                server_id=server_id,
+                config_id=derived_config_id,
+                source_config_id=source_config_id,
+                action=action,
+                status=status,
+                status_reason=reason_text,
+                reason=reason,
+                input_values=dict(input_values),
+                signal_transport=signal_transport,
+                name=name,
+                generation=generation,
+                timeout=timeout,
+                parent_id=parent_id,
+            )
+        )
+        return time.time()
+
+    def revert(
+        self,
+        result: Any,
+        services: Services,
+        deployment_id: str,
+        server_id: str,
+        **kwargs: Any,
+    ) -> None:
+        if base.is_failure(result):
+            return
+        base.revert_quietly(
+            f"deployment {deployment_id}",
+            lambda: services.store.delete_deployment(deployment_id, missing_ok=True),
+        )
+        self.republish(services, server_id)
+
+
+class StartAction(_PublishingTask):
+    """Point an existing deployment at this action's derived config.
+
+    Provides the config it pointed at before (derived from the previous
+    generation, so a re-run knows it too), which the flow deletes once the
+    new one is published.  A revert points the row back at it and marks it
+    FAILED with the infrastructure error, so the row tells the truth.
+    """
+
+    default_provides = ("action_started", "previous_config_id")
+
+    def execute(
+        self,
+        services: Services,
+        deployment_id: str,
+        derived_config_id: str,
+        action: str,
+        input_values: dict[str, Any],
+        generation: int,
+        timeout: int,
+        source_config_id: str | None,
+    ) -> tuple[float, str | None]:
+        previous = derive.derived_config_id(deployment_id, generation - 1)
+        current = services.store.get_deployment(deployment_id)
+        if current.generation == generation and current.config_id == derived_config_id:
+            return _epoch(current.updated_time), previous  # a re-run
+        if current.generation != generation - 1:
+            raise exceptions.ConcurrentUpdate(
+                f"deployment {deployment_id} is at generation {current.generation}"
+                f", not {generation - 1}: another action started",
+                deployment_id=deployment_id,
+            )
+        status, reason_text, reason = _initial_status(self.waits)
+        updated = services.store.update_deployment(
+            deployment_id,
+            expected_generation=generation - 1,
+            status=status,
+            status_reason=reason_text,
+            reason=reason,
+            config_id=derived_config_id,
+            source_config_id=source_config_id,
+            action=action,
+            input_values=dict(input_values),
+            output_values={},
+            generation=generation,
+            timeout=timeout,
+        )
+        return _epoch(updated.updated_time), current.config_id
+
+    def revert(
+        self,
+        result: Any,
+        services: Services,
+        deployment_id: str,
+        server_id: str,
+        generation: int,
+        action: str,
+        flow_failures: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if base.is_failure(result):
+            return
+        previous = result[1] if result else None
+        why = _failure_text(flow_failures)
+
+        def restore() -> None:
+            services.store.update_deployment(
+                deployment_id,
+                expected_generation=generation,
+                status=states.FAILED,
+                status_reason=f"{action} could not start: {why}",
+                reason={"kind": states.ReasonKind.INFRASTRUCTURE.value},
+                config_id=previous,
+                generation=generation - 1,
+            )
+
+        base.revert_quietly(f"deployment {deployment_id}", restore)
+        self.republish(services, server_id)
+
+
+class DeleteDeployment(_PublishingTask):
+    """Delete the deployment row and republish the server without it."""
+
+    def execute(self, services: Services, deployment_id: str, server_id: str) -> None:
+        services.store.delete_deployment(deployment_id, missing_ok=True)
+        metadata.publish_server(
+            services, server_id, self.config_transport, self.config_options
+        )
+
+
+def _epoch(when: Any) -> float:
+    if when is None:
+        return time.time()
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return float(when.timestamp())
+
+
+def _failure_text(flow_failures: Any) -> str:
+    if not flow_failures:
+        return "unknown error"
+    failures = (
+        flow_failures.values() if hasattr(flow_failures, "values") else flow_failures
+    )
+    return "; ".join(str(f.exception_str) for f in failures) or "unknown error"

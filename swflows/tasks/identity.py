@@ -1,0 +1,62 @@
+"""Tasks that manage a deployment's Keystone stack user.
+
+Only flows whose signal transport makes the agent authenticate include
+them.  The user and its project are named after the deployment, and the
+password is re-derived from the store's secret, so a re-run finds the same
+user and sets the same password; nothing secret is a task result.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from swflows.services import Services
+from swflows.tasks import base
+from swflows.transports import impl_heat
+from swflows.transports.base import StackUser
+
+LOG = logging.getLogger(__name__)
+
+
+def user_name(deployment_id: str) -> str:
+    return f"swflows-{deployment_id}"
+
+
+class EnsureStackUser(base.Task):
+    """Create (or find) the deployment's stack project and user."""
+
+    default_provides = "stack_user"
+
+    def execute(self, services: Services, deployment_id: str) -> dict[str, Any]:
+        users = services.clients.stack_users
+        name = user_name(deployment_id)
+        project_id = users.ensure_project(name, f"swflows deployment {deployment_id}")
+        user_id = users.ensure_user(
+            name, project_id, impl_heat.stack_user_password(services, deployment_id)
+        )
+        return StackUser(user_id, name, project_id).to_dict()
+
+    def revert(self, result: Any, services: Services, deployment_id: str,
+               **kwargs: Any) -> None:
+        delete_stack_user(services, deployment_id)
+
+
+class DeleteStackUser(base.Task):
+    """Remove the deployment's stack user and project, if any."""
+
+    def execute(self, services: Services, deployment_id: str) -> None:
+        delete_stack_user(services, deployment_id)
+
+
+def delete_stack_user(services: Services, deployment_id: str) -> None:
+    users = services.clients.stack_users
+    name = user_name(deployment_id)
+    found = users.find_user(name)
+    if found is not None:
+        base.revert_quietly(f"stack user {name}", lambda: users.delete_user(found))
+    project = users.find_project(name)
+    if project is not None:
+        base.revert_quietly(
+            f"stack project {name}", lambda: users.delete_project(project)
+        )

@@ -1,0 +1,201 @@
+"""Tasks for a deployment action's signal: its store, and waiting for it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import tenacity
+
+from swflows import exceptions, signals, states
+from swflows.model import Deployment
+from swflows.services import Services
+from swflows.tasks import base
+from swflows.transports.base import SignalRef, SignalTransport, StackUser
+
+LOG = logging.getLogger(__name__)
+
+
+class _TransportTask(base.Task):
+    def __init__(
+        self,
+        flow: str,
+        transport: str,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flow, **kwargs)
+        self.transport_name = transport
+        self.transport_options = dict(options or {})
+
+    def transport(self, services: Services) -> SignalTransport:
+        return services.signal_transport(self.transport_name, self.transport_options)
+
+
+class CreateSignalStore(_TransportTask):
+    """Make the place the server will signal to (object, queue, or nothing)."""
+
+    default_provides = "signal_store"
+
+    def execute(
+        self,
+        services: Services,
+        deployment_id: str,
+        generation: int,
+        timeout: int,
+        stack_user: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        ref = SignalRef(deployment_id, generation, timeout)
+        store = self.transport(services).create_store(
+            services, ref, StackUser.from_dict(stack_user)
+        )
+        return {"ref": ref.to_dict(), **store}
+
+    def revert(self, result: Any, services: Services, **kwargs: Any) -> None:
+        if base.is_failure(result) or not result:
+            return
+        base.revert_quietly(
+            f"signal store {result}",
+            lambda: self.transport(services).delete_store(services, result),
+        )
+
+
+class DeleteSignalStore(_TransportTask):
+    """Remove the signal store once its signal has been read."""
+
+    def execute(self, services: Services, signal_store: dict[str, Any]) -> None:
+        self.transport(services).delete_store(services, signal_store)
+
+
+def record_outcome(
+    services: Services,
+    deployment_id: str,
+    generation: int,
+    outcome: signals.Outcome,
+) -> bool:
+    """Apply ``outcome`` to a running action; False if it had already ended.
+
+    Only the action that is running (its generation, IN_PROGRESS) can be
+    ended, so a late or repeated signal, a cancel and a timeout never
+    overwrite one another: the first one recorded wins.
+    """
+    try:
+        services.store.update_deployment(
+            deployment_id,
+            expected_status=states.IN_PROGRESS,
+            expected_generation=generation,
+            status=outcome.status,
+            status_reason=outcome.status_reason,
+            reason=dict(outcome.reason),
+            output_values=dict(outcome.output_values),
+        )
+    except exceptions.ConcurrentUpdate:
+        return False
+    return True
+
+
+def outcome_of(deployment: Deployment) -> dict[str, Any]:
+    return {
+        "status": deployment.status,
+        "status_reason": deployment.status_reason,
+        "reason": deployment.reason,
+        "output_values": deployment.output_values,
+    }
+
+
+class AwaitSignal(_TransportTask):
+    """End the action from its signal, or from its timeout.
+
+    The deployment row is the truth: whatever ended the action first (a
+    signal read here or by the runner's watcher, a signal pushed through the
+    API, a cancel, a timeout) is what this task returns.
+    """
+
+    default_provides = "outcome"
+
+    def execute(
+        self,
+        services: Services,
+        deployment_id: str,
+        generation: int,
+        timeout: int,
+        signal_store: dict[str, Any],
+        action_started: float,
+    ) -> dict[str, Any]:
+        transport = self.transport(services)
+        deadline = action_started + timeout
+        conf = services.conf
+        interval = float(conf.watcher.poll_interval)
+
+        def check() -> dict[str, Any] | None:
+            return check_signal(
+                services,
+                transport,
+                deployment_id,
+                generation,
+                signal_store,
+                deadline,
+                timeout,
+            )
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda result: result is None),
+            wait=tenacity.wait_exponential(
+                multiplier=interval,
+                min=interval,
+                max=float(conf.watcher.max_poll_interval),
+                exp_base=float(conf.watcher.backoff_multiplier),
+            )
+            + tenacity.wait_random(0, interval * float(conf.watcher.poll_jitter)),
+        )
+        result = retrying(check)
+        assert result is not None
+        return result
+
+
+def check_signal(
+    services: Services,
+    transport: SignalTransport,
+    deployment_id: str,
+    generation: int,
+    signal_store: dict[str, Any],
+    deadline: float,
+    timeout: int,
+) -> dict[str, Any] | None:
+    """One look at a waiting action; its outcome once it has ended, else None."""
+    deployment = services.store.get_deployment(deployment_id)
+    if deployment.generation != generation or deployment.is_terminal:
+        return outcome_of(deployment)
+    if transport.pulled:
+        read = transport.read(services, signal_store)
+        if read.payload is not None:
+            outcome = outcome_from_payload(services, deployment, read.payload)
+            if outcome is not None:
+                record_outcome(services, deployment_id, generation, outcome)
+                return outcome_of(services.store.get_deployment(deployment_id))
+    if time.time() >= deadline:
+        record_outcome(
+            services,
+            deployment_id,
+            generation,
+            signals.timeout_outcome(timeout),
+        )
+        return outcome_of(services.store.get_deployment(deployment_id))
+    return None
+
+
+def outcome_from_payload(
+    services: Services, deployment: Deployment, raw: bytes | str | dict[str, Any]
+) -> signals.Outcome | None:
+    """The outcome a raw signal gives, None for a progress signal."""
+    try:
+        payload = signals.parse_payload(raw)
+    except exceptions.SignalRejected as exc:
+        return signals.rejected_outcome(str(exc))
+    if payload is None or signals.is_progress(payload):
+        return None
+    outputs = ()
+    if deployment.config_id:
+        outputs = services.store.get_config(deployment.config_id).outputs
+    return signals.outcome(payload, outputs)

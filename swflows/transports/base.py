@@ -1,0 +1,151 @@
+"""What every signal and config transport provides.
+
+A *signal transport* is how a server's outputs come back for one deployment
+action: it makes a store (a TempURL object, a queue, or nothing), gives the
+derived config the ``deploy_*`` inputs an agent needs to reach it, reads it,
+and removes it.  A *config transport* is how a server's metadata document
+reaches the server: a channel made once per server, published to on every
+change, removed when the server leaves.
+
+Every method that creates or deletes is idempotent: a task re-run after a
+crash finds what the first run made, and removing what is gone is done.
+Stores and channels are plain JSON dicts (they are task results and rows),
+and hold no secret: secrets are re-derived when they are needed.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from swflows.services import Services
+
+JsonDict = dict[str, Any]
+InputPairs = list[tuple[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SignalRef:
+    """Names one deployment action; stores are keyed by it."""
+
+    deployment_id: str
+    generation: int
+    #: seconds the action may run; stores must outlive it (plus a grace)
+    timeout: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.deployment_id}/{self.generation}"
+
+    def to_dict(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: JsonDict) -> SignalRef:
+        return cls(data["deployment_id"], int(data["generation"]), int(data["timeout"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class StackUser:
+    """The Keystone user a transport's agent side authenticates as (no secret)."""
+
+    user_id: str
+    username: str
+    project_id: str
+
+    def to_dict(self) -> JsonDict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: JsonDict | None) -> StackUser | None:
+        if not data:
+            return None
+        return cls(data["user_id"], data["username"], data["project_id"])
+
+
+@dataclasses.dataclass(frozen=True)
+class SignalRead:
+    """One look at a signal store: the raw payload, if any, and its version."""
+
+    payload: bytes | None
+    #: changes whenever the store's content changes (ETag, message id)
+    version: str | None = None
+
+
+class SignalTransport(abc.ABC):
+    """Base of every signal transport (one module ``impl_<name>`` each)."""
+
+    name: ClassVar[str]
+    #: the agent authenticates as a Keystone stack user
+    needs_stack_user: ClassVar[bool] = False
+    #: the server's signal is pulled by swflows (else it is pushed to the API)
+    pulled: ClassVar[bool] = True
+    #: a deployment using it completes at once, without waiting
+    waits: ClassVar[bool] = True
+
+    def __init__(self, options: JsonDict | None = None) -> None:
+        #: resolved settings, fixed when the flow is built (flow arguments)
+        self.options = dict(options or {})
+
+    @abc.abstractmethod
+    def create_store(
+        self, services: Services, ref: SignalRef, user: StackUser | None
+    ) -> JsonDict:
+        """Make (or find) the store for ``ref``; return what identifies it."""
+
+    @abc.abstractmethod
+    def agent_inputs(
+        self,
+        services: Services,
+        ref: SignalRef,
+        store: JsonDict,
+        user: StackUser | None,
+    ) -> InputPairs:
+        """The ``deploy_*`` inputs that tell an agent where to signal."""
+
+    def read(self, services: Services, store: JsonDict) -> SignalRead:
+        """Look at the store once; ``payload`` is None while nothing landed."""
+        return SignalRead(None)
+
+    def consume(self, services: Services, store: JsonDict, read: SignalRead) -> None:
+        """Acknowledge a read payload so it is not seen again (queues)."""
+
+    @abc.abstractmethod
+    def delete_store(self, services: Services, store: JsonDict) -> None:
+        """Remove the store; a store already gone is fine."""
+
+    def leftovers(self, services: Services, ref: SignalRef) -> Sequence[str]:
+        """Names of anything still held for ``ref`` (diagnostics and tests)."""
+        return ()
+
+
+class ConfigTransport(abc.ABC):
+    """Base of every config (server metadata) transport."""
+
+    name: ClassVar[str]
+
+    def __init__(self, options: JsonDict | None = None) -> None:
+        self.options = dict(options or {})
+
+    @abc.abstractmethod
+    def ensure_channel(self, services: Services, server_id: str) -> JsonDict:
+        """Make (or find) the server's channel; return what identifies it."""
+
+    @abc.abstractmethod
+    def publish(
+        self, services: Services, server_id: str, channel: JsonDict, document: JsonDict
+    ) -> None:
+        """Deliver ``document`` (the full metadata) through the channel."""
+
+    @abc.abstractmethod
+    def remove_channel(
+        self, services: Services, server_id: str, channel: JsonDict
+    ) -> None:
+        """Remove the channel; a channel already gone is fine."""
+
+    def collect_config(self, services: Services, channel: JsonDict) -> JsonDict:
+        """The ``os-collect-config`` section telling agents where to poll."""
+        return {}

@@ -1,0 +1,77 @@
+"""TEMP_URL_SIGNAL: the agent PUTs its signal to a Swift TempURL.
+
+No Keystone user is needed.  All signal objects live in one container, named
+``<deployment id>/<generation>``, so one container listing shows every
+waiting deployment at once.  The object is seeded empty; a non-empty body is
+the signal.  The TempURL expires after the action's timeout plus a grace
+period, so it never dies before the deployment does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from swflows import derive
+from swflows.transports import base, names
+
+if TYPE_CHECKING:
+    from swflows.services import Services
+
+DEFAULT_CONTAINER = "swflows-signals"
+DEFAULT_GRACE = 600
+
+
+class TempUrlSignal(base.SignalTransport):
+    name = names.TEMP_URL_SIGNAL
+
+    @property
+    def container(self) -> str:
+        return str(self.options.get("container") or DEFAULT_CONTAINER)
+
+    def create_store(
+        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+    ) -> base.JsonDict:
+        swift = services.clients.object_store
+        swift.ensure_container(self.container)
+        if swift.head_object(self.container, ref.key) is None:
+            swift.put_object(self.container, ref.key, b"")
+        grace = int(self.options.get("grace", DEFAULT_GRACE))
+        return {
+            "container": self.container,
+            "object": ref.key,
+            "expires": int(time.time()) + ref.timeout + grace,
+        }
+
+    def agent_inputs(
+        self,
+        services: Services,
+        ref: base.SignalRef,
+        store: base.JsonDict,
+        user: base.StackUser | None,
+    ) -> base.InputPairs:
+        url = services.clients.object_store.temp_url(
+            store["container"],
+            store["object"],
+            "PUT",
+            int(store["expires"]),
+            digest=str(self.options.get("digest", "sha256")),
+        )
+        return list(derive.temp_url_signal_inputs(url))
+
+    def read(self, services: Services, store: base.JsonDict) -> base.SignalRead:
+        found = services.clients.object_store.get_object(
+            store["container"], store["object"]
+        )
+        if found is None or not found.body:
+            return base.SignalRead(None, found.etag if found else None)
+        return base.SignalRead(found.body, found.etag)
+
+    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+        services.clients.object_store.delete_object(store["container"], store["object"])
+
+    def leftovers(self, services: Services, ref: base.SignalRef) -> list[str]:
+        swift = services.clients.object_store
+        if swift.head_object(self.container, ref.key) is None:
+            return []
+        return [f"{self.container}/{ref.key}"]

@@ -1,0 +1,111 @@
+"""ZAQAR_SIGNAL: the agent posts its signal to a Zaqar queue.
+
+By default the agent gets a *signed URL* for the queue (``auth:
+signed_url``): it can post there and nowhere else, and no Keystone user is
+needed.  With ``auth: credentials`` it authenticates as a stack user, as Heat
+does, for clouds that disable signed URLs; the queue then lives in the stack
+user's project.  One queue per deployment action; it is deleted once the
+signal is read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from swflows import derive, exceptions
+from swflows.transports import base, impl_heat, names
+
+if TYPE_CHECKING:
+    from swflows.clients.messaging import Messaging
+    from swflows.services import Services
+
+SIGNED_URL = "signed_url"
+CREDENTIALS = "credentials"
+QUEUE_PREFIX = "sws-"
+DEFAULT_GRACE = 600
+
+
+def queue_name(ref: base.SignalRef) -> str:
+    # at most 4 + 36 + 1 + 10 characters: under Zaqar's 64
+    return f"{QUEUE_PREFIX}{ref.deployment_id}-{ref.generation}"
+
+
+class ZaqarSignal(base.SignalTransport):
+    name = names.ZAQAR_SIGNAL
+
+    def __init__(self, options: base.JsonDict | None = None) -> None:
+        super().__init__(options)
+        self.auth = str(self.options.get("auth") or SIGNED_URL)
+        if self.auth not in (SIGNED_URL, CREDENTIALS):
+            raise exceptions.ValidationError(
+                "zaqar_signal_auth", f"must be {SIGNED_URL} or {CREDENTIALS}"
+            )
+
+    @property
+    def needs_stack_user(self) -> bool:  # type: ignore[override]
+        return self.auth == CREDENTIALS
+
+    def _client(self, services: Services, store: base.JsonDict) -> Messaging:
+        user = base.StackUser.from_dict(store.get("user"))
+        if user is None:
+            return services.clients.messaging
+        password = impl_heat.stack_user_password(services, store["deployment_id"])
+        return services.clients.messaging_for(user, password)
+
+    def create_store(
+        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+    ) -> base.JsonDict:
+        store: base.JsonDict = {
+            "queue": queue_name(ref),
+            "deployment_id": ref.deployment_id,
+        }
+        if self.auth == CREDENTIALS:
+            if user is None:
+                raise exceptions.TransportError(
+                    self.name, "credentials mode needs a stack user"
+                )
+            store["user"] = user.to_dict()
+        self._client(services, store).ensure_queue(store["queue"])
+        return store
+
+    def agent_inputs(
+        self,
+        services: Services,
+        ref: base.SignalRef,
+        store: base.JsonDict,
+        user: base.StackUser | None,
+    ) -> base.InputPairs:
+        if self.auth == CREDENTIALS:
+            pairs = impl_heat.credential_inputs(services, ref, user)
+            return [*pairs, *derive.zaqar_signal_inputs(store["queue"])]
+        grace = int(self.options.get("grace", DEFAULT_GRACE))
+        signed = services.clients.messaging.signed_url(
+            store["queue"],
+            paths=("messages",),
+            methods=("POST",),
+            ttl_seconds=ref.timeout + grace,
+        )
+        return list(derive.zaqar_signal_inputs(store["queue"], signed_url=signed))
+
+    def read(self, services: Services, store: base.JsonDict) -> base.SignalRead:
+        messages = self._client(services, store).list_messages(store["queue"])
+        for message in messages:
+            body = message.body
+            raw = body if isinstance(body, (bytes, str)) else _dumps(body)
+            return base.SignalRead(
+                raw.encode() if isinstance(raw, str) else raw, message.id
+            )
+        return base.SignalRead(None)
+
+    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+        self._client(services, store).delete_queue(store["queue"])
+
+    def leftovers(self, services: Services, ref: base.SignalRef) -> list[str]:
+        name = queue_name(ref)
+        return [name] if services.clients.messaging.queue_exists(name) else []
+
+
+def _dumps(body: object) -> str:
+    import json
+
+    return json.dumps(body)
