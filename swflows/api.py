@@ -1,0 +1,489 @@
+"""The public facade: configs, deploy, redeploy, undeploy, trigger, signal.
+
+Every choice that depends on configuration (which transports, whether a
+stack user is needed, the timeout) is resolved here, before a flow starts,
+and handed to the flow's factory, so a flow is always rebuilt the same way.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tenacity
+
+from swflows import derive, exceptions, model, signals, states
+from swflows.engine import Runner
+from swflows.flows import common
+from swflows.services import Clients, Services
+from swflows.tasks import metadata
+from swflows.tasks import signal as signal_tasks
+from swflows.transports import names
+
+#: generation of a deployment's first action
+FIRST_GENERATION = 1
+
+
+class Swflows:
+    """One swflows instance: a store, a cloud and a runner.
+
+    ``wait=True`` (the default) blocks until the deployment is terminal and
+    returns it; ``wait=False`` returns the IN_PROGRESS deployment at once
+    and lets the runner's threads finish the flow.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        clients: Clients,
+        conf: Any,
+        *,
+        secret: bytes | None = None,
+    ) -> None:
+        self.services = Services(
+            store=store,
+            conf=conf,
+            clients=clients,
+            secret=secret if secret is not None else store.secret_key_bytes(),
+        )
+        self.store = store
+        self.conf = conf
+        self.runner = Runner(self.services)
+        self._pending: dict[str, concurrent.futures.Future[str]] = {}
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def __enter__(self) -> Swflows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- configs --------------------------------------------------------
+    def create_config(
+        self,
+        name: str,
+        config: Any = "",
+        *,
+        group: str | None = None,
+        inputs: Sequence[Mapping[str, Any]] | None = None,
+        outputs: Sequence[Mapping[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> model.Config:
+        built = model.Config.create(
+            name, config, group=group, inputs=inputs, outputs=outputs, options=options
+        )
+        return self.store.create_config(built)  # type: ignore[no-any-return]
+
+    def get_config(self, config_id: str) -> model.Config:
+        return self.store.get_config(config_id)  # type: ignore[no-any-return]
+
+    def list_configs(self, **kwargs: Any) -> list[model.Config]:
+        return self.store.list_configs(**kwargs)  # type: ignore[no-any-return]
+
+    def delete_config(self, config_id: str) -> None:
+        self.store.delete_config(config_id)
+
+    # -- resolving choices ---------------------------------------------
+    def _signal_transport(self, requested: str | None) -> str:
+        name = names.normalize_signal_transport(
+            requested or self.conf.default_deployment_signal_transport
+        )
+        if name != names.AUTO:
+            self.services.signal_transport(name, self._signal_options(name))
+            return name
+        offered = {
+            names.TEMP_URL_SIGNAL: self.services.clients.offers("object_store"),
+            names.ZAQAR_SIGNAL: self.services.clients.offers("messaging"),
+            names.HEAT_SIGNAL: self.services.clients.offers("stack_users"),
+            names.NO_SIGNAL: True,
+        }
+        for candidate in self.conf.auto_signal_transport_order:
+            candidate = names.normalize_signal_transport(
+                candidate, "auto_signal_transport_order"
+            )
+            if offered.get(candidate):
+                return candidate
+        raise exceptions.NotSupported(
+            "AUTO found no signal transport this cloud offers among "
+            + ", ".join(self.conf.auto_signal_transport_order)
+        )
+
+    def _signal_options(self, name: str) -> dict[str, Any]:
+        conf = self.conf
+        if name == names.TEMP_URL_SIGNAL:
+            return {
+                "container": conf.signal_container,
+                "digest": conf.tempurl_digest,
+                "grace": conf.tempurl_grace_period,
+            }
+        if name == names.ZAQAR_SIGNAL:
+            return {"auth": conf.zaqar_signal_auth, "grace": conf.tempurl_grace_period}
+        return {}
+
+    def _config_transport(self, server_id: str, requested: str | None) -> str:
+        server = self.store.get_server(server_id)
+        if server is not None and server.config_transport:
+            return str(server.config_transport)
+        return names.normalize_config_transport(
+            requested or self.conf.default_software_config_transport
+        )
+
+    def _config_options(self, name: str) -> dict[str, Any]:
+        if name == names.POLL_TEMP_URL:
+            return {
+                "container": self.conf.metadata_container,
+                "digest": self.conf.tempurl_digest,
+            }
+        return {}
+
+    def _plan(
+        self, server_id: str, signal_transport: str, config_transport: str | None
+    ) -> common.Plan:
+        transport = self.services.signal_transport(
+            signal_transport, self._signal_options(signal_transport)
+        )
+        config_name = self._config_transport(server_id, config_transport)
+        return common.Plan(
+            signal_transport=signal_transport,
+            config_transport=config_name,
+            signal_options=self._signal_options(signal_transport),
+            config_options=self._config_options(config_name),
+            needs_stack_user=bool(transport.needs_stack_user),
+            waits=bool(transport.waits),
+        )
+
+    # -- operations -----------------------------------------------------
+    def deploy(
+        self,
+        server_id: str,
+        config_id: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        action: str = model.CREATE,
+        actions: Sequence[str] | None = None,
+        signal_transport: str | None = None,
+        config_transport: str | None = None,
+        timeout: int | None = None,
+        deployment_id: str | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment:
+        """Deploy ``config_id`` to ``server_id``: its ``action`` (CREATE) runs."""
+        source = self.store.get_config(config_id)
+        values = dict(input_values or {})
+        derive.check_action(source, action, actions)
+        transport = self._signal_transport(signal_transport)
+        plan = self._plan(server_id, transport, config_transport)
+        deployment_id = deployment_id or model.new_id()
+        inputs = {
+            "deployment_id": deployment_id,
+            "server_id": server_id,
+            "source_config_id": config_id,
+            "action": action,
+            "input_values": values,
+            "name": name or source.name,
+            "timeout": self._timeout(timeout),
+            "generation": FIRST_GENERATION,
+            "signal_transport": transport,
+            "parent_id": None,
+        }
+        self._start("deploy", plan, inputs, wait)
+        return self._result(deployment_id, wait, wait_timeout)
+
+    def redeploy(
+        self,
+        deployment_id: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        config_id: str | None = None,
+        action: str = model.UPDATE,
+        timeout: int | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment:
+        """Run ``action`` (UPDATE) with new inputs or a new config.
+
+        When an input marked ``replace_on_change`` changes, a new deployment
+        replaces this one: it is deployed first, then this one undeployed,
+        and the new deployment is returned.
+        """
+        current = self.store.get_deployment(deployment_id)
+        self._refuse_running(current)
+        source_id = config_id or current.source_config_id
+        if source_id is None:
+            raise exceptions.ValidationError(
+                "config_id", f"deployment {deployment_id} has no config to redeploy"
+            )
+        source = self.store.get_config(source_id)
+        values = {**current.input_values, **dict(input_values or {})}
+        derive.check_action(source, action, current.actions)
+        if derive.replace_on_change_changed(source, current.input_values, values):
+            replacement = self.deploy(
+                current.server_id,
+                source_id,
+                input_values=values,
+                name=current.name,
+                signal_transport=current.signal_transport,
+                timeout=timeout or current.timeout,
+                wait=True,
+                wait_timeout=wait_timeout,
+            )
+            self.undeploy(deployment_id)
+            return replacement
+        plan = self._plan(current.server_id, current.signal_transport, None)
+        inputs = {
+            "deployment_id": deployment_id,
+            "server_id": current.server_id,
+            "source_config_id": source_id,
+            "action": action,
+            "input_values": values,
+            "name": current.name,
+            "timeout": self._timeout(timeout or current.timeout),
+            "generation": current.generation + 1,
+            "signal_transport": current.signal_transport,
+        }
+        self._start("redeploy", plan, inputs, wait)
+        return self._result(deployment_id, wait, wait_timeout)
+
+    def suspend(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
+        return self.redeploy(deployment_id, action=model.SUSPEND, **kwargs)
+
+    def resume_deployment(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
+        return self.redeploy(deployment_id, action=model.RESUME, **kwargs)
+
+    def undeploy(
+        self,
+        deployment_id: str,
+        *,
+        timeout: int | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment | None:
+        """Run DELETE when the config has it, then remove the deployment.
+
+        Returns the DELETE action's final state (None when there was none).
+        """
+        current = self.store.get_deployment(deployment_id)
+        self._refuse_running(current)
+        source = (
+            self.store.get_config(current.source_config_id)
+            if current.source_config_id
+            else None
+        )
+        run_delete = source is not None and source.handles(
+            model.DELETE, current.actions
+        )
+        plan = self._plan(current.server_id, current.signal_transport, None)
+        inputs: dict[str, Any] = {
+            "deployment_id": deployment_id,
+            "server_id": current.server_id,
+            "current_config_id": current.config_id,
+        }
+        if run_delete:
+            inputs.update(
+                source_config_id=current.source_config_id,
+                action=model.DELETE,
+                input_values=current.input_values,
+                name=current.name,
+                timeout=self._timeout(timeout or current.timeout),
+                generation=current.generation + 1,
+                signal_transport=current.signal_transport,
+            )
+        future = self._start(
+            "undeploy",
+            {**plan.to_kwargs(), "run_delete_action": run_delete},
+            inputs,
+            wait,
+        )
+        if not wait:
+            return current
+        if future is not None:
+            future.result(wait_timeout)
+        return None
+
+    def trigger(
+        self,
+        deployment_id: str,
+        action: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        signal_transport: str | None = None,
+        timeout: int | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment:
+        """Run ``action`` of the deployment's config now, as a new deployment.
+
+        The new deployment is named ``<original>-<ACTION>``; its inputs are
+        the original's, overridden by ``input_values``.  The original
+        deployment is left untouched.
+        """
+        original = self.store.get_deployment(deployment_id)
+        if original.source_config_id is None:
+            raise exceptions.ValidationError(
+                "deployment_id", f"deployment {deployment_id} has no config"
+            )
+        source = self.store.get_config(original.source_config_id)
+        derive.check_action(source, action, None if source.is_component else [action])
+        transport = self._signal_transport(
+            signal_transport or original.signal_transport
+        )
+        plan = self._plan(original.server_id, transport, None)
+        new_id = model.new_id()
+        inputs = {
+            "deployment_id": new_id,
+            "server_id": original.server_id,
+            "source_config_id": source.id,
+            "action": action,
+            "input_values": {**original.input_values, **dict(input_values or {})},
+            "name": f"{original.name or source.name}-{action}",
+            "timeout": self._timeout(timeout or original.timeout),
+            "generation": FIRST_GENERATION,
+            "signal_transport": transport,
+            "parent_id": deployment_id,
+        }
+        self._start("trigger", plan, inputs, wait)
+        return self._result(new_id, wait, wait_timeout)
+
+    # -- reading --------------------------------------------------------
+    def show(self, deployment_id: str) -> model.Deployment:
+        return self.store.get_deployment(deployment_id)  # type: ignore[no-any-return]
+
+    def outputs(self, deployment_id: str) -> dict[str, Any]:
+        return dict(self.show(deployment_id).output_values)
+
+    def list_deployments(self, **kwargs: Any) -> list[model.Deployment]:
+        return self.store.list_deployments(**kwargs)  # type: ignore[no-any-return]
+
+    def server_metadata(self, server_id: str) -> list[dict[str, Any]]:
+        """The server's metadata list, as POLL_SERVER_HEAT embedders serve it."""
+        return list(self.store.server_metadata(server_id).deployments)
+
+    def wait(self, deployment_id: str, timeout: float | None = None) -> model.Deployment:
+        """Block until the deployment is terminal (or raise WaitTimeout)."""
+        future = self._pending.get(deployment_id)
+        if future is not None:
+            try:
+                future.result(timeout)
+            except concurrent.futures.TimeoutError:
+                raise exceptions.WaitTimeout(deployment_id, timeout or 0) from None
+            finally:
+                if future.done():
+                    self._pending.pop(deployment_id, None)
+        started = time.monotonic()
+        interval = float(self.conf.watcher.poll_interval)
+        for attempt in tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_NotYet),
+            wait=tenacity.wait_fixed(interval),
+            reraise=True,
+        ):
+            with attempt:
+                current = self.show(deployment_id)
+                if current.is_terminal:
+                    return current
+                if timeout is not None and time.monotonic() - started >= timeout:
+                    raise exceptions.WaitTimeout(deployment_id, timeout)
+                raise _NotYet()
+        raise AssertionError("unreachable")
+
+    # -- signals and cancel --------------------------------------------
+    def signal(self, deployment_id: str, payload: bytes | str | Mapping[str, Any]) -> bool:
+        """Deliver a signal an embedder received (HEAT_SIGNAL and friends).
+
+        Returns False when the deployment is not waiting (the signal is
+        ignored, as Heat ignores it); bad payloads raise SignalRejected.
+        """
+        current = self.store.get_deployment(deployment_id)
+        if current.status != states.IN_PROGRESS:
+            return False
+        raw = payload if isinstance(payload, (bytes, str)) else dict(payload)
+        outcome = signal_tasks.outcome_from_payload(self.services, current, raw)
+        if outcome is None:
+            return True  # a progress signal
+        return signal_tasks.record_outcome(
+            self.services, deployment_id, current.generation, outcome
+        )
+
+    def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:
+        """End a running action FAILED, kind ``cancelled``."""
+        current = self.store.get_deployment(deployment_id)
+        if current.status != states.IN_PROGRESS:
+            raise exceptions.InvalidTransition(
+                deployment_id, current.status, states.FAILED
+            )
+        outcome = signals.cancelled_outcome(reason)
+        if not signal_tasks.record_outcome(
+            self.services, deployment_id, current.generation, outcome
+        ):
+            raise exceptions.InvalidTransition(
+                deployment_id, self.show(deployment_id).status, states.FAILED
+            )
+        return self.show(deployment_id)
+
+    def republish(self, server_id: str) -> int:
+        """Publish a server's metadata again (after a transport outage)."""
+        name = self._config_transport(server_id, None)
+        return metadata.publish_server(
+            self.services, server_id, name, self._config_options(name)
+        )
+
+    # -- internals ------------------------------------------------------
+    def _timeout(self, timeout: int | None) -> int:
+        value = int(timeout if timeout is not None else self.conf.deployment_timeout)
+        if value <= 0:
+            raise exceptions.ValidationError("timeout", "must be a positive number")
+        return value
+
+    @staticmethod
+    def _refuse_running(current: model.Deployment) -> None:
+        if current.status == states.IN_PROGRESS:
+            raise exceptions.InvalidTransition(
+                current.id, current.status, states.IN_PROGRESS
+            )
+
+    def _start(
+        self,
+        kind: str,
+        plan: common.Plan | dict[str, Any],
+        inputs: dict[str, Any],
+        wait: bool,
+    ) -> concurrent.futures.Future[str] | None:
+        kwargs = plan if isinstance(plan, dict) else plan.to_kwargs()
+        if wait:
+            self.runner.run(kind, kwargs, inputs)
+            return None
+        future = self.runner.submit(kind, kwargs, inputs)
+        self._pending[inputs["deployment_id"]] = future
+        return future
+
+    def _result(
+        self, deployment_id: str, wait: bool, wait_timeout: float | None
+    ) -> model.Deployment:
+        if wait:
+            return self.show(deployment_id)
+        return self._show_when_created(deployment_id, wait_timeout)
+
+    def _show_when_created(
+        self, deployment_id: str, wait_timeout: float | None
+    ) -> model.Deployment:
+        future = self._pending.get(deployment_id)
+        for attempt in tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(exceptions.DeploymentNotFound),
+            wait=tenacity.wait_fixed(0.05),
+            stop=tenacity.stop_after_delay(wait_timeout or 60),
+            reraise=True,
+        ):
+            with attempt:
+                if future is not None and future.done():
+                    future.result()  # raise the flow's error, if any
+                return self.show(deployment_id)
+        raise AssertionError("unreachable")
+
+
+class _NotYet(Exception):
+    """A wait's poll found the deployment still running."""
