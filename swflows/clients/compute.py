@@ -1,0 +1,99 @@
+"""Nova: whether a server exists and what state it is in, over python-novaclient.
+
+Only reads for now; booting and deleting servers will join this class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from keystoneauth1 import exceptions as ksa_exc
+from keystoneauth1 import session as ksa_session
+from novaclient import client as nova_client
+from novaclient import exceptions as nova_exc
+
+from swflows.clients.base import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    http_error,
+    ksa_error,
+    retried,
+)
+from swflows.exceptions import CloudError
+
+SERVICE = "compute"
+API_VERSION = "2.1"
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerInfo:
+    id: str
+    name: str
+    #: Nova's status: ACTIVE, BUILD, ERROR, SHUTOFF, ...
+    status: str
+    metadata: dict[str, str]
+
+
+class Compute:
+    """Servers of the session's project."""
+
+    def __init__(self, nova: Any, *, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        self.nova = nova
+        self.retry_policy = retry
+
+    @classmethod
+    def from_session(
+        cls,
+        session: ksa_session.Session,
+        *,
+        endpoint_override: str | None = None,
+        interface: str = "public",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> Compute:
+        nova = nova_client.Client(
+            API_VERSION,
+            session=session,
+            endpoint_override=endpoint_override,
+            interface=interface,
+            region_name=region_name,
+        )
+        return cls(nova, **kwargs)
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except nova_exc.ClientException as exc:
+            raise http_error(SERVICE, what, exc.code, exc.message) from None
+        except ksa_exc.ClientException as exc:
+            raise ksa_error(SERVICE, what, exc) from None
+
+    @retried
+    def get_server(self, server_id: str) -> ServerInfo | None:
+        """The server, or None when Nova says it does not exist."""
+        try:
+            server = self._call(
+                f"show server {server_id}", self.nova.servers.get, server_id
+            )
+        except CloudError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return ServerInfo(
+            id=str(server.id),
+            name=str(server.name),
+            status=str(server.status),
+            metadata={str(k): str(v) for k, v in (server.metadata or {}).items()},
+        )
+
+    def server_exists(self, server_id: str) -> bool:
+        return self.get_server(server_id) is not None
+
+    def server_status(self, server_id: str) -> str | None:
+        """Nova's status of the server, None if it does not exist."""
+        server = self.get_server(server_id)
+        return server.status if server is not None else None

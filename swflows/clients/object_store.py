@@ -1,0 +1,470 @@
+"""Swift: containers, objects and TempURLs, over python-swiftclient.
+
+TempURLs let an agent read its metadata or PUT its signal without any
+Keystone user (heat-semantics §3.3).  The account TempURL key is created
+only when the account has none, and that is logged, unlike Heat (§8 row 16).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import email.utils
+import logging
+import secrets
+import threading
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import requests
+from keystoneauth1 import exceptions as ksa_exc
+from keystoneauth1 import session as ksa_session
+from swiftclient import client as swift_client
+from swiftclient import exceptions as swift_exc
+from swiftclient import utils as swift_utils
+
+from swflows.clients.base import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    http_error,
+    ksa_error,
+    retried,
+    unreachable,
+)
+from swflows.exceptions import CloudError, ValidationError
+
+LOG = logging.getLogger(__name__)
+
+SERVICE = "object-store"
+TEMPURL_KEY_HEADER = "x-account-meta-temp-url-key"
+TEMPURL_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE"})
+TEMPURL_DIGESTS = frozenset({"sha1", "sha256", "sha512"})
+#: Swift's default (and usual maximum) listing page, ``container_listing_limit``.
+LISTING_PAGE = 10_000
+#: Anything earlier is surely a duration passed by mistake (2001-09-09).
+MIN_EPOCH = 1_000_000_000
+CONTAINER_NAME_MAX = 256
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+    """An object as a listing or a HEAD shows it.
+
+    ``last_modified`` is always in the listing's form,
+    ``YYYY-MM-DDTHH:MM:SS.ffffff`` (UTC), whichever call produced it, so
+    values from both compare equal.
+    """
+
+    name: str
+    etag: str
+    last_modified: str
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredObject:
+    """An object's content; ``body`` is None when If-None-Match matched."""
+
+    name: str
+    etag: str
+    last_modified: str
+    body: bytes | None
+
+    @property
+    def modified(self) -> bool:
+        return self.body is not None
+
+
+def listing_time(headers: dict[str, str]) -> str:
+    """The listing form of an object's time, from HEAD/GET response headers.
+
+    ``X-Timestamp`` keeps Swift's full precision, which is what listings show;
+    ``Last-Modified`` (whole seconds) is the fallback.
+    """
+    stamp = headers.get("x-timestamp", "").split("_")[0]
+    if stamp:
+        seconds, _, fraction = stamp.partition(".")
+        when = datetime.datetime.fromtimestamp(int(seconds), datetime.UTC)
+        micros = (fraction + "000000")[:6]
+        return when.strftime("%Y-%m-%dT%H:%M:%S.") + micros
+    parsed = email.utils.parsedate_to_datetime(headers["last-modified"])
+    return parsed.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def _etag(headers: dict[str, str]) -> str:
+    return headers.get("etag", "").strip('"')
+
+
+def build_temp_url(
+    account_url: str,
+    container: str,
+    name: str,
+    method: str,
+    expires_at: int,
+    key: str,
+    digest: str = "sha256",
+) -> str:
+    """A full TempURL for one object, valid until ``expires_at`` (epoch s).
+
+    The signature covers the unquoted path, as Swift's middleware checks it;
+    the returned URL has the path quoted.
+    """
+    method = method.upper()
+    if method not in TEMPURL_METHODS:
+        raise ValidationError("method", f"must be one of {sorted(TEMPURL_METHODS)}")
+    if digest not in TEMPURL_DIGESTS:
+        raise ValidationError("digest", f"must be one of {sorted(TEMPURL_DIGESTS)}")
+    if isinstance(expires_at, bool) or not isinstance(expires_at, int):
+        raise ValidationError("expires_at", "must be an int (epoch seconds)")
+    if expires_at < MIN_EPOCH:
+        raise ValidationError(
+            "expires_at", "must be an absolute epoch time, not a duration"
+        )
+    _check_container(container)
+    if not name:
+        raise ValidationError("name", "must not be empty")
+    parts = urllib.parse.urlsplit(account_url)
+    path = f"{parts.path.rstrip('/')}/{container}/{name}"
+    signed: str = swift_utils.generate_temp_url(
+        path, expires_at, key, method, absolute=True, digest=digest
+    )
+    query = signed[len(path) + 1 :]
+    return urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, urllib.parse.quote(path), query, "")
+    )
+
+
+def _check_container(name: str) -> None:
+    if not name or "/" in name or len(name) > CONTAINER_NAME_MAX:
+        raise ValidationError(
+            "container", f"must be 1 to {CONTAINER_NAME_MAX} chars, without '/'"
+        )
+
+
+class _NotModified(Exception):
+    """A conditional GET matched (HTTP 304); carries the response headers."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__("not modified")
+        self.headers = headers
+
+
+class ObjectStore:
+    """One Swift account.
+
+    ``connection`` should be made with ``retries=0`` (the classmethods do):
+    retrying is this adapter's job.  Calls are serialised, since a
+    swiftclient connection is not thread-safe.
+    """
+
+    def __init__(
+        self,
+        connection: swift_client.Connection,
+        *,
+        listing_page: int = LISTING_PAGE,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.connection = connection
+        self.listing_page = listing_page
+        self.retry_policy = retry
+        #: GET requests made for container listings, for requests-per-poll.
+        self.listing_requests = 0
+        self._lock = threading.Lock()
+        self._tempurl_key: str | None = None
+
+    @classmethod
+    def from_session(
+        cls,
+        session: ksa_session.Session,
+        *,
+        endpoint_override: str | None = None,
+        region_name: str | None = None,
+        interface: str = "public",
+        timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> ObjectStore:
+        """The object-store endpoint of the session's catalog, or the override."""
+        options: dict[str, str] = {"endpoint_type": interface}
+        if region_name:
+            options["region_name"] = region_name
+        if endpoint_override:
+            options["object_storage_url"] = endpoint_override
+        conn = swift_client.Connection(
+            session=session, os_options=options, retries=0, timeout=timeout
+        )
+        return cls(conn, **kwargs)
+
+    @classmethod
+    def from_tempauth(
+        cls,
+        auth_url: str,
+        user: str,
+        key: str,
+        *,
+        timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> ObjectStore:
+        """Swift's v1 auth (tempauth): ``auth_url`` ends in ``/auth/v1.0``."""
+        conn = swift_client.Connection(
+            authurl=auth_url,
+            user=user,
+            key=key,
+            auth_version="1",
+            retries=0,
+            timeout=timeout,
+        )
+        return cls(conn, **kwargs)
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            with self._lock:
+                return fn(*args, **kwargs)
+        except swift_exc.ClientException as exc:
+            if exc.http_status == 304:
+                headers = exc.http_response_headers or {}
+                raise _NotModified({k.lower(): v for k, v in headers.items()}) from None
+            raise http_error(SERVICE, what, exc.http_status, exc.http_reason) from None
+        except ksa_exc.ClientException as exc:
+            raise ksa_error(SERVICE, what, exc) from None
+        except (requests.RequestException, OSError) as exc:
+            raise unreachable(SERVICE, what, exc) from None
+
+    @property
+    def account_url(self) -> str:
+        """The storage URL, ``…/v1/AUTH_<account>`` (authenticates if needed)."""
+        return self.retry_policy.call(self._account_url)
+
+    def _account_url(self) -> str:
+        if not self.connection.url:
+            url, token = self._call("authenticate", self.connection.get_auth)
+            self.connection.url, self.connection.token = url, token
+        return str(self.connection.url)
+
+    # -- containers -------------------------------------------------------
+
+    @retried
+    def ensure_container(self, name: str) -> None:
+        _check_container(name)
+        self._call(f"create container {name}", self.connection.put_container, name)
+
+    @retried
+    def container_exists(self, name: str) -> bool:
+        try:
+            self._call(f"show container {name}", self.connection.head_container, name)
+        except CloudError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    @retried
+    def delete_container(self, name: str, *, force: bool = False) -> bool:
+        """Delete a container; ``force`` deletes its objects first.
+
+        False if it was already gone.  Without ``force`` a non-empty container
+        is a CloudError with status 409.
+        """
+        if force:
+            for obj in self._list_objects(name, None):
+                self._delete_object(name, obj.name)
+        try:
+            self._call(
+                f"delete container {name}", self.connection.delete_container, name
+            )
+        except CloudError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    @retried
+    def list_containers(self, prefix: str | None = None) -> list[str]:
+        names: list[str] = []
+        marker = ""
+        while True:
+            _, page = self._call(
+                "list containers",
+                self.connection.get_account,
+                marker=marker,
+                limit=self.listing_page,
+                prefix=prefix,
+            )
+            names.extend(item["name"] for item in page)
+            if len(page) < self.listing_page:
+                return names
+            marker = page[-1]["name"]
+
+    # -- objects ----------------------------------------------------------
+
+    @retried
+    def put_object(
+        self,
+        container: str,
+        name: str,
+        body: bytes,
+        content_type: str = "application/json",
+    ) -> str:
+        """Write an object; returns its ETag."""
+        etag = self._call(
+            f"write object {container}/{name}",
+            self.connection.put_object,
+            container,
+            name,
+            body,
+            content_type=content_type,
+        )
+        return str(etag).strip('"')
+
+    @retried
+    def get_object(
+        self, container: str, name: str, *, if_none_match: str | None = None
+    ) -> StoredObject | None:
+        """The object, None if missing; body None if ``if_none_match`` matched."""
+        headers = {"If-None-Match": if_none_match} if if_none_match else None
+        try:
+            found, body = self._call(
+                f"read object {container}/{name}",
+                self.connection.get_object,
+                container,
+                name,
+                headers=headers,
+            )
+        except _NotModified as unchanged:
+            found = unchanged.headers
+            return StoredObject(name, _etag(found), listing_time(found), None)
+        except CloudError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return StoredObject(name, _etag(found), listing_time(found), bytes(body))
+
+    @retried
+    def head_object(self, container: str, name: str) -> ObjectInfo | None:
+        return self._head_object(container, name)
+
+    def _head_object(self, container: str, name: str) -> ObjectInfo | None:
+        try:
+            found = self._call(
+                f"show object {container}/{name}",
+                self.connection.head_object,
+                container,
+                name,
+            )
+        except CloudError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return ObjectInfo(
+            name=name,
+            etag=_etag(found),
+            last_modified=listing_time(found),
+            bytes=int(found.get("content-length", 0)),
+        )
+
+    @retried
+    def delete_object(self, container: str, name: str) -> bool:
+        """Delete an object; False if it was already gone."""
+        return self._delete_object(container, name)
+
+    def _delete_object(self, container: str, name: str) -> bool:
+        try:
+            self._call(
+                f"delete object {container}/{name}",
+                self.connection.delete_object,
+                container,
+                name,
+            )
+        except CloudError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    @retried
+    def list_objects(
+        self, container: str, prefix: str | None = None
+    ) -> list[ObjectInfo]:
+        """Every object (under ``prefix``); a missing container lists nothing.
+
+        One request per :attr:`listing_page` names, counted in
+        :attr:`listing_requests`.
+        """
+        return self._list_objects(container, prefix)
+
+    def _list_objects(self, container: str, prefix: str | None) -> list[ObjectInfo]:
+        found: list[ObjectInfo] = []
+        marker = ""
+        while True:
+            self.listing_requests += 1
+            try:
+                _, page = self._call(
+                    f"list container {container}",
+                    self.connection.get_container,
+                    container,
+                    marker=marker,
+                    limit=self.listing_page,
+                    prefix=prefix,
+                )
+            except CloudError as exc:
+                if exc.status == 404:
+                    return found
+                raise
+            found.extend(
+                ObjectInfo(
+                    name=item["name"],
+                    etag=item["hash"],
+                    last_modified=item["last_modified"],
+                    bytes=int(item["bytes"]),
+                )
+                for item in page
+            )
+            if len(page) < self.listing_page:
+                return found
+            marker = page[-1]["name"]
+
+    # -- TempURLs ---------------------------------------------------------
+
+    @retried
+    def tempurl_key(self) -> str:
+        """The account's TempURL key, set to a new random one only if absent."""
+        headers = self._call("show account", self.connection.head_account)
+        key = headers.get(TEMPURL_KEY_HEADER)
+        if not key:
+            self._call(
+                "set the account TempURL key",
+                self.connection.post_account,
+                {"X-Account-Meta-Temp-Url-Key": secrets.token_hex(32)},
+            )
+            LOG.info(
+                "The Swift account %s had no TempURL key; swflows set one",
+                self._account_url(),
+            )
+            # Read it back: a concurrent writer's key wins for everyone.
+            headers = self._call("show account", self.connection.head_account)
+            key = headers.get(TEMPURL_KEY_HEADER)
+            if not key:
+                raise CloudError(SERVICE, "the account TempURL key did not persist")
+        self._tempurl_key = str(key)
+        return self._tempurl_key
+
+    def temp_url(
+        self,
+        container: str,
+        name: str,
+        method: str,
+        expires_at: int,
+        digest: str = "sha256",
+    ) -> str:
+        """A full ``http…/v1/AUTH_x/c/o?temp_url_sig=…`` URL.
+
+        ``expires_at`` is an absolute epoch time in seconds, never a duration.
+        """
+        key = self._tempurl_key or self.tempurl_key()
+        return build_temp_url(
+            self.account_url, container, name, method, expires_at, key, digest
+        )

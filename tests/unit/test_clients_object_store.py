@@ -1,0 +1,86 @@
+"""The pure parts of the Swift adapter: TempURL building, time formats."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import urllib.parse
+
+import pytest
+
+from swflows.clients import object_store
+from swflows.exceptions import ValidationError
+
+ACCOUNT = "http://127.0.0.1:18080/v1/AUTH_test"
+EXPIRES = 2_000_000_000
+
+
+def _query(url: str) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+
+
+def test_temp_url_signs_method_absolute_expiry_and_full_path() -> None:
+    url = object_store.build_temp_url(ACCOUNT, "signals", "d1/0", "put", EXPIRES, "k")
+    parts = urllib.parse.urlsplit(url)
+    assert (parts.scheme, parts.netloc) == ("http", "127.0.0.1:18080")
+    assert parts.path == "/v1/AUTH_test/signals/d1/0"
+    query = _query(url)
+    assert query["temp_url_expires"] == str(EXPIRES)
+    body = f"PUT\n{EXPIRES}\n/v1/AUTH_test/signals/d1/0".encode()
+    assert query["temp_url_sig"] == hmac.new(b"k", body, hashlib.sha256).hexdigest()
+
+
+def test_temp_url_quotes_the_path_but_signs_it_unquoted() -> None:
+    url = object_store.build_temp_url(ACCOUNT, "c", "a b?é", "GET", EXPIRES, "k")
+    assert urllib.parse.urlsplit(url).path == "/v1/AUTH_test/c/a%20b%3F%C3%A9"
+    body = f"GET\n{EXPIRES}\n/v1/AUTH_test/c/a b?é".encode()
+    expected = hmac.new(b"k", body, hashlib.sha256).hexdigest()
+    assert _query(url)["temp_url_sig"] == expected
+
+
+def test_temp_url_sha512_form() -> None:
+    url = object_store.build_temp_url(ACCOUNT, "c", "o", "GET", EXPIRES, "k", "sha512")
+    assert _query(url)["temp_url_sig"].startswith("sha512:")
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("c", "o", "PATCH", EXPIRES), "method"),
+        (("c", "o", "GET", 600), "expires_at"),
+        (("c", "o", "GET", float(EXPIRES)), "expires_at"),
+        (("", "o", "GET", EXPIRES), "container"),
+        (("a/b", "o", "GET", EXPIRES), "container"),
+        (("c", "", "GET", EXPIRES), "name"),
+    ],
+)
+def test_temp_url_refuses_bad_input(args: tuple[object, ...], field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        object_store.build_temp_url(ACCOUNT, *args, key="k")  # type: ignore[arg-type]
+    assert caught.value.field == field
+
+
+def test_temp_url_refuses_unknown_digest() -> None:
+    with pytest.raises(ValidationError, match="digest"):
+        object_store.build_temp_url(ACCOUNT, "c", "o", "GET", EXPIRES, "k", "md5")
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"x-timestamp": "1700000000.12345"}, "2023-11-14T22:13:20.123450"),
+        ({"x-timestamp": "1700000000.00000"}, "2023-11-14T22:13:20.000000"),
+        ({"x-timestamp": "1700000000"}, "2023-11-14T22:13:20.000000"),
+        (
+            {"last-modified": "Tue, 14 Nov 2023 22:13:21 GMT"},
+            "2023-11-14T22:13:21.000000",
+        ),
+    ],
+)
+def test_listing_time(headers: dict[str, str], expected: str) -> None:
+    assert object_store.listing_time(headers) == expected
+
+
+def test_stored_object_modified() -> None:
+    assert object_store.StoredObject("o", "e", "t", b"").modified
+    assert not object_store.StoredObject("o", "e", "t", None).modified
