@@ -147,6 +147,8 @@ class FlowError(SwflowsError):
     """A flow could not be started, resumed or rebuilt."""
 
     def __init__(self, flow_id: str | None, message: str) -> None:
+        if flow_id and flow_id not in message:
+            message = f"flow {flow_id}: {message}"
         super().__init__(message, flow_id=flow_id)
         self.flow_id = flow_id
 

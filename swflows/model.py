@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -103,16 +104,20 @@ def coerce_value(field: str, type_: str, value: Any) -> Any:
     if type_ == NUMBER:
         if isinstance(value, bool):
             raise exceptions.ValidationError(field, "expected a Number, not a boolean")
+        number: int | float | None = None
         if isinstance(value, (int, float)):
-            return value
-        if isinstance(value, str):
+            number = value
+        elif isinstance(value, str):
             try:
-                return int(value)
+                number = int(value)
             except ValueError:
                 try:
-                    return float(value)
+                    number = float(value)
                 except ValueError:
                     pass
+        # NaN and infinities have no JSON form
+        if number is not None and (isinstance(number, int) or math.isfinite(number)):
+            return number
         raise exceptions.ValidationError(field, f"expected a Number, got {value!r}")
     if type_ == BOOLEAN:
         if isinstance(value, bool):
@@ -131,13 +136,19 @@ def coerce_value(field: str, type_: str, value: Any) -> Any:
             field, "expected a CommaDelimitedList (a string or a list of strings)"
         )
     if type_ == JSON:
+        # Heat's Json is a map or a list; a string is its JSON text.  Parsed
+        # scalars are refused so that coercing again returns the same value.
         if isinstance(value, str):
             try:
-                return json.loads(value)
+                value = json.loads(value)
             except ValueError as exc:
                 raise exceptions.ValidationError(
                     field, f"invalid JSON: {exc}"
                 ) from None
+            if not isinstance(value, (dict, list)):
+                raise exceptions.ValidationError(
+                    field, f"expected Json (a map or a list), not {_kind(value)}"
+                )
         if isinstance(value, (dict, list)):
             return value
         raise exceptions.ValidationError(field, f"expected Json, not {_kind(value)}")
