@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swflows import derive, exceptions, model
+from swflows.transports import names
 
 T0 = dt.datetime(2026, 11, 21, 13, 33, 18)
 PUT_URL = (
@@ -738,3 +739,85 @@ def test_property_derive(
     assert derive.derive(src, **kwargs) == cfg
     assert cfg.id == derive.derived_config_id("dep", generation)
     assert derive.replace_on_change_changed(src, values, values) == []
+
+
+class TestTransportNames:
+    @pytest.mark.parametrize(
+        ("given", "expected"),
+        [
+            ("TEMP_URL_SIGNAL", "TEMP_URL_SIGNAL"),
+            ("temp_url_poll", "TEMP_URL_SIGNAL"),
+            ("TEMP_URL_POLL", "TEMP_URL_SIGNAL"),
+            ("ZAQAR_MESSAGE", "ZAQAR_SIGNAL"),
+            (" zaqar_signal ", "ZAQAR_SIGNAL"),
+            ("heat_signal", "HEAT_SIGNAL"),
+            ("Cfn_Signal", "CFN_SIGNAL"),
+            ("no_signal", "NO_SIGNAL"),
+            ("auto", "AUTO"),
+        ],
+    )
+    def test_signal(self, given: str, expected: str) -> None:
+        assert names.normalize_signal_transport(given) == expected
+
+    @pytest.mark.parametrize(
+        ("given", "expected"),
+        [
+            ("poll_temp_url", "POLL_TEMP_URL"),
+            ("ZAQAR_MESSAGE", "ZAQAR_MESSAGE"),
+            ("poll_server_heat", "POLL_SERVER_HEAT"),
+        ],
+    )
+    def test_config(self, given: str, expected: str) -> None:
+        assert names.normalize_config_transport(given) == expected
+
+    @pytest.mark.parametrize("given", ["X", "", "POLL_TEMP_URL", 3, None])
+    def test_unknown_signal(self, given: Any) -> None:
+        with pytest.raises(exceptions.ValidationError) as exc:
+            names.normalize_signal_transport(given)
+        assert exc.value.field == "signal_transport"
+        if isinstance(given, str):
+            assert f"unknown transport {given!r}; expected one of" in str(exc.value)
+            assert "TEMP_URL_SIGNAL" in str(exc.value)
+
+    @pytest.mark.parametrize("given", ["TEMP_URL_SIGNAL", "TEMP_URL_POLL", "X"])
+    def test_unknown_config(self, given: str) -> None:
+        with pytest.raises(exceptions.ValidationError) as exc:
+            names.normalize_config_transport(given)
+        assert exc.value.field == "software_config_transport"
+
+    def test_tuples(self) -> None:
+        assert names.SIGNAL_TRANSPORTS == (
+            "TEMP_URL_SIGNAL",
+            "ZAQAR_SIGNAL",
+            "HEAT_SIGNAL",
+            "CFN_SIGNAL",
+            "NO_SIGNAL",
+            "AUTO",
+        )
+        assert "AUTO" not in names.CONCRETE_SIGNAL_TRANSPORTS
+        assert names.CONFIG_TRANSPORTS == (
+            "POLL_TEMP_URL",
+            "ZAQAR_MESSAGE",
+            "POLL_SERVER_HEAT",
+        )
+
+    @pytest.mark.parametrize(
+        ("transport", "auth", "expected"),
+        [
+            ("HEAT_SIGNAL", "signed_url", True),
+            ("CFN_SIGNAL", "signed_url", True),
+            ("ZAQAR_SIGNAL", "signed_url", False),
+            ("ZAQAR_SIGNAL", "credentials", True),
+            ("zaqar_message", "credentials", True),
+            ("TEMP_URL_SIGNAL", "credentials", False),
+            ("NO_SIGNAL", "signed_url", False),
+        ],
+    )
+    def test_needs_stack_user(self, transport: str, auth: str, expected: bool) -> None:
+        assert names.needs_stack_user(transport, auth) is expected
+
+    def test_needs_stack_user_default_and_bad_mode(self) -> None:
+        assert names.needs_stack_user("ZAQAR_SIGNAL") is False
+        with pytest.raises(exceptions.ValidationError) as exc:
+            names.needs_stack_user("ZAQAR_SIGNAL", "token")
+        assert exc.value.field == "zaqar_signal_auth"

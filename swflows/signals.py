@@ -1,0 +1,390 @@
+"""Signal payloads and the outcome they give a deployment.
+
+Pure: no I/O.  A *signal* is the JSON object a server's agent sends when a
+deployment action has run: ``deploy_stdout``, ``deploy_stderr``,
+``deploy_status_code`` and the declared outputs.  :func:`outcome` turns it
+into COMPLETE or FAILED by Heat's rules, with Heat's reason strings, plus a
+machine-readable reason.  Also here, what Heat lacks: a "started" progress
+signal, and outcomes for the endings that are not signals (timeout, never
+picked up, cancelled, server gone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from swflows import exceptions, model, states
+
+#: the largest signal accepted, as Heat's ``max_json_body_size``
+MAX_SIGNAL_BYTES: Final = 1048576
+#: what an agent trims a signal to, as Heat's ``heat-config-notify`` does
+AGENT_SIGNAL_BYTES: Final = 950000
+
+#: a progress signal is ``{"deploy_signal": "started"}`` without a status code
+DEPLOY_SIGNAL: Final = "deploy_signal"
+SIGNAL_STARTED: Final = "started"
+
+#: what :func:`trim_payload` puts in place of an output value that cannot fit
+TRIMMED_MARKER: Final = (
+    "[swflows: a {size}-byte value was removed to fit a {limit}-byte signal]"
+)
+
+_TRIMMABLE: Final = (model.DEPLOY_STDOUT, model.DEPLOY_STDERR)
+_JSON_TYPES: Final = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """Where a signal (or its absence) leaves a deployment."""
+
+    status: str
+    #: Heat's human-readable reason
+    status_reason: str
+    #: machine-readable: ``{"kind": states.ReasonKind, ...details}``
+    reason: dict[str, Any]
+    #: declared outputs received plus the reserved ``deploy_*`` ones; empty
+    #: for an ending that is not a signal (the stored values stay as they are)
+    output_values: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == states.FAILED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "reason": dict(self.reason),
+            "output_values": dict(self.output_values),
+        }
+
+
+def parse_payload(
+    raw: bytes | str | Mapping[str, Any], *, max_bytes: int = MAX_SIGNAL_BYTES
+) -> dict[str, Any] | None:
+    """The signal in ``raw``, or None when nothing has been signalled yet.
+
+    An empty body (how a TempURL signal object is seeded) is "no signal
+    yet"; ``{}`` is a signal.  Anything over ``max_bytes``, not UTF-8, not
+    strict JSON (no NaN or Infinity) or not a JSON object is refused with
+    :class:`~swflows.exceptions.SignalRejected`.  A mapping (a signal an
+    embedder received through its own API) is checked the same way.
+    """
+    if isinstance(raw, Mapping):
+        try:
+            size = len(json.dumps(raw, allow_nan=False).encode("utf-8"))
+        except (TypeError, ValueError) as exc:
+            raise exceptions.SignalRejected(
+                "signal", f"payload has no JSON form: {exc}"
+            ) from None
+        _check_size(size, max_bytes)
+        return dict(raw)
+    if isinstance(raw, str):
+        try:
+            data = raw.encode("utf-8")
+        except UnicodeEncodeError:
+            raise exceptions.SignalRejected(
+                "signal", "payload is not valid Unicode text"
+            ) from None
+    elif isinstance(raw, bytes | bytearray | memoryview):
+        data = bytes(raw)
+    else:
+        raise exceptions.SignalRejected(
+            "signal",
+            f"payload must be bytes, text or a mapping, not {type(raw).__name__}",
+        )
+    _check_size(len(data), max_bytes)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise exceptions.SignalRejected(
+            "signal", f"payload is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
+    if not text.strip():
+        return None
+    try:
+        payload = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite_float
+        )
+    except ValueError as exc:
+        raise exceptions.SignalRejected(
+            "signal", f"payload is not JSON: {exc}"
+        ) from None
+    except RecursionError:
+        raise exceptions.SignalRejected(
+            "signal", "payload is not JSON this parser accepts: it nests too deeply"
+        ) from None
+    if not isinstance(payload, dict):
+        kind = _JSON_TYPES.get(type(payload), type(payload).__name__)
+        raise exceptions.SignalRejected(
+            "signal", f"payload must be a JSON object, not {kind}"
+        )
+    return payload
+
+
+def is_progress(payload: Mapping[str, Any]) -> bool:
+    """Whether ``payload`` is a "started" progress signal, not a final one.
+
+    swflows' agent sends one before it runs the hook when the derived config
+    has ``deploy_signal_started``.  Heat's agents never send it, and every
+    final signal carries ``deploy_status_code``, so the two never collide.
+    """
+    return (
+        payload.get(DEPLOY_SIGNAL) == SIGNAL_STARTED
+        and model.DEPLOY_STATUS_CODE not in payload
+    )
+
+
+def progress_payload() -> dict[str, Any]:
+    """The "started" progress signal an agent sends."""
+    return {DEPLOY_SIGNAL: SIGNAL_STARTED}
+
+
+def outcome(payload: Mapping[str, Any], outputs: Sequence[model.OutputSpec]) -> Outcome:
+    """The outcome of a final signal, by Heat's rules.
+
+    FAILED when ``deploy_status_code`` is truthy and not ``0``/``"0"``, or an
+    output declared ``error_output`` carries a value (Heat also fails on an
+    empty one; swflows treats ``None``, ``""``, ``[]`` and ``{}`` as unset,
+    so a script may create its error file without writing to it).  Declared
+    outputs present are kept, the three reserved ones always (None when
+    missing), undeclared keys are dropped.  Call :func:`is_progress` first:
+    a progress signal is not a final one.
+    """
+    reasons: list[str] = []
+    reason: dict[str, Any] = {}
+    code = payload.get(model.DEPLOY_STATUS_CODE)
+    if code and str(code) != "0":
+        reasons.append(
+            f"{model.DEPLOY_STATUS_CODE} : "
+            f"Deployment exited with non-zero status code: {code}"
+        )
+        reason["kind"] = states.ReasonKind.EXIT_CODE.value
+        exit_code = _exit_code(code)
+        if exit_code is not None:
+            reason["exit_code"] = exit_code
+        else:
+            reason["status_code"] = str(code)
+
+    output_values: dict[str, Any] = {}
+    error_outputs: list[str] = []
+    for spec in outputs:
+        if spec.name not in payload:
+            continue
+        value = payload[spec.name]
+        output_values[spec.name] = value
+        if spec.error_output and _is_set(value):
+            error_outputs.append(spec.name)
+            reasons.append(f"{spec.name} : {_text(value)}")
+    for key in model.RESERVED_OUTPUTS:
+        output_values[key] = payload.get(key)
+
+    if error_outputs:
+        if not reason:
+            reason = {
+                "kind": states.ReasonKind.ERROR_OUTPUT.value,
+                "output": error_outputs[0],
+            }
+        reason["error_outputs"] = error_outputs
+    if reasons:
+        return Outcome(states.FAILED, ", ".join(reasons), reason, output_values)
+    return Outcome(
+        states.COMPLETE,
+        "Outputs received",
+        {"kind": states.ReasonKind.OUTPUTS_RECEIVED.value},
+        output_values,
+    )
+
+
+def timeout_outcome(seconds: float) -> Outcome:
+    """No final signal came within the deployment's timeout."""
+    return Outcome(
+        states.FAILED,
+        f"Deployment timed out: no signal within {_seconds(seconds)} seconds",
+        {"kind": states.ReasonKind.TIMEOUT.value, "timeout": seconds},
+    )
+
+
+def never_picked_up_outcome(seconds: float) -> Outcome:
+    """The server neither read its metadata nor said "started" in time."""
+    return Outcome(
+        states.FAILED,
+        "Deployment was never picked up: the server did not read its metadata "
+        f"or signal within {_seconds(seconds)} seconds",
+        {"kind": states.ReasonKind.NEVER_PICKED_UP.value, "delivery_timeout": seconds},
+    )
+
+
+def cancelled_outcome(by: str | None = None) -> Outcome:
+    """Cancelled by an operator or embedder (Heat's reason when ``by`` is None)."""
+    text = "Deployment cancelled." if not by else f"Deployment cancelled by {by}."
+    return Outcome(
+        states.FAILED, text, {"kind": states.ReasonKind.CANCELLED.value, "by": by}
+    )
+
+
+def server_gone_outcome(server_id: str, detail: str) -> Outcome:
+    """The server was deleted or broke while the deployment waited."""
+    return Outcome(
+        states.FAILED,
+        f"Server {server_id} is gone: {detail}",
+        {
+            "kind": states.ReasonKind.SERVER_GONE.value,
+            "server_id": server_id,
+            "detail": detail,
+        },
+    )
+
+
+def encode_payload(payload: Mapping[str, Any]) -> bytes:
+    """The bytes an agent sends: ASCII JSON, as Heat's agent sends them."""
+    return json.dumps(payload).encode("ascii")
+
+
+def trim_payload(
+    payload: Mapping[str, Any], limit: int = AGENT_SIGNAL_BYTES
+) -> dict[str, Any]:
+    """A copy of ``payload`` whose :func:`encode_payload` is at most ``limit`` bytes.
+
+    ``deploy_stdout`` and ``deploy_stderr`` are cut from the left, keeping
+    their ends (where errors are), sharing the room left fairly.  If the
+    other values alone are too big, the largest are replaced, one by one,
+    with :data:`TRIMMED_MARKER` (saying how big they were) rather than
+    failing to signal at all: the status code and the other outputs still
+    arrive.  Sizes are measured on ASCII-escaped JSON, the largest encoding,
+    so the payload fits however it is encoded.  A ``limit`` too small for
+    even the keys raises ValueError.
+    """
+    out = dict(payload)
+    if _size(out) <= limit:
+        return out
+    texts = {k: out[k] for k in _TRIMMABLE if isinstance(out.get(k), str)}
+    for key in texts:
+        out[key] = ""
+    _shrink_others(out, limit, skip=set(texts))
+    room = limit - _size(out)
+    allowances = _share(room, {k: _inner_size(v) for k, v in texts.items()})
+    for key, text in texts.items():
+        out[key] = _tail(text, allowances[key])
+    return out
+
+
+def _check_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise exceptions.SignalRejected(
+            "signal", f"payload is {size} bytes; the limit is {limit}"
+        )
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a JSON number")
+    return value
+
+
+def _exit_code(code: Any) -> int | None:
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        return code
+    if isinstance(code, float) and code.is_integer():
+        return int(code)
+    if isinstance(code, str):
+        try:
+            return int(code.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _is_set(value: Any) -> bool:
+    if value is None:
+        return False
+    return not (isinstance(value, str | list | dict) and len(value) == 0)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def _size(payload: Mapping[str, Any]) -> int:
+    return len(json.dumps(payload))
+
+
+def _inner_size(text: str) -> int:
+    """Bytes ``text`` takes inside its JSON quotes."""
+    return len(json.dumps(text)) - 2
+
+
+def _shrink_others(out: dict[str, Any], limit: int, skip: set[str]) -> None:
+    """Replace, then drop, the largest other values until ``out`` fits."""
+    replaced: set[str] = set()
+    while _size(out) > limit:
+        sizes = {
+            k: len(json.dumps(v))
+            for k, v in out.items()
+            if k not in skip and k not in replaced
+        }
+        if not sizes:
+            break
+        key = max(sizes, key=lambda k: sizes[k])
+        marker = TRIMMED_MARKER.format(size=sizes[key], limit=limit)
+        replaced.add(key)
+        if len(json.dumps(marker)) < sizes[key]:
+            out[key] = marker
+    # still too big: only the keys themselves are left to go, largest first
+    droppable = sorted(
+        (k for k in out if k not in _TRIMMABLE and k != model.DEPLOY_STATUS_CODE),
+        key=lambda k: len(json.dumps({k: out[k]})),
+        reverse=True,
+    )
+    for key in droppable:
+        if _size(out) <= limit:
+            return
+        del out[key]
+    if _size(out) > limit:
+        raise ValueError(f"a signal cannot be made to fit in {limit} bytes")
+
+
+def _share(room: int, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Split ``room`` bytes among values, small ones first (water filling)."""
+    shares: dict[str, int] = {}
+    pending = sorted(sizes, key=lambda k: sizes[k])
+    for i, key in enumerate(pending):
+        fair = room // (len(pending) - i)
+        shares[key] = min(sizes[key], fair)
+        room -= shares[key]
+    return shares
+
+
+def _tail(text: str, allowance: int) -> str:
+    """The longest end of ``text`` taking at most ``allowance`` bytes in JSON."""
+    if _inner_size(text) <= allowance:
+        return text
+    low, high = 0, min(len(text), allowance)  # every character takes >= 1 byte
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _inner_size(text[len(text) - mid :]) <= allowance:
+            low = mid
+        else:
+            high = mid - 1
+    return text[len(text) - low :] if low else ""
