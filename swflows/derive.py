@@ -347,13 +347,14 @@ def zaqar_signal_inputs(
     return [queue]
 
 
-def started_signal_input() -> tuple[str, Any]:
+def started_signal_input() -> InputPairs:
     """Tells an agent that it may send a "started" progress signal.
 
-    The value is the *string* ``"true"``, typed String: Heat's script hook
+    A list of one pair, like the other helpers, so they concatenate.  The
+    value is the *string* ``"true"``, typed String: Heat's script hook
     crashes on a non-string value in an input that is not a map or a list.
     """
-    return (DEPLOY_SIGNAL_STARTED, "true")
+    return [(DEPLOY_SIGNAL_STARTED, "true")]
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:

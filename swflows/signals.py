@@ -246,6 +246,19 @@ def server_gone_outcome(server_id: str, detail: str) -> Outcome:
     )
 
 
+def rejected_outcome(detail: str) -> Outcome:
+    """The server's signal could not be accepted (``detail`` says why).
+
+    A final signal that cannot be read is a failed action: the agent will
+    not send another, so waiting on would only end in a timeout.
+    """
+    return Outcome(
+        states.FAILED,
+        f"Signal rejected: {detail}",
+        {"kind": states.ReasonKind.SIGNAL_REJECTED.value, "detail": detail},
+    )
+
+
 def encode_payload(payload: Mapping[str, Any]) -> bytes:
     """The bytes an agent sends: ASCII JSON, as Heat's agent sends them."""
     return json.dumps(payload).encode("ascii")

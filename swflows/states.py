@@ -48,6 +48,8 @@ class ReasonKind(enum.StrEnum):
     CANCELLED = "cancelled"
     #: the server was deleted or went to ERROR while the deployment waited
     SERVER_GONE = "server_gone"
+    #: the server's signal was unusable (too large, not a JSON object)
+    SIGNAL_REJECTED = "signal_rejected"
     #: the flow could not create what the deployment needs and reverted
     INFRASTRUCTURE = "infrastructure"
 

@@ -392,7 +392,7 @@ class TestDerive:
             source(),
             input_values={"port": 1, "x": {"y": 1}},
             signal_transport=transport,
-            transport_inputs=[*pairs, derive.started_signal_input()],
+            transport_inputs=[*pairs, *derive.started_signal_input()],
             creation_time=T0,
         )
         assert round_trip(cfg) == cfg
@@ -516,7 +516,7 @@ class TestTransportInputs:
         assert "deploy_password" in exc.value.reason
 
     def test_started(self) -> None:
-        assert derive.started_signal_input() == ("deploy_signal_started", "true")
+        assert derive.started_signal_input() == [("deploy_signal_started", "true")]
 
 
 class TestRedact:
@@ -665,7 +665,8 @@ _names = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True).filter(
 @st.composite
 def declared(draw: st.DrawFn) -> tuple[model.Config, dict[str, Any]]:
     names = draw(st.lists(_names, unique=True, max_size=6))
-    specs, values = [], {}
+    specs: list[dict[str, Any]] = []
+    values: dict[str, Any] = {}
     for name in names:
         type_ = draw(st.sampled_from(model.INPUT_TYPES))
         spec: dict[str, Any] = {"name": name, "type": type_}
@@ -704,7 +705,7 @@ def test_property_derive(
     src, values = case
     name, pairs = transport
     if started:
-        pairs = [*pairs, derive.started_signal_input()]
+        pairs = [*pairs, *derive.started_signal_input()]
     kwargs: dict[str, Any] = {
         "deployment_id": "dep",
         "generation": generation,

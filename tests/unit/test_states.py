@@ -74,7 +74,8 @@ def test_terminal() -> None:
 
 
 def test_reason_kinds_are_plain_strings() -> None:
-    assert states.ReasonKind.EXIT_CODE == "exit_code"
+    assert states.ReasonKind.EXIT_CODE.value == "exit_code"
+    assert isinstance(states.ReasonKind.EXIT_CODE, str)
     assert {k.value for k in states.ReasonKind} == {
         "outputs_received",
         "not_waiting",
@@ -84,5 +85,6 @@ def test_reason_kinds_are_plain_strings() -> None:
         "never_picked_up",
         "cancelled",
         "server_gone",
+        "signal_rejected",
         "infrastructure",
     }
