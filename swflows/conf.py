@@ -1,0 +1,452 @@
+"""Every swflows option, as typed oslo.config options.
+
+swflows never uses oslo.config's global ``CONF``: :func:`get_conf` builds a
+new :class:`~oslo_config.cfg.ConfigOpts` with everything registered, so an
+embedder (or a test) may hold several.  :func:`list_opts` is the
+``oslo.config.opts`` entry point, for ``oslo-config-generator --namespace
+swflows``.  Reading the environment for default paths is the only I/O here.
+
+Transport names are checked and normalised by the option types (any case,
+blueprint aliases mapped), so a bad name fails when the configuration is
+loaded, not when a deployment first uses it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Final
+
+from keystoneauth1 import loading
+from oslo_config import cfg, types
+
+from swflows import exceptions
+from swflows.transports import names
+
+PROJECT: Final = "swflows"
+#: the client groups, one per cloud service swflows calls
+CLIENT_GROUPS: Final = ("identity", "object_store", "messaging", "compute")
+
+
+_SIGNAL_CHOICES: Final = {
+    names.TEMP_URL_SIGNAL: "the agent PUTs to a Swift TempURL; no Keystone user",
+    names.ZAQAR_SIGNAL: "the agent posts to a Zaqar queue",
+    names.HEAT_SIGNAL: "the agent signals the embedder's API as a stack user",
+    names.CFN_SIGNAL: "the agent POSTs to an EC2-signed URL (expires quickly)",
+    names.NO_SIGNAL: "nothing signals; COMPLETE once published",
+    names.AUTO: "the first usable of auto_signal_transport_order",
+}
+_CONFIG_CHOICES: Final = {
+    names.POLL_TEMP_URL: "the agent polls a Swift TempURL object; no Keystone user",
+    names.ZAQAR_MESSAGE: "the agent reads a Zaqar queue",
+    names.POLL_SERVER_HEAT: "the agent polls the embedder's API as a stack user",
+}
+
+
+class SignalTransportType(types.String):
+    """A signal transport name, returned as Heat spells it."""
+
+    def __init__(self, allow_auto: bool = True) -> None:
+        allowed = (
+            names.SIGNAL_TRANSPORTS if allow_auto else names.CONCRETE_SIGNAL_TRANSPORTS
+        )
+        super().__init__(
+            choices=[(n, _SIGNAL_CHOICES[n]) for n in allowed],
+            type_name="signal transport",
+        )
+        self.allow_auto = allow_auto
+
+    def __call__(self, value: Any) -> str:
+        try:
+            name = names.normalize_signal_transport(value)
+        except exceptions.ValidationError as exc:
+            raise ValueError(exc.reason) from None
+        return super().__call__(name)
+
+
+class ConfigTransportType(types.String):
+    """A config (metadata) transport name, returned as Heat spells it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            choices=list(_CONFIG_CHOICES.items()), type_name="config transport"
+        )
+
+    def __call__(self, value: Any) -> str:
+        try:
+            name = names.normalize_config_transport(value)
+        except exceptions.ValidationError as exc:
+            raise ValueError(exc.reason) from None
+        return super().__call__(name)
+
+
+default_opts: Final[list[cfg.Opt]] = [
+    cfg.Opt(
+        "default_deployment_signal_transport",
+        type=SignalTransportType(),
+        default=names.TEMP_URL_SIGNAL,
+        help="Signal transport of a deployment that names none. TEMP_URL_SIGNAL "
+        "needs no Keystone user; AUTO picks the first usable transport of "
+        "auto_signal_transport_order. Aliases TEMP_URL_POLL and ZAQAR_MESSAGE "
+        "are accepted.",
+    ),
+    cfg.Opt(
+        "default_software_config_transport",
+        type=ConfigTransportType(),
+        default=names.POLL_TEMP_URL,
+        help="How a server that names no transport receives its metadata.",
+    ),
+    cfg.ListOpt(
+        "auto_signal_transport_order",
+        item_type=SignalTransportType(allow_auto=False),
+        default=[names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL, names.HEAT_SIGNAL],
+        help="Signal transports AUTO tries, in order; the first whose service "
+        "is available is used.",
+    ),
+    cfg.IntOpt(
+        "deployment_timeout",
+        default=3600,
+        min=1,
+        help="Seconds a deployment action may run before it is marked FAILED "
+        "(timeout), unless the deployment sets its own timeout.",
+    ),
+    cfg.IntOpt(
+        "delivery_timeout",
+        default=600,
+        min=0,
+        help="Seconds after which a deployment whose server has neither read "
+        "its metadata nor sent a 'started' signal is marked FAILED (never "
+        "picked up). 0 disables the check.",
+    ),
+    cfg.IntOpt(
+        "tempurl_grace_period",
+        default=600,
+        min=0,
+        help="Seconds a Swift TempURL stays valid after the deployment's "
+        "timeout, so it never expires while the deployment can still finish.",
+    ),
+    cfg.StrOpt(
+        "tempurl_digest",
+        default="sha256",
+        choices=[
+            ("sha256", "HMAC-SHA256, accepted by every current Swift"),
+            ("sha512", "HMAC-SHA512, if the cluster allows it"),
+        ],
+        help="Digest used to sign Swift TempURLs.",
+    ),
+    cfg.StrOpt(
+        "signal_container",
+        default="swflows-signals",
+        regex=r"^[^/]{1,200}$",
+        help="Name, or name prefix, of the Swift container(s) holding "
+        "TEMP_URL_SIGNAL objects.",
+    ),
+    cfg.StrOpt(
+        "metadata_container",
+        default="swflows-metadata",
+        regex=r"^[^/]{1,200}$",
+        help="Swift container holding POLL_TEMP_URL server metadata objects.",
+    ),
+    cfg.StrOpt(
+        "zaqar_signal_auth",
+        default=names.ZAQAR_AUTH_SIGNED_URL,
+        choices=[
+            (
+                names.ZAQAR_AUTH_SIGNED_URL,
+                "the agent posts with a signed URL; no Keystone user",
+            ),
+            (
+                names.ZAQAR_AUTH_CREDENTIALS,
+                "the agent authenticates as a stack user, as in Heat",
+            ),
+        ],
+        help="How a ZAQAR_SIGNAL agent is allowed to post to its queue.",
+    ),
+    cfg.IntOpt(
+        "max_signal_bytes",
+        default=1048576,
+        min=1024,
+        help="Largest signal payload accepted, in bytes; larger ones are "
+        "refused. Agents trim theirs to 950000 bytes.",
+    ),
+]
+
+watcher_group: Final = cfg.OptGroup(
+    "watcher", help="The signal watcher that checks every waiting deployment."
+)
+watcher_opts: Final[list[cfg.Opt]] = [
+    cfg.FloatOpt(
+        "poll_interval",
+        default=2.0,
+        min=0.1,
+        help="Seconds between two looks at the signal stores.",
+    ),
+    cfg.FloatOpt(
+        "poll_jitter",
+        default=0.1,
+        min=0.0,
+        max=1.0,
+        help="Random fraction added to or taken from each interval, so that "
+        "watchers do not poll in lockstep.",
+    ),
+    cfg.FloatOpt(
+        "max_poll_interval",
+        default=30.0,
+        min=0.1,
+        help="Cap, in seconds, of the interval when backing off from a "
+        "failing or idle service.",
+    ),
+    cfg.FloatOpt(
+        "backoff_multiplier",
+        default=1.5,
+        min=1.0,
+        help="Factor the interval grows by at each back-off step.",
+    ),
+]
+
+database_group: Final = cfg.OptGroup(
+    "database", help="The store of configs, deployments and flow logbooks."
+)
+database_opts: Final[list[cfg.Opt]] = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        sample_default="sqlite:///$XDG_STATE_HOME/swflows/swflows.sqlite",
+        help="SQLAlchemy URL of the store (PostgreSQL, MySQL or SQLite). "
+        "Unset: a SQLite file swflows.sqlite in $XDG_STATE_HOME/swflows, "
+        "else ~/.local/state/swflows.",
+    ),
+    cfg.StrOpt(
+        "table_prefix",
+        default="swflows_",
+        regex=r"^([A-Za-z][A-Za-z0-9_]{0,31})?$",
+        help="Prefix of every table name, so several installations can share "
+        "one database.",
+    ),
+    cfg.StrOpt(
+        "secret_key",
+        secret=True,
+        help="Fernet key (urlsafe base64, 32 bytes) encrypting secrets at "
+        "rest. Beats secret_key_file.",
+    ),
+    cfg.StrOpt(
+        "secret_key_file",
+        sample_default="$XDG_STATE_HOME/swflows/secret.key",
+        help="File holding the Fernet key when secret_key is unset. Unset: "
+        "secret.key beside the default database, created with mode 0600 on "
+        "first use.",
+    ),
+]
+
+stack_user_group: Final = cfg.OptGroup(
+    "stack_user",
+    help="Keystone users the agents of HEAT_SIGNAL, CFN_SIGNAL and credential "
+    "ZAQAR_SIGNAL deployments authenticate as (Heat's stack domain users).",
+)
+stack_user_opts: Final[list[cfg.Opt]] = [
+    cfg.StrOpt(
+        "stack_user_domain_id",
+        help="Id of the domain holding stack users; beats stack_user_domain_name.",
+    ),
+    cfg.StrOpt(
+        "stack_user_domain_name",
+        help="Name of the domain holding stack users.",
+    ),
+    cfg.StrOpt(
+        "stack_domain_admin",
+        help="Keystone user that administers the stack user domain.",
+    ),
+    cfg.StrOpt(
+        "stack_domain_admin_password",
+        secret=True,
+        help="Password of stack_domain_admin.",
+    ),
+    cfg.StrOpt(
+        "stack_user_role",
+        default="heat_stack_user",
+        help="Role given to stack users in their project.",
+    ),
+]
+
+jobboard_group: Final = cfg.OptGroup(
+    "jobboard", help="Running flows on several hosts through a TaskFlow jobboard."
+)
+jobboard_opts: Final[list[cfg.Opt]] = [
+    cfg.BoolOpt(
+        "enabled",
+        default=False,
+        help="Post flows to a jobboard for conductors, instead of running "
+        "them in-process.",
+    ),
+    cfg.StrOpt(
+        "backend_url",
+        default="redis://127.0.0.1:6379/0",
+        secret=True,
+        help="Jobboard backend URL (redis://, or zookeeper:// where available).",
+    ),
+    cfg.IntOpt(
+        "claim_expiry",
+        default=30,
+        min=1,
+        help="Seconds a conductor's claim on a job lasts without renewal.",
+    ),
+]
+
+
+def _client_opts() -> list[cfg.Opt]:
+    return [
+        cfg.StrOpt("region_name", help="Region of the service's endpoint."),
+        cfg.StrOpt(
+            "interface",
+            default="public",
+            choices=["public", "internal", "admin"],
+            help="Endpoint interface taken from the service catalog.",
+        ),
+        cfg.StrOpt(
+            "endpoint_override",
+            help="Endpoint URL to use instead of the service catalog's.",
+        ),
+    ]
+
+
+_CLIENT_HELP: Final = {
+    "identity": "Keystone: stack users and the catalog.",
+    "object_store": "Swift: TempURL signals and metadata.",
+    "messaging": "Zaqar: queue signals and metadata.",
+    "compute": "Nova: server existence and status.",
+}
+
+object_store_opts: Final[list[cfg.Opt]] = [
+    cfg.StrOpt(
+        "auth_version",
+        default="keystone",
+        choices=[
+            ("keystone", "authenticate through Keystone (this group's auth)"),
+            ("v1", "Swift's own v1 auth (tempauth), for small clouds"),
+        ],
+        help="How swflows authenticates to Swift.",
+    ),
+    cfg.StrOpt("v1_auth_url", help="v1 auth URL, e.g. http://127.0.0.1:8080/auth/v1.0"),
+    cfg.StrOpt("v1_user", help="v1 user, as account:user."),
+    cfg.StrOpt("v1_key", secret=True, help="v1 key (password)."),
+]
+
+messaging_opts: Final[list[cfg.Opt]] = [
+    cfg.StrOpt(
+        "url",
+        help="Zaqar endpoint given to agents (in signed URLs and collector "
+        "settings). Unset: the endpoint swflows itself uses.",
+    ),
+]
+
+_EXTRA_CLIENT_OPTS: Final = {
+    "object_store": object_store_opts,
+    "messaging": messaging_opts,
+}
+
+
+def _client_group(name: str) -> cfg.OptGroup:
+    return cfg.OptGroup(name, help=_CLIENT_HELP[name])
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register every swflows option on ``conf``.
+
+    For the client groups this registers keystoneauth1's session options
+    and ``auth_type``/``auth_section``; the chosen auth plugin registers its
+    own options when it is loaded.
+    """
+    conf.register_opts(default_opts)
+    for group, opts in (
+        (watcher_group, watcher_opts),
+        (database_group, database_opts),
+        (stack_user_group, stack_user_opts),
+        (jobboard_group, jobboard_opts),
+    ):
+        conf.register_group(group)
+        conf.register_opts(opts, group=group)
+    for name in CLIENT_GROUPS:
+        group = _client_group(name)
+        conf.register_group(group)
+        loading.register_session_conf_options(conf, name)
+        loading.register_auth_conf_options(conf, name)
+        conf.register_opts(_client_opts(), group=group)
+        conf.register_opts(_EXTRA_CLIENT_OPTS.get(name, []), group=group)
+
+
+def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:
+    """Every option by group, for ``oslo-config-generator``.
+
+    Client groups list the ``password`` auth plugin's options, the usual
+    choice; other plugins' options apply when ``auth_type`` selects them.
+    """
+    listed: list[tuple[str | cfg.OptGroup, list[cfg.Opt]]] = [
+        ("DEFAULT", list(default_opts)),
+        (watcher_group, list(watcher_opts)),
+        (database_group, list(database_opts)),
+        (stack_user_group, list(stack_user_opts)),
+        (jobboard_group, list(jobboard_opts)),
+    ]
+    for name in CLIENT_GROUPS:
+        opts: list[cfg.Opt] = [
+            *loading.get_session_conf_options(),
+            *loading.get_auth_common_conf_options(),
+            *loading.get_auth_plugin_conf_options("password"),
+            *_client_opts(),
+            *_EXTRA_CLIENT_OPTS.get(name, []),
+        ]
+        listed.append((_client_group(name), opts))
+    return listed
+
+
+def get_conf(
+    args: Sequence[str] | None = None,
+    config_files: Sequence[str] | None = None,
+    *,
+    use_env: bool = False,
+) -> cfg.ConfigOpts:
+    """A new, loaded ConfigOpts with every swflows option registered.
+
+    Only the ``config_files`` given are read (no search of /etc or ~), and
+    ``args`` may add ``--config-file``/``--config-dir``.  With ``use_env``,
+    ``OS_<GROUP>__<OPTION>`` environment variables are read too.
+    """
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf(
+        args=list(args or []),
+        project=PROJECT,
+        default_config_files=list(config_files or []),
+        default_config_dirs=[],
+        validate_default_values=True,
+        use_env=use_env,
+    )
+    return conf
+
+
+def default_state_dir() -> str:
+    """Where swflows keeps its default database and key file.
+
+    ``$XDG_STATE_HOME/swflows`` when that is an absolute path (as the XDG
+    spec requires), else ``~/.local/state/swflows``.  Nothing is created.
+    """
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, PROJECT)
+
+
+def database_connection(conf: cfg.ConfigOpts) -> str:
+    """The store URL: ``[database] connection``, else the default SQLite file."""
+    configured: str | None = conf.database.connection
+    if configured:
+        return configured
+    return "sqlite:///" + os.path.join(default_state_dir(), "swflows.sqlite")
+
+
+def secret_key_file(conf: cfg.ConfigOpts) -> str:
+    """The Fernet key file: ``[database] secret_key_file``, else the default."""
+    configured: str | None = conf.database.secret_key_file
+    if configured:
+        return configured
+    return os.path.join(default_state_dir(), "secret.key")
