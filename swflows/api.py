@@ -268,7 +268,7 @@ class Swflows:
 
         Returns the DELETE action's final state (None when there was none).
         """
-        current = self.store.get_deployment(deployment_id)
+        current: model.Deployment = self.store.get_deployment(deployment_id)
         self._refuse_running(current)
         source = (
             self.store.get_config(current.source_config_id)

@@ -54,9 +54,9 @@ def delete_stack_user(services: Services, deployment_id: str) -> None:
     name = user_name(deployment_id)
     found = users.find_user(name)
     if found is not None:
-        base.revert_quietly(f"stack user {name}", lambda: users.delete_user(found))
+        base.revert_quietly(f"stack user {name}", lambda: users.delete_user(found.id))
     project = users.find_project(name)
     if project is not None:
         base.revert_quietly(
-            f"stack project {name}", lambda: users.delete_project(project)
+            f"stack project {name}", lambda: users.delete_project(project.id)
         )

@@ -9,7 +9,7 @@ from typing import Any
 import tenacity
 
 from swflows import exceptions, signals, states
-from swflows.model import Deployment
+from swflows.model import Deployment, OutputSpec
 from swflows.services import Services
 from swflows.tasks import base
 from swflows.transports.base import SignalRef, SignalTransport, StackUser
@@ -195,7 +195,7 @@ def outcome_from_payload(
         return signals.rejected_outcome(str(exc))
     if payload is None or signals.is_progress(payload):
         return None
-    outputs = ()
+    outputs: tuple[OutputSpec, ...] = ()
     if deployment.config_id:
         outputs = services.store.get_config(deployment.config_id).outputs
     return signals.outcome(payload, outputs)

@@ -15,7 +15,7 @@ CONFIG_NAMESPACE = "swflows.config_transports"
 
 def _load(namespace: str, name: str, options: dict[str, Any] | None) -> Any:
     try:
-        manager = driver.DriverManager(
+        manager: driver.DriverManager[Any] = driver.DriverManager(
             namespace, name, invoke_on_load=True, invoke_args=(options,)
         )
     except Exception as exc:  # stevedore raises NoMatches or import errors

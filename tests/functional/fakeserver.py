@@ -1,0 +1,131 @@
+"""A test "server": reads its metadata as an agent would and signals back.
+
+It reaches swflows only over the wire: the metadata through the server's
+config transport (a GET TempURL or a signed Zaqar URL), signals through the
+``deploy_*`` inputs of each derived config (a PUT TempURL, a signed queue
+URL) or, for HEAT_SIGNAL, through the embedder's API.  The outputs it sends
+come from a responder the test gives it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from swflows.clients.messaging import SignedUrlClient
+
+Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+def ok_responder(item: dict[str, Any]) -> dict[str, Any]:
+    """Echo every input as an output of the same name, exit 0."""
+    values = {i["name"]: i.get("value") for i in item["inputs"]}
+    outputs = {o["name"]: f"out-{values.get(o['name'], '')}" for o in item["outputs"]}
+    return {
+        **outputs,
+        "deploy_stdout": f"ran {values.get('deploy_action')}",
+        "deploy_stderr": "",
+        "deploy_status_code": 0,
+    }
+
+
+class FakeServer:
+    """Polls one server's metadata and answers each new derived config once."""
+
+    def __init__(
+        self,
+        sw: Any,
+        server_id: str,
+        responder: Responder = ok_responder,
+        interval: float = 0.2,
+    ) -> None:
+        self.sw = sw
+        self.server_id = server_id
+        self.responder = responder
+        self.interval = interval
+        self.handled: dict[str, dict[str, Any]] = {}
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        if self.errors:
+            raise self.errors[0]
+
+    def read_metadata(self) -> dict[str, Any]:
+        server = self.sw.store.get_server(self.server_id)
+        if server is None or server.channel is None:
+            return {}
+        collect = server.channel.get("os-collect-config", {})
+        if "request" in collect:
+            resp = requests.get(collect["request"]["metadata_url"], timeout=10)
+            resp.raise_for_status()
+            return dict(resp.json())
+        if "zaqar" in collect:
+            client = SignedUrlClient(collect["zaqar"]["signed_url"])
+            messages = client.list_messages()
+            return dict(messages[-1].body) if messages else {}
+        # POLL_SERVER_HEAT: the embedder serves it from the store
+        return {"deployments": self.sw.server_metadata(self.server_id)}
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception as exc:  # keep the first for the test to see
+                self.errors.append(exc)
+                return
+            self._stop.wait(self.interval)
+
+    def step(self) -> None:
+        for item in self.read_metadata().get("deployments", []):
+            if item["id"] in self.handled:
+                continue
+            answer = self.responder(item)
+            self.handled[item["id"]] = {"item": item, "answer": answer}
+            if answer is not None:
+                self.send(item, answer)
+
+    def send(self, item: dict[str, Any], answer: dict[str, Any]) -> None:
+        inputs = {i["name"]: i.get("value") for i in item["inputs"]}
+        transport = inputs.get("deploy_signal_transport")
+        body = json.dumps(answer)
+        if transport == "TEMP_URL_SIGNAL":
+            resp = requests.request(
+                inputs.get("deploy_signal_verb", "POST"),
+                inputs["deploy_signal_id"],
+                data=body,
+                headers={"content-type": "application/json"},
+                timeout=10,
+            )
+            resp.raise_for_status()
+        elif transport == "ZAQAR_SIGNAL":
+            signed = inputs["deploy_queue_signed_url"]
+            if isinstance(signed, str):
+                signed = json.loads(signed)
+            SignedUrlClient(signed).post(answer, ttl=600)
+        elif transport == "HEAT_SIGNAL":
+            deployment = self._deployment_for(item["id"])
+            self.sw.signal(deployment, body)
+
+    def _deployment_for(self, config_id: str) -> str:
+        for deployment in self.sw.list_deployments(server_id=self.server_id):
+            if deployment.config_id == config_id:
+                return str(deployment.id)
+        raise LookupError(config_id)
+
+    def wait_handled(self, count: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.handled) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
