@@ -364,7 +364,9 @@ class Swflows:
         """The server's metadata list, as POLL_SERVER_HEAT embedders serve it."""
         return list(self.store.server_metadata(server_id).deployments)
 
-    def wait(self, deployment_id: str, timeout: float | None = None) -> model.Deployment:
+    def wait(
+        self, deployment_id: str, timeout: float | None = None
+    ) -> model.Deployment:
         """Block until the deployment is terminal (or raise WaitTimeout)."""
         future = self._pending.get(deployment_id)
         if future is not None:
@@ -392,7 +394,9 @@ class Swflows:
         raise AssertionError("unreachable")
 
     # -- signals and cancel --------------------------------------------
-    def signal(self, deployment_id: str, payload: bytes | str | Mapping[str, Any]) -> bool:
+    def signal(
+        self, deployment_id: str, payload: bytes | str | Mapping[str, Any]
+    ) -> bool:
         """Deliver a signal an embedder received (HEAT_SIGNAL and friends).
 
         Returns False when the deployment is not waiting (the signal is

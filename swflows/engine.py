@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from taskflow import engines, states as tf_states
+from taskflow import engines
+from taskflow import states as tf_states
 from taskflow.persistence import models
 
 from swflows import exceptions, flows

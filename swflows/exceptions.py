@@ -43,13 +43,23 @@ class SignalRejected(ValidationError):
 
 
 class NotFound(SwflowsError, LookupError):
-    """Something asked for by id does not exist."""
+    """Something asked for by id does not exist.
+
+    ``field`` is set when the id came from a field of another object (a
+    deployment's ``config_id``), so a caller can point at the input to fix.
+    """
 
     kind = "object"
 
-    def __init__(self, ident: str, message: str | None = None) -> None:
-        super().__init__(message or f"{self.kind} {ident} not found", ident=ident)
+    def __init__(
+        self, ident: str, message: str | None = None, *, field: str | None = None
+    ) -> None:
+        default = f"{self.kind} {ident} not found"
+        if field is not None:
+            default = f"{field}: {default}"
+        super().__init__(message or default, ident=ident, field=field)
         self.ident = ident
+        self.field = field
 
 
 class ConfigNotFound(NotFound):

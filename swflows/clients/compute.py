@@ -59,7 +59,7 @@ class Compute:
             API_VERSION,
             session=session,
             endpoint_override=endpoint_override,
-            interface=interface,
+            endpoint_type=interface,
             region_name=region_name,
         )
         return cls(nova, **kwargs)

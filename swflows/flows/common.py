@@ -62,9 +62,7 @@ def publishing_options(plan: Plan) -> dict[str, Any]:
 
 def add_publish_and_wait(flow: tf_flow.Flow, name: str, plan: Plan) -> None:
     """Publish the metadata, then wait for the signal and drop its store."""
-    flow.add(
-        metadata.PublishMetadata(name, plan.config_transport, plan.config_options)
-    )
+    flow.add(metadata.PublishMetadata(name, plan.config_transport, plan.config_options))
     if plan.waits:
         flow.add(signal.AwaitSignal(name, plan.signal_transport, plan.signal_options))
     flow.add(signal.DeleteSignalStore(name, plan.signal_transport, plan.signal_options))

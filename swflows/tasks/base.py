@@ -66,8 +66,9 @@ def revert_quietly(what: str, action: Callable[[], Any]) -> None:
     try:
         action()
     except Exception:
-        LOG.warning("could not undo %s; it may need removing by hand", what,
-                    exc_info=True)
+        LOG.warning(
+            "could not undo %s; it may need removing by hand", what, exc_info=True
+        )
 
 
 __all__ = ["SERVICES_KEY", "Task", "atom_name", "is_failure", "revert_quietly"]

@@ -37,8 +37,9 @@ class EnsureStackUser(base.Task):
         )
         return StackUser(user_id, name, project_id).to_dict()
 
-    def revert(self, result: Any, services: Services, deployment_id: str,
-               **kwargs: Any) -> None:
+    def revert(
+        self, result: Any, services: Services, deployment_id: str, **kwargs: Any
+    ) -> None:
         delete_stack_user(services, deployment_id)
 
 

@@ -110,9 +110,6 @@ class SignalTransport(abc.ABC):
         """Look at the store once; ``payload`` is None while nothing landed."""
         return SignalRead(None)
 
-    def consume(self, services: Services, store: JsonDict, read: SignalRead) -> None:
-        """Acknowledge a read payload so it is not seen again (queues)."""
-
     @abc.abstractmethod
     def delete_store(self, services: Services, store: JsonDict) -> None:
         """Remove the store; a store already gone is fine."""

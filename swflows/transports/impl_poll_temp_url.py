@@ -64,7 +64,9 @@ class PollTempUrl(base.ConfigTransport):
             channel["container"], channel["object"]
         )
 
-    def collect_config(self, services: Services, channel: base.JsonDict) -> base.JsonDict:
+    def collect_config(
+        self, services: Services, channel: base.JsonDict
+    ) -> base.JsonDict:
         return {
             "collectors": ["request"],
             "request": {"metadata_url": self.metadata_url(services, channel)},

@@ -52,7 +52,9 @@ class ZaqarMessage(base.ConfigTransport):
     ) -> None:
         services.clients.messaging.delete_queue(channel["queue"])
 
-    def collect_config(self, services: Services, channel: base.JsonDict) -> base.JsonDict:
+    def collect_config(
+        self, services: Services, channel: base.JsonDict
+    ) -> base.JsonDict:
         signed = services.clients.messaging.signed_url(
             channel["queue"],
             paths=("messages",),

@@ -1,0 +1,833 @@
+#!/usr/bin/env python3
+"""A small stand-in for the OpenStack Compute (Nova) API, for swflows tests.
+
+Nova cannot run on this machine: it needs conductor, scheduler, placement,
+glance and a message bus. This small protocol-faithful stand-in serves only
+the compute calls swflows uses, answering python-novaclient exactly as Nova
+would: the same URLs, status codes, bodies, error envelopes and microversion
+headers (it implements microversion 2.1 only, and answers 406 for any other,
+as Nova does for a version outside its range).
+
+Served (all under ``/v2.1``, plus the version documents at ``/``):
+
+* ``GET /`` and ``GET /v2.1/``: version documents (no token needed);
+* ``GET /servers``, ``GET /servers/detail`` (``name``, ``status``,
+  ``marker``, ``limit``, ``all_tenants`` for admins);
+* ``POST /servers`` (202; ``user_data`` must be base64 and is stored),
+  ``GET|PUT|DELETE /servers/{id}``;
+* ``GET|PUT|POST /servers/{id}/metadata``,
+  ``GET|PUT|DELETE /servers/{id}/metadata/{key}``;
+* ``POST /servers/{id}/action`` with ``os-stop`` or ``os-start``.
+
+Tokens: every compute call needs ``X-Auth-Token``. With ``--keystone-config``
+the token is validated against Keystone (``GET /v3/auth/tokens`` with a
+service token), as keystonemiddleware does for Nova; a validation is cached
+for ``TOKEN_CACHE_SECONDS``. A server belongs to the token's project: other
+projects get 404, users with the ``admin`` role see every server. Without
+``--keystone-config`` any non-empty token is accepted and not checked, and
+every server is visible.
+
+Not Nova: images and flavors are not looked up (any reference is accepted);
+nothing boots; a new server is BUILD for ``--build-seconds`` (default 0),
+then ACTIVE. Test-only control paths, with no token and not part of Nova:
+
+* ``PUT /_standin/servers/{id}`` with a JSON object: creates the server with
+  that id (201) or updates it (200). Fields: ``name``, ``status`` (ACTIVE,
+  BUILD, ERROR, SHUTOFF), ``metadata``, ``tenant_id``, ``user_id``,
+  ``user_data``. The owner defaults to ``--default-project-id`` and
+  ``--default-user-id``.
+* ``GET /_standin/servers[/{id}]``: the stored records, ``user_data``
+  included; ``DELETE /_standin/servers/{id}``.
+
+Servers are kept in the JSON file given by ``--data``, so a restarted
+stand-in still has them. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import datetime
+import hashlib
+import http.server
+import json
+import os
+import re
+import secrets
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+MIN_VERSION = "2.1"
+MAX_VERSION = "2.1"
+VERSION_UPDATED = "2013-07-23T11:33:21Z"
+TOKEN_CACHE_SECONDS = 5.0
+MAX_LIMIT = 1000
+METADATA_ITEMS_QUOTA = 128
+USER_DATA_MAX = 65535
+
+# status -> (vm_state, power_state, task_state), as Nova reports them
+STATES = {
+    "ACTIVE": ("active", 1, None),
+    "BUILD": ("building", 0, "spawning"),
+    "ERROR": ("error", 0, None),
+    "SHUTOFF": ("stopped", 4, None),
+}
+
+FAULT_NAMES = {400: "badRequest", 403: "forbidden", 404: "itemNotFound",
+               405: "badMethod", 409: "conflictingRequest"}
+
+
+class ApiError(Exception):
+    """An error answered in Nova's fault envelope."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def body(self) -> dict[str, Any]:
+        name = FAULT_NAMES.get(self.code, "computeFault")
+        return {name: {"code": self.code, "message": self.message}}
+
+
+def not_found(server_id: str) -> ApiError:
+    return ApiError(404, "Instance %s could not be found." % server_id)
+
+
+def bad_input(field: str, detail: str) -> ApiError:
+    return ApiError(400, "Invalid input for field/attribute %s. %s"
+                    % (field, detail))
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- versions
+
+def parse_version(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)\.(\d+)", text.strip())
+    if not match:
+        raise ApiError(400, "API Version String %s is of invalid format. "
+                            "Must be of format MajorNum.MinorNum." % text)
+    return int(match.group(1)), int(match.group(2))
+
+
+def requested_version(headers: Any) -> str:
+    """The microversion asked for; the newer header wins, as in Nova."""
+    asked = None
+    for value in headers.get_all("OpenStack-API-Version") or []:
+        for item in value.split(","):
+            service, _, version = item.strip().partition(" ")
+            if service.lower() == "compute" and version:
+                asked = version.strip()
+    if asked is None:
+        asked = headers.get("X-OpenStack-Nova-API-Version")
+    if not asked:
+        return MIN_VERSION
+    if asked.lower() == "latest":
+        return MAX_VERSION
+    wanted = parse_version(asked)
+    if not parse_version(MIN_VERSION) <= wanted <= parse_version(MAX_VERSION):
+        raise ApiError(406, "Version %s is not supported by the API. Minimum "
+                            "is %s and maximum is %s."
+                       % (asked, MIN_VERSION, MAX_VERSION))
+    return "%d.%d" % wanted
+
+
+def version_doc(base: str) -> dict[str, Any]:
+    return {
+        "id": "v2.1", "status": "CURRENT", "version": MAX_VERSION,
+        "min_version": MIN_VERSION, "updated": VERSION_UPDATED,
+        "links": [{"rel": "self", "href": base + "/v2.1/"},
+                  {"rel": "describedby", "type": "text/html",
+                   "href": "http://docs.openstack.org/"}],
+        "media-types": [{"base": "application/json",
+                         "type": "application/"
+                                 "vnd.openstack.compute+json;version=2.1"}],
+    }
+
+
+# ------------------------------------------------------------------ tokens
+
+class Caller:
+    """Who makes a request: the token's project, user and roles."""
+
+    def __init__(self, project_id: str | None, user_id: str | None,
+                 roles: list[str]) -> None:
+        self.project_id = project_id
+        self.user_id = user_id
+        self.is_admin = "admin" in roles
+
+    def may_see(self, server: dict[str, Any]) -> bool:
+        return (self.is_admin or self.project_id is None
+                or server["tenant_id"] == self.project_id)
+
+
+class TokenValidator:
+    """Validates tokens against Keystone with a service token."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self._conf = conf
+        self._lock = threading.Lock()
+        self._service_token: str | None = None
+        self._cache: dict[str, tuple[float, Caller]] = {}
+
+    def _request(self, method: str, path: str, headers: dict[str, str],
+                 body: dict[str, Any] | None = None
+                 ) -> tuple[int, Any, dict[str, Any]]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self._conf["auth_url"].rstrip("/") + path, data=data,
+            method=method, headers=dict(headers, **{
+                "Content-Type": "application/json",
+                "Accept": "application/json"}))
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, resp.headers, json.load(resp)
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers, {}
+
+    def _issue_service_token(self) -> str:
+        conf = self._conf
+        status, headers, _ = self._request("POST", "/auth/tokens", {}, {
+            "auth": {"identity": {"methods": ["password"], "password": {
+                "user": {"name": conf["username"],
+                         "password": conf["password"],
+                         "domain": {"id": conf["user_domain_id"]}}}},
+                "scope": {"project": {
+                    "name": conf["project_name"],
+                    "domain": {"id": conf["project_domain_id"]}}}}})
+        if status != 201:
+            raise ApiError(503, "The stand-in cannot authenticate to "
+                                "Keystone (HTTP %d)." % status)
+        return headers["X-Subject-Token"]
+
+    def validate(self, token: str) -> Caller | None:
+        with self._lock:
+            cached = self._cache.get(token)
+            if cached and cached[0] > time.monotonic():
+                return cached[1]
+            for _attempt in range(2):
+                if self._service_token is None:
+                    self._service_token = self._issue_service_token()
+                status, _, body = self._request(
+                    "GET", "/auth/tokens",
+                    {"X-Auth-Token": self._service_token,
+                     "X-Subject-Token": token})
+                if status != 401:
+                    break
+                self._service_token = None      # expired service token
+            if status != 200:
+                self._cache.pop(token, None)
+                return None
+            tok = body["token"]
+            caller = Caller(tok.get("project", {}).get("id"),
+                            tok["user"]["id"],
+                            [r["name"] for r in tok.get("roles", [])])
+            if len(self._cache) > 1000:
+                self._cache.clear()
+            self._cache[token] = (time.monotonic() + TOKEN_CACHE_SECONDS,
+                                  caller)
+            return caller
+
+
+# ------------------------------------------------------------------- store
+
+class Store:
+    """The servers, kept in memory and mirrored to a JSON file."""
+
+    def __init__(self, path: str, build_seconds: float) -> None:
+        self.path = path
+        self.build_seconds = build_seconds
+        self.lock = threading.RLock()
+        self.servers: dict[str, dict[str, Any]] = {}
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                self.servers = json.load(f)["servers"]
+
+    def save(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"servers": self.servers}, f, indent=1, sort_keys=True)
+        os.replace(tmp, self.path)
+
+    def get(self, server_id: str) -> dict[str, Any] | None:
+        server = self.servers.get(server_id)
+        if server and server["status"] == "BUILD" and server.get(
+                "build_until") and time.time() >= server["build_until"]:
+            server.update(status="ACTIVE", build_until=None,
+                          launched_at=now_iso())
+            self.save()
+        return server
+
+    def new(self, server_id: str, **fields: Any) -> dict[str, Any]:
+        stamp = now_iso()
+        server = {"id": server_id, "name": "", "status": "ACTIVE",
+                  "tenant_id": None, "user_id": None, "metadata": {},
+                  "image_id": "", "flavor_id": "1", "user_data": None,
+                  "created": stamp, "updated": stamp, "launched_at": stamp,
+                  "build_until": None}
+        server.update(fields)
+        self.servers[server_id] = server
+        return server
+
+
+def touch(server: dict[str, Any]) -> None:
+    server["updated"] = now_iso()
+
+
+def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, str]:
+    if not isinstance(metadata, dict):
+        raise bad_input(field, "%r is not of type 'object'" % (metadata,))
+    for key, value in metadata.items():
+        if not 1 <= len(key) <= 255:
+            raise bad_input(field, "Metadata keys must be 1 to 255 "
+                                   "characters long.")
+        if not isinstance(value, str) or len(value) > 255:
+            raise bad_input(field, "Metadata values must be strings of at "
+                                   "most 255 characters.")
+    return metadata
+
+
+def check_quota(metadata: dict[str, str]) -> None:
+    if len(metadata) > METADATA_ITEMS_QUOTA:
+        raise ApiError(403, "Quota exceeded for metadata_items: Requested "
+                            "%d, but already used 0 of %d metadata_items"
+                       % (len(metadata), METADATA_ITEMS_QUOTA))
+
+
+def check_user_data(user_data: Any) -> str | None:
+    if user_data is None:
+        return None
+    if not isinstance(user_data, str) or len(user_data) > USER_DATA_MAX:
+        raise bad_input("user_data", "It must be a base64 string of at most "
+                                     "%d characters." % USER_DATA_MAX)
+    try:
+        base64.b64decode(user_data, validate=True)
+    except binascii.Error:
+        raise bad_input("user_data", "%r is not a 'base64'." % user_data)
+    return user_data
+
+
+def server_view(server: dict[str, Any], base: str) -> dict[str, Any]:
+    vm_state, power_state, task_state = STATES[server["status"]]
+    sid = server["id"]
+    host_id = hashlib.sha224(
+        ((server["tenant_id"] or "") + "standin").encode()).hexdigest()
+
+    def ref(kind: str, ref_id: str) -> dict[str, Any]:
+        return {"id": ref_id, "links": [
+            {"rel": "bookmark", "href": "%s/%s/%s" % (base, kind, ref_id)}]}
+
+    view = {
+        "id": sid, "name": server["name"], "status": server["status"],
+        "tenant_id": server["tenant_id"], "user_id": server["user_id"],
+        "metadata": dict(server["metadata"]), "hostId": host_id,
+        "image": ref("images", server["image_id"]) if server["image_id"]
+        else "",
+        "flavor": ref("flavors", server["flavor_id"]),
+        "created": server["created"], "updated": server["updated"],
+        "addresses": {}, "accessIPv4": "", "accessIPv6": "",
+        "links": server_links(base, sid),
+        "key_name": None, "config_drive": "",
+        "security_groups": [{"name": "default"}],
+        "OS-DCF:diskConfig": "MANUAL",
+        "OS-EXT-AZ:availability_zone": "nova",
+        "OS-EXT-STS:vm_state": vm_state,
+        "OS-EXT-STS:power_state": power_state,
+        "OS-EXT-STS:task_state": task_state,
+        "OS-SRV-USG:launched_at": server["launched_at"],
+        "OS-SRV-USG:terminated_at": None,
+        "os-extended-volumes:volumes_attached": [],
+    }
+    if server["status"] in ("ACTIVE", "BUILD"):
+        view["progress"] = 0
+    return view
+
+
+def server_links(base: str, sid: str) -> list[dict[str, str]]:
+    return [{"rel": "self", "href": "%s/v2.1/servers/%s" % (base, sid)},
+            {"rel": "bookmark", "href": "%s/servers/%s" % (base, sid)}]
+
+
+# ----------------------------------------------------------------- handler
+
+class Reply:
+    def __init__(self, code: int, body: Any = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.code = code
+        self.body = body
+        self.headers = headers or {}
+
+
+ROUTES: list[tuple[str, re.Pattern[str], str]] = []
+
+
+def route(method: str, pattern: str):
+    def register(func):
+        ROUTES.append((method, re.compile(pattern + r"/?$"), func.__name__))
+        return func
+    return register
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "nova-standin"
+    server: "StandinServer"
+
+    # -- plumbing
+    def do_GET(self) -> None:
+        self.dispatch("GET")
+
+    def do_POST(self) -> None:
+        self.dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self.dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self.dispatch("DELETE")
+
+    def do_HEAD(self) -> None:
+        self.dispatch("HEAD")
+
+    @property
+    def base(self) -> str:
+        host = self.headers.get("Host") or "%s:%d" % self.server.server_address
+        return "http://" + host
+
+    def read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "Malformed request body")
+
+    def body_object(self, key: str) -> dict[str, Any]:
+        body = self.read_json()
+        if not isinstance(body, dict) or not isinstance(body.get(key), dict):
+            raise bad_input(key, "'%s' is a required property" % key)
+        return body[key]
+
+    def dispatch(self, method: str) -> None:
+        split = urlsplit(self.path)
+        self.query = parse_qs(split.query)
+        path = split.path.rstrip("/") or "/"
+        version = None
+        try:
+            allowed = False
+            for verb, pattern, name in ROUTES:
+                match = pattern.match(path)
+                if not match:
+                    continue
+                allowed = True
+                if verb == method or (verb == "GET" and method == "HEAD"):
+                    if path.startswith("/v2.1") and path != "/v2.1":
+                        version = requested_version(self.headers)
+                        self.caller = self.authenticate()
+                    reply = getattr(self, name)(*match.groups())
+                    break
+            else:
+                if allowed:
+                    raise ApiError(405, "The method is not allowed for the "
+                                        "requested URL.")
+                raise ApiError(404, "The resource could not be found.")
+        except ApiError as err:
+            if err.code == 401:
+                reply = Reply(401, {"error": {
+                    "code": 401, "title": "Unauthorized",
+                    "message": err.message}}, {
+                    "WWW-Authenticate": "Keystone uri=\"%s\""
+                    % self.server.auth_url})
+            else:
+                reply = Reply(err.code, err.body())
+        except Exception as err:    # a bug here must still answer
+            self.log_error("internal error: %r", err)
+            reply = Reply(500, ApiError(500, "Unexpected API Error.").body())
+        self.send(reply, version, method == "HEAD")
+
+    def send(self, reply: Reply, version: str | None, head: bool) -> None:
+        data = b"" if reply.body is None else json.dumps(reply.body).encode()
+        self.send_response(reply.code)
+        if data:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "0" if head else str(len(data)))
+        self.send_header("X-Compute-Request-Id",
+                         "req-" + str(uuid.uuid4()))
+        if version:
+            self.send_header("OpenStack-API-Version", "compute " + version)
+            self.send_header("X-OpenStack-Nova-API-Version", version)
+            self.send_header("Vary", "OpenStack-API-Version, "
+                                     "X-OpenStack-Nova-API-Version")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if data and not head:
+            self.wfile.write(data)
+
+    def authenticate(self) -> Caller:
+        token = self.headers.get("X-Auth-Token", "").strip()
+        if not token:
+            raise ApiError(401, "The request you have made requires "
+                                "authentication.")
+        validator = self.server.validator
+        if validator is None:
+            return Caller(None, None, [])
+        caller = validator.validate(token)
+        if caller is None:
+            raise ApiError(401, "The request you have made requires "
+                                "authentication.")
+        return caller
+
+    def visible(self, server_id: str) -> dict[str, Any]:
+        server = self.server.store.get(server_id)
+        if server is None or not self.caller.may_see(server):
+            raise not_found(server_id)
+        return server
+
+    # -- version documents
+    @route("GET", r"/")
+    def versions(self) -> Reply:
+        doc = version_doc(self.base)
+        doc["links"] = doc["links"][:1]
+        del doc["media-types"]
+        return Reply(200, {"versions": [doc]})
+
+    @route("GET", r"/v2\.1")
+    def version(self) -> Reply:
+        return Reply(200, {"version": version_doc(self.base)})
+
+    # -- servers
+    @route("GET", r"/v2\.1/servers")
+    def list_servers(self) -> Reply:
+        return self.listing(detail=False)
+
+    @route("GET", r"/v2\.1/servers/detail")
+    def list_servers_detail(self) -> Reply:
+        return self.listing(detail=True)
+
+    def listing(self, detail: bool) -> Reply:
+        q = {k: v[-1] for k, v in self.query.items()}
+        all_tenants = self.caller.is_admin and q.get("all_tenants", "0") \
+            .lower() not in ("0", "false", "off", "no")
+        store = self.server.store
+        with store.lock:
+            servers = [store.get(sid) for sid in list(store.servers)]
+            servers = [s for s in servers if s is not None and (
+                all_tenants or self.caller.project_id is None
+                or s["tenant_id"] == self.caller.project_id)]
+            if "name" in q:
+                try:
+                    name_re = re.compile(q["name"])
+                except re.error:
+                    raise bad_input("name", "Invalid regular expression.")
+                servers = [s for s in servers if name_re.search(s["name"])]
+            if "status" in q:
+                servers = [s for s in servers
+                           if s["status"] == q["status"].upper()]
+            servers.sort(key=lambda s: (s["created"], s["id"]), reverse=True)
+            if "marker" in q:
+                ids = [s["id"] for s in servers]
+                if q["marker"] not in ids:
+                    raise ApiError(400, "marker [%s] not found" % q["marker"])
+                servers = servers[ids.index(q["marker"]) + 1:]
+            try:
+                limit = min(int(q.get("limit", MAX_LIMIT)), MAX_LIMIT)
+            except ValueError:
+                raise bad_input("limit", "It must be an integer.")
+            if limit < 0:
+                raise bad_input("limit", "It must be >= 0.")
+            servers = servers[:limit]
+            if detail:
+                items = [server_view(s, self.base) for s in servers]
+            else:
+                items = [{"id": s["id"], "name": s["name"],
+                          "links": server_links(self.base, s["id"])}
+                         for s in servers]
+        return Reply(200, {"servers": items})
+
+    @route("POST", r"/v2\.1/servers")
+    def create_server(self) -> Reply:
+        spec = self.body_object("server")
+        name = spec.get("name")
+        if not isinstance(name, str) or not 1 <= len(name.strip()) <= 255:
+            raise bad_input("name", "'name' is a required property and must "
+                                    "be 1 to 255 characters long.")
+        if not isinstance(spec.get("flavorRef"), (str, int)) \
+                or spec["flavorRef"] == "":
+            raise bad_input("flavorRef", "'flavorRef' is a required "
+                                         "property")
+        image = spec.get("imageRef", "")
+        if not isinstance(image, str):
+            raise bad_input("imageRef", "%r is not of type 'string'"
+                            % (image,))
+        metadata = check_metadata(spec.get("metadata", {}))
+        check_quota(metadata)
+        user_data = check_user_data(spec.get("user_data"))
+        store = self.server.store
+        sid = str(uuid.uuid4())
+        build = store.build_seconds
+        with store.lock:
+            store.new(sid, name=name, tenant_id=self.caller.project_id,
+                      user_id=self.caller.user_id, metadata=metadata,
+                      image_id=image, flavor_id=str(spec["flavorRef"]),
+                      user_data=user_data,
+                      status="BUILD" if build > 0 else "ACTIVE",
+                      build_until=time.time() + build if build > 0 else None,
+                      launched_at=None if build > 0 else now_iso())
+            store.save()
+        return Reply(202, {"server": {
+            "id": sid, "links": server_links(self.base, sid),
+            "OS-DCF:diskConfig": "MANUAL",
+            "security_groups": [{"name": "default"}],
+            "adminPass": secrets.token_urlsafe(9)}},
+            {"Location": "%s/v2.1/servers/%s" % (self.base, sid)})
+
+    @route("GET", r"/v2\.1/servers/([^/]+)")
+    def show_server(self, sid: str) -> Reply:
+        with self.server.store.lock:
+            return Reply(200, {"server": server_view(self.visible(sid),
+                                                     self.base)})
+
+    @route("PUT", r"/v2\.1/servers/([^/]+)")
+    def update_server(self, sid: str) -> Reply:
+        spec = self.body_object("server")
+        unknown = set(spec) - {"name"}
+        if unknown:
+            raise ApiError(400, "Additional properties are not allowed "
+                                "(%s were unexpected)"
+                           % ", ".join(map(repr, sorted(unknown))))
+        store = self.server.store
+        with store.lock:
+            server = self.visible(sid)
+            if "name" in spec:
+                if not isinstance(spec["name"], str) or not \
+                        1 <= len(spec["name"].strip()) <= 255:
+                    raise bad_input("name", "It must be 1 to 255 "
+                                            "characters long.")
+                server["name"] = spec["name"]
+            touch(server)
+            store.save()
+            return Reply(200, {"server": server_view(server, self.base)})
+
+    @route("DELETE", r"/v2\.1/servers/([^/]+)")
+    def delete_server(self, sid: str) -> Reply:
+        store = self.server.store
+        with store.lock:
+            self.visible(sid)
+            del store.servers[sid]
+            store.save()
+        return Reply(204)
+
+    @route("POST", r"/v2\.1/servers/([^/]+)/action")
+    def server_action(self, sid: str) -> Reply:
+        body = self.read_json()
+        if not isinstance(body, dict) or len(body) != 1:
+            raise ApiError(400, "Malformed request body")
+        action = next(iter(body))
+        moves = {"os-stop": (("ACTIVE", "ERROR"), "SHUTOFF", "stop"),
+                 "os-start": (("SHUTOFF",), "ACTIVE", "start")}
+        if action not in moves:
+            raise ApiError(400, "There is no such action: %s" % action)
+        allowed, target, verb = moves[action]
+        store = self.server.store
+        with store.lock:
+            server = self.visible(sid)
+            if server["status"] not in allowed:
+                raise ApiError(409, "Cannot '%s' instance %s while it is in "
+                                    "vm_state %s"
+                               % (verb, sid, STATES[server["status"]][0]))
+            server["status"] = target
+            touch(server)
+            store.save()
+        return Reply(202)
+
+    # -- metadata
+    @route("GET", r"/v2\.1/servers/([^/]+)/metadata")
+    def get_metadata(self, sid: str) -> Reply:
+        with self.server.store.lock:
+            return Reply(200, {"metadata": dict(self.visible(sid)
+                                                ["metadata"])})
+
+    @route("PUT", r"/v2\.1/servers/([^/]+)/metadata")
+    def replace_metadata(self, sid: str) -> Reply:
+        return self.write_metadata(sid, replace=True)
+
+    @route("POST", r"/v2\.1/servers/([^/]+)/metadata")
+    def update_metadata(self, sid: str) -> Reply:
+        return self.write_metadata(sid, replace=False)
+
+    def write_metadata(self, sid: str, replace: bool) -> Reply:
+        items = check_metadata(self.body_object("metadata"))
+        store = self.server.store
+        with store.lock:
+            server = self.visible(sid)
+            merged = dict(items) if replace else dict(server["metadata"],
+                                                      **items)
+            check_quota(merged)
+            server["metadata"] = merged
+            touch(server)
+            store.save()
+            return Reply(200, {"metadata": dict(merged)})
+
+    @route("GET", r"/v2\.1/servers/([^/]+)/metadata/([^/]+)")
+    def get_metadata_item(self, sid: str, key: str) -> Reply:
+        key = unquote(key)
+        with self.server.store.lock:
+            metadata = self.visible(sid)["metadata"]
+            if key not in metadata:
+                raise ApiError(404, "Metadata item was not found")
+            return Reply(200, {"meta": {key: metadata[key]}})
+
+    @route("PUT", r"/v2\.1/servers/([^/]+)/metadata/([^/]+)")
+    def set_metadata_item(self, sid: str, key: str) -> Reply:
+        key = unquote(key)
+        meta = check_metadata(self.body_object("meta"), "meta")
+        if len(meta) > 1:
+            raise ApiError(400, "Request body contains too many items")
+        if key not in meta:
+            raise ApiError(400, "Request body and URI mismatch")
+        store = self.server.store
+        with store.lock:
+            server = self.visible(sid)
+            merged = dict(server["metadata"], **meta)
+            check_quota(merged)
+            server["metadata"] = merged
+            touch(server)
+            store.save()
+        return Reply(200, {"meta": meta})
+
+    @route("DELETE", r"/v2\.1/servers/([^/]+)/metadata/([^/]+)")
+    def delete_metadata_item(self, sid: str, key: str) -> Reply:
+        key = unquote(key)
+        store = self.server.store
+        with store.lock:
+            server = self.visible(sid)
+            if key not in server["metadata"]:
+                raise ApiError(404, "Metadata item was not found")
+            del server["metadata"][key]
+            touch(server)
+            store.save()
+        return Reply(204)
+
+    # -- test-only control paths (not Nova)
+    @route("GET", r"/_standin/servers")
+    def control_list(self) -> Reply:
+        store = self.server.store
+        with store.lock:
+            return Reply(200, {"servers": [store.get(s)
+                                           for s in list(store.servers)]})
+
+    @route("GET", r"/_standin/servers/([^/]+)")
+    def control_show(self, sid: str) -> Reply:
+        with self.server.store.lock:
+            server = self.server.store.get(sid)
+            if server is None:
+                raise not_found(sid)
+            return Reply(200, {"server": server})
+
+    @route("PUT", r"/_standin/servers/([^/]+)")
+    def control_put(self, sid: str) -> Reply:
+        spec = self.read_json() or {}
+        if not isinstance(spec, dict):
+            raise ApiError(400, "The body must be a JSON object.")
+        known = {"name", "status", "metadata", "tenant_id", "user_id",
+                 "user_data"}
+        unknown = set(spec) - known
+        if unknown:
+            raise ApiError(400, "Unknown fields: %s" % sorted(unknown))
+        if "status" in spec and spec["status"] not in STATES:
+            raise ApiError(400, "status must be one of %s" % sorted(STATES))
+        if "metadata" in spec:
+            check_metadata(spec["metadata"])
+        if "user_data" in spec:
+            check_user_data(spec["user_data"])
+        store = self.server.store
+        with store.lock:
+            server = store.get(sid)
+            created = server is None
+            if created:
+                server = store.new(sid, tenant_id=self.server.default_project,
+                                   user_id=self.server.default_user)
+            server.update(spec)
+            if "status" in spec:
+                server["build_until"] = None
+            touch(server)
+            store.save()
+            return Reply(201 if created else 200, {"server": server})
+
+    @route("DELETE", r"/_standin/servers/([^/]+)")
+    def control_delete(self, sid: str) -> Reply:
+        store = self.server.store
+        with store.lock:
+            if store.servers.pop(sid, None) is None:
+                raise not_found(sid)
+            store.save()
+        return Reply(204)
+
+
+class StandinServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], store: Store,
+                 validator: TokenValidator | None, auth_url: str,
+                 default_project: str | None,
+                 default_user: str | None) -> None:
+        super().__init__(address, Handler)
+        self.store = store
+        self.validator = validator
+        self.auth_url = auth_url
+        self.default_project = default_project
+        self.default_user = default_user
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--data", required=True,
+                        help="JSON file that keeps the servers")
+    parser.add_argument("--keystone-config",
+                        help="JSON file: auth_url, username, password, "
+                             "project_name, user_domain_id, "
+                             "project_domain_id of a service user that may "
+                             "validate tokens")
+    parser.add_argument("--default-project-id")
+    parser.add_argument("--default-user-id")
+    parser.add_argument("--build-seconds", type=float, default=0.0)
+    args = parser.parse_args(argv)
+
+    validator, auth_url = None, ""
+    if args.keystone_config:
+        with open(args.keystone_config, encoding="utf-8") as f:
+            conf = json.load(f)
+        validator, auth_url = TokenValidator(conf), conf["auth_url"]
+    store = Store(os.path.abspath(args.data), args.build_seconds)
+    server = StandinServer((args.host, args.port), store, validator,
+                           auth_url, args.default_project_id,
+                           args.default_user_id)
+    print("nova stand-in listening on http://%s:%d (%d servers loaded)"
+          % (args.host, args.port, len(store.servers)), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
