@@ -57,12 +57,28 @@ def unreachable(service: str, what: str, exc: BaseException) -> CloudError:
 
 
 def ksa_error(service: str, what: str, exc: ksa_exc.ClientException) -> CloudError:
-    """Translate a keystoneauth1 failure (auth, catalog, connection, HTTP)."""
+    """Translate a keystoneauth1 failure (auth, catalog, connection, HTTP).
+
+    The adapters ask keystoneauth1 not to raise on their own requests, so an
+    HTTP error from it is Keystone refusing to authenticate: it is reported
+    as the identity service's, never as a 404 of ``service`` (which the
+    adapters read as "missing").
+    """
     if isinstance(exc, ksa_exc.ConnectionError):
         return unreachable(service, what, exc)
     if isinstance(exc, ksa_exc.HttpError):
-        return http_error(service, what, exc.http_status, type(exc).__name__)
+        return http_error(
+            "identity",
+            f"authentication for {service} ({what})",
+            exc.http_status,
+            type(exc).__name__,
+        )
     return CloudError(service, f"{what} failed: {type(exc).__name__}")
+
+
+def is_missing(exc: CloudError, service: str) -> bool:
+    """Whether ``service`` itself answered 404."""
+    return exc.service == service and exc.status == 404
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -18,6 +18,7 @@ from swflows.clients.base import (
     DEFAULT_RETRY,
     RetryPolicy,
     http_error,
+    is_missing,
     ksa_error,
     retried,
 )
@@ -80,7 +81,7 @@ class Compute:
                 f"show server {server_id}", self.nova.servers.get, server_id
             )
         except CloudError as exc:
-            if exc.status == 404:
+            if is_missing(exc, SERVICE):
                 return None
             raise
         return ServerInfo(

@@ -28,6 +28,7 @@ from swflows.clients.base import (
     DEFAULT_RETRY,
     RetryPolicy,
     http_error,
+    is_missing,
     ksa_error,
     retried,
     unreachable,
@@ -257,7 +258,7 @@ class ObjectStore:
         try:
             self._call(f"show container {name}", self.connection.head_container, name)
         except CloudError as exc:
-            if exc.status == 404:
+            if is_missing(exc, SERVICE):
                 return False
             raise
         return True
@@ -277,7 +278,7 @@ class ObjectStore:
                 f"delete container {name}", self.connection.delete_container, name
             )
         except CloudError as exc:
-            if exc.status == 404:
+            if is_missing(exc, SERVICE):
                 return False
             raise
         return True
@@ -338,7 +339,7 @@ class ObjectStore:
             found = unchanged.headers
             return StoredObject(name, _etag(found), listing_time(found), None)
         except CloudError as exc:
-            if exc.status == 404:
+            if is_missing(exc, SERVICE):
                 return None
             raise
         return StoredObject(name, _etag(found), listing_time(found), bytes(body))
@@ -356,7 +357,7 @@ class ObjectStore:
                 name,
             )
         except CloudError as exc:
-            if exc.status == 404:
+            if is_missing(exc, SERVICE):
                 return None
             raise
         return ObjectInfo(
@@ -380,7 +381,7 @@ class ObjectStore:
                 name,
             )
         except CloudError as exc:
-            if exc.status == 404:
+            if is_missing(exc, SERVICE):
                 return False
             raise
         return True
@@ -411,7 +412,7 @@ class ObjectStore:
                     prefix=prefix,
                 )
             except CloudError as exc:
-                if exc.status == 404:
+                if is_missing(exc, SERVICE):
                     return found
                 raise
             found.extend(

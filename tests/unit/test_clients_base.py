@@ -98,3 +98,19 @@ def test_no_retry_policy_tries_once() -> None:
     with pytest.raises(CloudError):
         base.NO_RETRY.call(fail)
     assert len(calls) == 1
+
+
+def test_keystone_refusals_are_identity_errors_not_missing_objects() -> None:
+    from keystoneauth1 import exceptions as ksa_exc
+
+    err = base.ksa_error("compute", "show server s1", ksa_exc.NotFound())
+    assert (err.service, err.status, err.retryable) == ("identity", 404, False)
+    assert not base.is_missing(err, "compute")
+    assert base.is_missing(base.http_error("compute", "show", 404), "compute")
+
+
+def test_keystoneauth_connection_failures_are_retryable() -> None:
+    from keystoneauth1 import exceptions as ksa_exc
+
+    err = base.ksa_error("object-store", "list", ksa_exc.ConnectFailure("refused"))
+    assert (err.service, err.retryable) == ("object-store", True)
