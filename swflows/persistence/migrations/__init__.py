@@ -1,0 +1,120 @@
+"""Alembic migrations for the store, applied when a :class:`Store` opens.
+
+:func:`upgrade` is idempotent and safe when several processes open the same
+database at once: on PostgreSQL the upgrade runs in one transaction holding
+a transaction-level advisory lock derived from the table prefix; on SQLite
+the transaction starts with ``BEGIN IMMEDIATE``, which locks the file.  The
+version table is ``<prefix>alembic_version``, so neither the embedder's own
+alembic history nor TaskFlow's (``alembic_version``) is touched.  The prefix
+reaches the scripts through ``config.attributes["table_prefix"]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import zlib
+from collections.abc import Iterator
+from typing import Final
+
+import sqlalchemy as sa
+from alembic import command, context
+from alembic import config as alembic_config
+from alembic import script as alembic_script
+from alembic.runtime import migration
+
+from swflows.persistence import tables
+
+SCRIPT_LOCATION: Final = os.path.dirname(os.path.abspath(__file__))
+#: the key of every swflows advisory lock: "swfl" in ASCII
+_LOCK_CLASS: Final = 0x7377666C
+
+
+def make_config(connection: sa.Connection, prefix: str) -> alembic_config.Config:
+    """An alembic config bound to ``connection`` for tables named ``prefix``."""
+    cfg = alembic_config.Config()
+    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    cfg.attributes["connection"] = connection
+    cfg.attributes["table_prefix"] = tables.check_prefix(prefix)
+    return cfg
+
+
+@functools.cache
+def head() -> str | None:
+    """The newest revision shipped in the package."""
+    cfg = alembic_config.Config()
+    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    return alembic_script.ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def current(connection: sa.Connection, prefix: str) -> str | None:
+    """The revision the database is at (None: never migrated)."""
+    ctx = migration.MigrationContext.configure(
+        connection, opts={"version_table": tables.version_table(prefix)}
+    )
+    return ctx.get_current_revision()
+
+
+def advisory_lock_key(name: str) -> int:
+    """A stable signed 32-bit key for ``pg_advisory_xact_lock(class, key)``."""
+    value = zlib.crc32(name.encode())
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def lock(connection: sa.Connection, name: str) -> None:
+    """Serialize with other processes for the rest of this transaction.
+
+    PostgreSQL only: an advisory transaction lock.  On SQLite the caller's
+    ``BEGIN IMMEDIATE`` already holds the database's write lock.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(
+            sa.select(
+                sa.func.pg_advisory_xact_lock(_LOCK_CLASS, advisory_lock_key(name))
+            )
+        )
+
+
+@contextlib.contextmanager
+def session_lock(engine: sa.Engine, name: str) -> Iterator[None]:
+    """Hold a PostgreSQL session advisory lock while the block runs.
+
+    For work that makes its own connections (TaskFlow's upgrade); a no-op on
+    other databases.
+    """
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    key = (_LOCK_CLASS, advisory_lock_key(name))
+    with engine.connect() as guard:
+        guard.execute(sa.select(sa.func.pg_advisory_lock(*key)))
+        guard.commit()
+        try:
+            yield
+        finally:
+            guard.execute(sa.select(sa.func.pg_advisory_unlock(*key)))
+            guard.commit()
+
+
+def upgrade(engine: sa.Engine, prefix: str = tables.DEFAULT_PREFIX) -> bool:
+    """Bring the store's tables to :func:`head`; return whether it ran."""
+    target = head()
+    with engine.connect() as conn:
+        if current(conn, prefix) == target:
+            conn.rollback()
+            return False
+        conn.rollback()
+        with conn.begin():
+            lock(conn, f"migrate:{prefix}")
+            # another process may have finished while this one waited
+            if current(conn, prefix) == target:
+                return False
+            command.upgrade(make_config(conn, prefix), "head")
+    return True
+
+
+def table_prefix() -> str:
+    """The prefix a running migration script creates its tables with."""
+    prefix = context.config.attributes.get("table_prefix", tables.DEFAULT_PREFIX)
+    return tables.check_prefix(prefix)

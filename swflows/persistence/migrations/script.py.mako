@@ -1,0 +1,29 @@
+"""${message}
+
+Revision ID: ${up_revision}
+Revises: ${down_revision | comma,n}
+Create Date: ${create_date}
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+from swflows.persistence import migrations, tables
+${imports if imports else ""}
+
+revision = ${repr(up_revision)}
+down_revision = ${repr(down_revision)}
+branch_labels = ${repr(branch_labels)}
+depends_on = ${repr(depends_on)}
+
+
+def upgrade() -> None:
+    p = migrations.table_prefix()
+    ${upgrades if upgrades else "pass"}
+
+
+def downgrade() -> None:
+    p = migrations.table_prefix()
+    ${downgrades if downgrades else "pass"}

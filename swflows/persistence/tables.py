@@ -1,0 +1,152 @@
+"""The store's tables, named with a configurable prefix.
+
+The prefix (default ``swflows_``) lets an embedder keep swflows' tables in
+its own database next to its own.  Index and constraint names carry it too,
+because PostgreSQL index names share one namespace per schema.  The
+migrations in :mod:`swflows.persistence.migrations` create exactly these
+tables; a unit test compares the two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Final
+
+import sqlalchemy as sa
+
+from swflows import exceptions
+
+DEFAULT_PREFIX: Final = "swflows_"
+#: 32 leaves room for the longest derived name within PostgreSQL's 63 bytes
+MAX_PREFIX_LENGTH: Final = 32
+_PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+ID_LENGTH: Final = 36
+NAME_LENGTH: Final = 255
+STATUS_LENGTH: Final = 32
+TRANSPORT_LENGTH: Final = 64
+
+
+def check_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a safe SQL identifier start, else raise.
+
+    An empty prefix is refused: the version table would then be
+    ``alembic_version``, which TaskFlow's logbook (and many embedders) use.
+    """
+    if not isinstance(prefix, str) or not prefix:
+        raise exceptions.ValidationError(
+            "table_prefix",
+            "must not be empty (alembic_version is TaskFlow's version table)",
+        )
+    if not _PREFIX_RE.match(prefix):
+        raise exceptions.ValidationError(
+            "table_prefix",
+            "must be letters, digits and underscores, not starting with a digit",
+        )
+    if len(prefix) > MAX_PREFIX_LENGTH:
+        raise exceptions.ValidationError(
+            "table_prefix", f"must be at most {MAX_PREFIX_LENGTH} characters"
+        )
+    return prefix
+
+
+def version_table(prefix: str) -> str:
+    """The name of the store's alembic version table."""
+    return f"{prefix}alembic_version"
+
+
+def json_type() -> sa.JSON:
+    """JSON column type; a Python ``None`` is SQL NULL, not JSON ``null``."""
+    return sa.JSON(none_as_null=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tables:
+    """The table objects for one prefix, built once and reused."""
+
+    prefix: str
+    metadata: sa.MetaData
+    configs: sa.Table
+    deployments: sa.Table
+    servers: sa.Table
+
+
+@functools.cache
+def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
+    """The (cached) tables for ``prefix``."""
+    p = check_prefix(prefix)
+    metadata = sa.MetaData()
+    configs = sa.Table(
+        f"{p}configs",
+        metadata,
+        sa.Column("id", sa.String(ID_LENGTH), primary_key=True),
+        sa.Column("name", sa.String(NAME_LENGTH), nullable=False),
+        sa.Column("group", sa.String(NAME_LENGTH), nullable=False),
+        # {config, inputs, outputs, options}; secret input values encrypted
+        sa.Column("body", json_type(), nullable=False),
+        sa.Column("derived", sa.Boolean(), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Index(f"ix_{p}configs_created_at_id", "created_at", "id"),
+    )
+    servers = sa.Table(
+        f"{p}servers",
+        metadata,
+        sa.Column("server_id", sa.String(NAME_LENGTH), primary_key=True),
+        sa.Column("metadata_version", sa.Integer(), nullable=False),
+        sa.Column("published_version", sa.Integer(), nullable=False),
+        sa.Column("config_transport", sa.String(TRANSPORT_LENGTH), nullable=True),
+        # a Fernet token of the channel's JSON: it may hold credentials
+        sa.Column("channel", sa.Text(), nullable=True),
+        sa.Column("updated_at", sa.DateTime(), nullable=True),
+    )
+    deployments = sa.Table(
+        f"{p}deployments",
+        metadata,
+        sa.Column("id", sa.String(ID_LENGTH), primary_key=True),
+        sa.Column(
+            "server_id",
+            sa.String(NAME_LENGTH),
+            sa.ForeignKey(f"{p}servers.server_id", name=f"fk_{p}deployments_server_id"),
+            nullable=False,
+        ),
+        sa.Column(
+            "config_id",
+            sa.String(ID_LENGTH),
+            sa.ForeignKey(f"{p}configs.id", name=f"fk_{p}deployments_config_id"),
+            nullable=True,
+        ),
+        sa.Column(
+            "source_config_id",
+            sa.String(ID_LENGTH),
+            sa.ForeignKey(f"{p}configs.id", name=f"fk_{p}deployments_source_config_id"),
+            nullable=True,
+        ),
+        sa.Column("action", sa.String(NAME_LENGTH), nullable=False),
+        sa.Column("status", sa.String(STATUS_LENGTH), nullable=False),
+        sa.Column("status_reason", sa.Text(), nullable=False),
+        sa.Column("reason", json_type(), nullable=True),
+        sa.Column("input_values", json_type(), nullable=False),
+        sa.Column("output_values", json_type(), nullable=False),
+        sa.Column("signal_transport", sa.String(TRANSPORT_LENGTH), nullable=False),
+        sa.Column("name", sa.String(NAME_LENGTH), nullable=True),
+        sa.Column("actions", json_type(), nullable=False),
+        sa.Column("generation", sa.Integer(), nullable=False),
+        sa.Column("timeout", sa.Integer(), nullable=True),
+        sa.Column("parent_id", sa.String(ID_LENGTH), nullable=True),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        # optimistic concurrency: bumped by every update of the row
+        sa.Column("version", sa.Integer(), nullable=False),
+        # the server's metadata_version this row was created at: an exact
+        # creation order among one server's deployments (timestamps tie)
+        sa.Column("server_seq", sa.Integer(), nullable=False),
+        sa.Index(f"ix_{p}deployments_server_id", "server_id"),
+        sa.Index(f"ix_{p}deployments_status", "status"),
+        sa.Index(f"ix_{p}deployments_created_at", "created_at"),
+        sa.Index(f"ix_{p}deployments_parent_id", "parent_id"),
+        sa.Index(f"ix_{p}deployments_config_id", "config_id"),
+        sa.Index(f"ix_{p}deployments_source_config_id", "source_config_id"),
+    )
+    return Tables(p, metadata, configs, deployments, servers)
