@@ -1,0 +1,248 @@
+"""The fast TaskFlow logbook: same data as the stock backend, flows resume.
+
+:class:`LogbookContract` runs here on in-memory SQLite and in
+``tests/functional/test_logbook.py`` on a SQLite file and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from taskflow import engines, states, task
+from taskflow.patterns import linear_flow
+from taskflow.persistence import models
+from taskflow.persistence.backends import impl_sqlalchemy
+from taskflow.types import failure
+
+from swflows.persistence import Store, logbook
+
+#: executions per (run id, task name), to see what a resume re-runs
+EXECUTED: dict[tuple[str, str], int] = {}
+_EXECUTED_LOCK = threading.Lock()
+
+
+class Step(task.Task):  # type: ignore[misc]
+    def execute(self, run_id: str, value: int) -> int:
+        with _EXECUTED_LOCK:
+            key = (run_id, self.name)
+            EXECUTED[key] = EXECUTED.get(key, 0) + 1
+        return value + 1
+
+
+def make_flow(count: int) -> Any:
+    """A linear flow step0 -> ... each adding one to the previous result."""
+    flow = linear_flow.Flow("linear")
+    for i in range(count):
+        flow.add(
+            Step(
+                name=f"step{i}",
+                provides=f"r{i}",
+                rebind={"value": "seed" if i == 0 else f"r{i - 1}"},
+            )
+        )
+    return flow
+
+
+def snapshot(book: Any) -> dict[str, Any]:
+    """Everything a logbook holds, as plain data.
+
+    Less the book's ``updated_at``: TaskFlow stamps it with the current time
+    whenever it adds a loaded flow detail to a loaded book.
+    """
+    book_dict = book.to_dict()
+    del book_dict["updated_at"]
+    return {
+        "book": book_dict,
+        "flows": {
+            fd.uuid: {
+                "flow": fd.to_dict(),
+                "atoms": {ad.uuid: (type(ad).__name__, ad.to_dict()) for ad in fd},
+            }
+            for fd in book
+        },
+    }
+
+
+def sample_book(name: str = "book") -> Any:
+    book = models.LogBook(name)
+    book.meta = {"who": "swflows", "n": [1, 2]}
+    fd = models.FlowDetail("flow", uuid=models.uuidutils.generate_uuid())
+    fd.meta = {"factory": {"name": "x.y", "args": [1], "kwargs": {}}}
+    fd.state = states.RUNNING
+    ad = models.TaskDetail("task-a", uuid=models.uuidutils.generate_uuid())
+    ad.state = states.SUCCESS
+    ad.intention = states.EXECUTE
+    ad.results = {"a": [1, "two", None]}
+    ad.version = "1.2"
+    rd = models.RetryDetail("retry-b", uuid=models.uuidutils.generate_uuid())
+    rd.state = states.FAILURE
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        rd.failure = failure.Failure()
+    fd.add(ad)
+    fd.add(rd)
+    book.add(fd)
+    return book
+
+
+def by_name(fd: Any, name: str) -> Any:
+    return next(ad for ad in fd if ad.name == name)
+
+
+@contextlib.contextmanager
+def connection(backend: Any) -> Iterator[Any]:
+    with contextlib.closing(backend.get_connection()) as conn:
+        yield conn
+
+
+class LogbookContract:
+    """Uses the ``store`` fixture; the stock backend shares its engine."""
+
+    @pytest.fixture
+    def fast(self, store: Store) -> Any:
+        return store.taskflow_backend()
+
+    @pytest.fixture
+    def stock(self, store: Store, fast: Any) -> Any:
+        return impl_sqlalchemy.SQLAlchemyBackend({}, engine=store.engine)
+
+    def test_backend_is_the_fast_one_and_cached(self, store: Store, fast: Any) -> None:
+        assert isinstance(fast, logbook.Backend)
+        assert store.taskflow_backend() is fast
+        with connection(fast) as one, connection(fast) as two:
+            assert isinstance(one, logbook.Connection)
+            assert one._tables is two._tables
+        names = set(sa.inspect(store.engine).get_table_names())
+        assert set(logbook.TASKFLOW_TABLES) <= names
+
+    def test_round_trip_like_stock(self, fast: Any, stock: Any) -> None:
+        book = sample_book()
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        with connection(fast) as f, connection(stock) as s:
+            assert snapshot(f.get_logbook(book.uuid)) == snapshot(
+                s.get_logbook(book.uuid)
+            )
+            assert snapshot(f.get_logbook(book.uuid)) == snapshot(book)
+        # the other way round
+        other = sample_book("other")
+        with connection(stock) as conn:
+            conn.save_logbook(other)
+        with connection(fast) as f, connection(stock) as s:
+            assert snapshot(f.get_logbook(other.uuid)) == snapshot(
+                s.get_logbook(other.uuid)
+            )
+
+    def test_updates_like_stock(self, fast: Any, stock: Any) -> None:
+        book = sample_book()
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        fd = next(iter(book))
+        ad = by_name(fd, "task-a")
+        ad.results = "changed"
+        ad.state = states.REVERTED
+        with connection(fast) as conn:
+            conn.update_atom_details(ad)
+        new_ad = models.TaskDetail("task-c", uuid=models.uuidutils.generate_uuid())
+        fd.add(new_ad)
+        fd.state = states.SUCCESS
+        with connection(fast) as conn:
+            conn.update_flow_details(fd)
+        book.meta = {"updated": True}
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        with connection(fast) as f, connection(stock) as s:
+            got = f.get_logbook(book.uuid)
+            assert snapshot(got) == snapshot(s.get_logbook(book.uuid))
+            got_fd = next(iter(got))
+            assert got_fd.state == states.SUCCESS
+            assert by_name(got_fd, "task-a").results == "changed"
+            assert got.meta == {"updated": True}
+            assert f.get_flow_details(fd.uuid).to_dict() == (
+                s.get_flow_details(fd.uuid).to_dict()
+            )
+            assert f.get_atom_details(ad.uuid).to_dict() == (
+                s.get_atom_details(ad.uuid).to_dict()
+            )
+            assert sorted(a.uuid for a in f.get_atoms_for_flow(fd.uuid)) == sorted(
+                a.uuid for a in s.get_atoms_for_flow(fd.uuid)
+            )
+            assert [x.uuid for x in f.get_flows_for_book(book.uuid)] == [fd.uuid]
+            assert book.uuid in {b.uuid for b in f.get_logbooks()}
+
+    def test_destroy_like_stock(self, fast: Any, stock: Any) -> None:
+        book = sample_book()
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+            conn.destroy_logbook(book.uuid)
+        for backend in (fast, stock):
+            with connection(backend) as conn:
+                with pytest.raises(Exception, match="No logbook found") as err:
+                    conn.get_logbook(book.uuid)
+                assert type(err.value).__name__ == "NotFound"
+        with connection(fast) as conn:
+            with pytest.raises(Exception, match="No logbook found"):
+                conn.destroy_logbook(book.uuid)
+
+    def test_flow_suspends_and_resumes(self, fast: Any) -> None:
+        run_id = models.uuidutils.generate_uuid()
+        book = models.LogBook(f"run-{run_id}")
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        engine = engines.load_from_factory(
+            make_flow,
+            factory_args=[5],
+            store={"seed": 10, "run_id": run_id},
+            book=book,
+            backend=fast,
+        )
+
+        def park(state: str, details: dict[str, Any]) -> None:
+            if details.get("task_name") == "step1":
+                engine.suspend()
+
+        engine.atom_notifier.register(states.SUCCESS, park)
+        engine.run()
+        with connection(fast) as conn:
+            fd = next(iter(conn.get_logbook(book.uuid)))
+        assert fd.state == states.SUSPENDED
+        atom_states = {ad.name: ad.state for ad in fd}
+        assert atom_states["step0"] == atom_states["step1"] == states.SUCCESS
+        assert {atom_states[f"step{i}"] for i in (2, 3, 4)} == {states.PENDING}
+
+        resumed = engines.load_from_detail(fd, backend=fast)
+        resumed.run()
+        assert resumed.storage.fetch("r4") == 15
+        with connection(fast) as conn:
+            fd = next(iter(conn.get_logbook(book.uuid)))
+        assert fd.state == states.SUCCESS
+        assert {EXECUTED[(run_id, f"step{i}")] for i in range(5)} == {1}
+
+
+class TestLogbook(LogbookContract):
+    @pytest.fixture
+    def store(self) -> Iterator[Store]:
+        with Store("sqlite://") as store:
+            yield store
+
+
+def test_pinned_taskflow_internals() -> None:
+    """What logbook.py relies on in taskflow's impl_sqlalchemy still exists."""
+    engine = sa.create_engine("sqlite://")
+    stock = impl_sqlalchemy.SQLAlchemyBackend({}, engine=engine)
+    for name in ("_upgrade_lock", "_validated", "_max_retries"):
+        assert hasattr(stock, name), name
+    params = list(inspect.signature(impl_sqlalchemy.Connection).parameters)
+    assert params == ["backend", "upgrade_lock"]
+    conn = impl_sqlalchemy.Connection(stock, stock._upgrade_lock)
+    fast = logbook.Connection(logbook.Backend(engine=engine), stock._upgrade_lock)
+    assert set(vars(fast)) == set(vars(conn))
+    assert impl_sqlalchemy._Alchemist(conn._tables)._tables is conn._tables
+    engine.dispose()

@@ -1,0 +1,379 @@
+"""Opening a store: defaults, prefixes, migrations, keys, retries (SQLite)."""
+
+from __future__ import annotations
+
+import pathlib
+import stat
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import autogenerate
+from alembic.runtime import migration
+from cryptography import fernet
+
+from swflows import exceptions, model
+from swflows.persistence import Store, crypto, migrations, tables
+from swflows.persistence import store as store_mod
+from tests.unit.test_persistence_store import PASSWORD, deployment, derived_config
+
+
+def table_names(engine: sa.Engine) -> set[str]:
+    return set(sa.inspect(engine).get_table_names())
+
+
+def mode(path: pathlib.Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_default_location_under_xdg_state_home(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with Store() as store:
+        folder = tmp_path / "state" / "swflows"
+        assert store.url == f"sqlite:///{folder / 'swflows.sqlite'}"
+        store.create_config(derived_config(), derived=True)
+    assert mode(folder) == 0o700
+    assert (folder / "swflows.sqlite").exists()
+    assert mode(folder / "secret.key") == 0o600
+    fernet.Fernet((folder / "secret.key").read_bytes().strip())
+    with Store() as again:  # the same key is found again
+        [config] = again.list_configs(include_derived=True)
+        assert config.input("deploy_password").value == PASSWORD
+
+
+def test_default_location_without_xdg(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/is/ignored")
+    assert crypto.state_dir() == tmp_path / ".local" / "state" / "swflows"
+    with Store() as store:
+        assert store.url.endswith("/.local/state/swflows/swflows.sqlite")
+    assert mode(tmp_path / ".local" / "state" / "swflows") == 0o700
+
+
+def test_file_store_key_beside_database(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/db/x.sqlite"
+    (tmp_path / "db").mkdir()
+    with Store(url) as store:
+        store.set_server_channel("srv", "POLL_TEMP_URL", {"pw": PASSWORD})
+    assert mode(tmp_path / "db" / "secret.key") == 0o600
+    with Store(url) as store:
+        assert store.get_server("srv").channel == {"pw": PASSWORD}
+
+
+def test_wrong_key_is_reported(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    with Store(url, secret_key=fernet.Fernet.generate_key()) as store:
+        store.set_server_channel("srv", "POLL_TEMP_URL", {"pw": PASSWORD})
+    with Store(url, secret_key=fernet.Fernet.generate_key()) as store:
+        with pytest.raises(exceptions.ValidationError) as err:
+            store.get_server("srv")
+    assert err.value.field == "secret_key"
+    assert PASSWORD not in str(err.value)
+
+
+def test_key_rotation(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    old, new = fernet.Fernet.generate_key(), fernet.Fernet.generate_key()
+    with Store(url, secret_key=old) as store:
+        store.set_server_channel("srv", "POLL_TEMP_URL", {"pw": PASSWORD})
+    rotated = f"{new.decode()},{old.decode()}"
+    with Store(url, secret_key=rotated) as store:
+        assert store.get_server("srv").channel == {"pw": PASSWORD}
+
+
+def test_key_file_option(tmp_path: pathlib.Path) -> None:
+    key_file = tmp_path / "keys" / "k"
+    with Store(f"sqlite:///{tmp_path}/x.sqlite", secret_key_file=key_file) as store:
+        store.set_server_channel("srv", None, {"pw": PASSWORD})
+    assert mode(key_file) == 0o600
+    assert not (tmp_path / "secret.key").exists()
+
+
+def test_server_database_needs_a_key() -> None:
+    # no connection is made: the key is checked first
+    with pytest.raises(exceptions.ValidationError) as err:
+        Store("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    assert err.value.field == "secret_key"
+    with pytest.raises(exceptions.ValidationError) as err:
+        Store(
+            "postgresql+psycopg2://nobody@127.0.0.1:1/none",
+            secret_key_file="/nonexistent/key",
+        )
+    assert err.value.field == "secret_key_file"
+
+
+def test_bad_key() -> None:
+    with pytest.raises(exceptions.ValidationError) as err:
+        Store("sqlite://", secret_key="not-a-key")
+    assert err.value.field == "secret_key"
+
+
+def test_postgresql_url_uses_psycopg2_when_psycopg_is_absent() -> None:
+    engine = store_mod.create_engine("postgresql://u@127.0.0.1/db")
+    try:
+        expected = "psycopg" if store_mod._importable("psycopg") else "psycopg2"
+        assert engine.dialect.driver == expected
+    finally:
+        engine.dispose()
+
+
+# -- prefixes and migrations ---------------------------------------------------
+
+
+def test_tables_carry_the_prefix(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    with Store(url, table_prefix="emb_sw_") as one, Store(url) as two:
+        one.create_deployment(deployment())
+        assert two.list_deployments() == []
+        assert one.table_prefix == "emb_sw_"
+        names = table_names(one.engine)
+    assert {
+        "emb_sw_configs",
+        "emb_sw_deployments",
+        "emb_sw_servers",
+        "emb_sw_alembic_version",
+        "swflows_configs",
+        "swflows_alembic_version",
+    } <= names
+    assert "alembic_version" not in names  # TaskFlow's and embedders' stay free
+
+
+@pytest.mark.parametrize("prefix", ["", "1x_", "a-b", "x;drop", "p" * 33])
+def test_bad_prefix(prefix: str) -> None:
+    with pytest.raises(exceptions.ValidationError) as err:
+        Store("sqlite://", table_prefix=prefix)
+    assert err.value.field == "table_prefix"
+
+
+def test_migrations_match_the_tables(tmp_path: pathlib.Path) -> None:
+    with Store(f"sqlite:///{tmp_path}/x.sqlite", table_prefix="mm_") as store:
+        with store.engine.connect() as conn:
+            context = migration.MigrationContext.configure(
+                conn,
+                opts={"compare_type": True, "version_table": "mm_alembic_version"},
+            )
+            diff = autogenerate.compare_metadata(context, store.tables.metadata)
+            assert diff == []
+            assert migrations.current(conn, "mm_") == migrations.head()
+
+
+def test_migrations_run_once(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    with Store(url) as store:
+        assert not migrations.upgrade(store.engine, "swflows_")
+        engine = sa.create_engine(url)
+        try:
+            assert migrations.upgrade(engine, "fresh_")
+            assert not migrations.upgrade(engine, "fresh_")
+        finally:
+            engine.dispose()
+
+
+def test_concurrent_opens_migrate_once(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def open_store() -> None:
+        try:
+            barrier.wait()
+            with Store(url, secret_key=KEY) as store:
+                store.list_configs()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+KEY = fernet.Fernet.generate_key()
+
+
+# -- transactions and retries ----------------------------------------------------
+
+
+def test_transient_errors_are_retried_then_concurrent_update(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        store_mod.tenacity, "wait_random_exponential", lambda **kw: lambda rs: 0
+    )
+    with Store("sqlite://") as store:
+        calls: list[int] = []
+
+        def locked(conn: sa.Connection) -> Any:
+            calls.append(1)
+            raise sa.exc.OperationalError("BEGIN", {}, Exception("database is locked"))
+
+        with pytest.raises(exceptions.ConcurrentUpdate) as err:
+            store._write("poke", locked)
+        assert err.value.retryable
+        assert len(calls) == store_mod.DB_ATTEMPTS
+
+        def flaky(conn: sa.Connection) -> int:
+            calls.append(1)
+            if len(calls) < store_mod.DB_ATTEMPTS + 2:
+                raise sa.exc.OperationalError("x", {}, Exception("database is locked"))
+            return 7
+
+        assert store._write("poke", flaky) == 7
+
+
+def test_other_errors_are_not_retried() -> None:
+    with Store("sqlite://") as store:
+        calls: list[int] = []
+
+        def broken(conn: sa.Connection) -> Any:
+            calls.append(1)
+            raise sa.exc.OperationalError("x", {}, Exception("no such table: t"))
+
+        with pytest.raises(sa.exc.OperationalError):
+            store._write("poke", broken)
+        assert calls == [1]
+
+
+class _PgError(Exception):
+    def __init__(self, pgcode: str) -> None:
+        super().__init__("pg")
+        self.pgcode = pgcode
+
+
+@pytest.mark.parametrize(
+    ("orig", "transient"),
+    [
+        (_PgError("40001"), True),
+        (_PgError("40P01"), True),
+        (_PgError("23505"), False),
+        (Exception("database is locked"), True),
+        (Exception("syntax error"), False),
+    ],
+)
+def test_transient_classification(orig: Exception, transient: bool) -> None:
+    exc = sa.exc.OperationalError("stmt", {}, orig)
+    assert store_mod._transient(exc) is transient
+
+
+def test_integrity_errors_are_retried() -> None:
+    assert store_mod._transient(sa.exc.IntegrityError("x", {}, Exception("dup")))
+
+
+def test_failed_write_rolls_back_everything(tmp_path: pathlib.Path) -> None:
+    with Store(f"sqlite:///{tmp_path}/x.sqlite") as store:
+        t = store.tables
+
+        def half(conn: sa.Connection) -> None:
+            conn.execute(
+                sa.insert(t.servers).values(
+                    server_id="s", metadata_version=5, published_version=0
+                )
+            )
+            raise exceptions.ValidationError("x", "boom")
+
+        with pytest.raises(exceptions.ValidationError):
+            store._write("half", half)
+        assert store.list_servers() == []
+
+
+def test_sqlite_writes_begin_immediate(tmp_path: pathlib.Path) -> None:
+    with Store(f"sqlite:///{tmp_path}/x.sqlite") as store:
+        seen: list[str] = []
+        sa.event.listen(
+            store.engine,
+            "before_cursor_execute",
+            lambda conn, cur, stmt, *a: seen.append(stmt),
+        )
+        store.create_deployment(deployment())
+        store.list_deployments()
+        assert [s for s in seen if s.startswith("BEGIN")] == [
+            "BEGIN IMMEDIATE",
+            "BEGIN DEFERRED",
+        ]
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_embedders_engine_is_left_open(tmp_path: pathlib.Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/x.sqlite")
+    with Store(engine=engine, table_prefix="emb_") as store:
+        store.create_deployment(deployment())
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("select count(*) from emb_servers").scalar() == 1
+    engine.dispose()
+
+
+def test_closed_store_refuses_calls() -> None:
+    store = Store("sqlite://")
+    store.close()
+    store.close()
+    with pytest.raises(exceptions.SwflowsError):
+        store.list_configs()
+
+
+def test_repr_hides_password() -> None:
+    engine = store_mod.create_engine("postgresql+psycopg2://u:hunter2@h/db")
+    try:
+        assert "hunter2" not in engine.url.render_as_string(hide_password=True)
+    finally:
+        engine.dispose()
+
+
+def test_prefix_check_is_shared() -> None:
+    assert tables.check_prefix("Ab_9") == "Ab_9"
+    assert tables.version_table("x_") == "x_alembic_version"
+
+
+@pytest.fixture
+def conf() -> Iterator[Any]:
+    from swflows import conf as swconf
+
+    conf = swconf.get_conf()
+    try:
+        yield conf
+    finally:
+        # overrides live on option groups shared between ConfigOpts objects
+        conf.reset()
+
+
+def test_from_conf(tmp_path: pathlib.Path, conf: Any) -> None:
+    key = fernet.Fernet.generate_key().decode()
+    conf.set_override("connection", f"sqlite:///{tmp_path}/c.sqlite", "database")
+    conf.set_override("table_prefix", "conf_", "database")
+    conf.set_override("secret_key", key, "database")
+    with Store.from_conf(conf) as store:
+        assert store.table_prefix == "conf_"
+        store.create_config(derived_config(), derived=True)
+    assert not (tmp_path / "secret.key").exists()
+    with Store(
+        f"sqlite:///{tmp_path}/c.sqlite", table_prefix="conf_", secret_key=key
+    ) as s:
+        [config] = s.list_configs(include_derived=True)
+        assert config.input("deploy_password").value == PASSWORD
+
+
+def test_from_conf_key_file(tmp_path: pathlib.Path, conf: Any) -> None:
+    conf.set_override("connection", f"sqlite:///{tmp_path}/c.sqlite", "database")
+    conf.set_override("secret_key_file", str(tmp_path / "k" / "key"), "database")
+    with Store.from_conf(conf) as store:
+        assert store.table_prefix == "swflows_"
+    assert mode(tmp_path / "k" / "key") == 0o600
+
+
+def test_secret_inputs_follow_derive() -> None:
+    from swflows import derive
+
+    assert store_mod._secret_inputs() >= set(derive.SECRET_INPUTS) | {"deploy_password"}
+
+
+def test_model_ids_fit() -> None:
+    assert len(model.new_id()) == tables.ID_LENGTH
