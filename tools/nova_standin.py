@@ -80,8 +80,14 @@ STATES = {
     "SHUTOFF": ("stopped", 4, None),
 }
 
-FAULT_NAMES = {400: "badRequest", 403: "forbidden", 404: "itemNotFound",
-               405: "badMethod", 409: "conflictingRequest"}
+FAULT_NAMES = {
+    400: "badRequest",
+    403: "forbidden",
+    404: "itemNotFound",
+    405: "badMethod",
+    409: "conflictingRequest",
+    411: "lengthRequired",
+}
 
 
 class ApiError(Exception):
@@ -98,26 +104,28 @@ class ApiError(Exception):
 
 
 def not_found(server_id: str) -> ApiError:
-    return ApiError(404, "Instance %s could not be found." % server_id)
+    return ApiError(404, f"Instance {server_id} could not be found.")
 
 
 def bad_input(field: str, detail: str) -> ApiError:
-    return ApiError(400, "Invalid input for field/attribute %s. %s"
-                    % (field, detail))
+    return ApiError(400, f"Invalid input for field/attribute {field}. {detail}")
 
 
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---------------------------------------------------------------- versions
 
+
 def parse_version(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"(\d+)\.(\d+)", text.strip())
     if not match:
-        raise ApiError(400, "API Version String %s is of invalid format. "
-                            "Must be of format MajorNum.MinorNum." % text)
+        raise ApiError(
+            400,
+            f"API Version String {text} is of invalid format. "
+            "Must be of format MajorNum.MinorNum.",
+        )
     return int(match.group(1)), int(match.group(2))
 
 
@@ -137,39 +145,62 @@ def requested_version(headers: Any) -> str:
         return MAX_VERSION
     wanted = parse_version(asked)
     if not parse_version(MIN_VERSION) <= wanted <= parse_version(MAX_VERSION):
-        raise ApiError(406, "Version %s is not supported by the API. Minimum "
-                            "is %s and maximum is %s."
-                       % (asked, MIN_VERSION, MAX_VERSION))
-    return "%d.%d" % wanted
+        raise ApiError(
+            406,
+            f"Version {asked} is not supported by the API. Minimum "
+            f"is {MIN_VERSION} and maximum is {MAX_VERSION}.",
+        )
+    return "{}.{}".format(*wanted)
 
 
 def version_doc(base: str) -> dict[str, Any]:
     return {
-        "id": "v2.1", "status": "CURRENT", "version": MAX_VERSION,
-        "min_version": MIN_VERSION, "updated": VERSION_UPDATED,
-        "links": [{"rel": "self", "href": base + "/v2.1/"},
-                  {"rel": "describedby", "type": "text/html",
-                   "href": "http://docs.openstack.org/"}],
-        "media-types": [{"base": "application/json",
-                         "type": "application/"
-                                 "vnd.openstack.compute+json;version=2.1"}],
+        "id": "v2.1",
+        "status": "CURRENT",
+        "version": MAX_VERSION,
+        "min_version": MIN_VERSION,
+        "updated": VERSION_UPDATED,
+        "links": [
+            {"rel": "self", "href": base + "/v2.1/"},
+            {
+                "rel": "describedby",
+                "type": "text/html",
+                "href": "http://docs.openstack.org/",
+            },
+        ],
+        "media-types": [
+            {
+                "base": "application/json",
+                "type": "application/vnd.openstack.compute+json;version=2.1",
+            }
+        ],
     }
 
 
 # ------------------------------------------------------------------ tokens
 
-class Caller:
-    """Who makes a request: the token's project, user and roles."""
 
-    def __init__(self, project_id: str | None, user_id: str | None,
-                 roles: list[str]) -> None:
+class Caller:
+    """Who makes a request: the token's project, user and roles. Without
+    token validation the caller is unknown (``checked`` false) and may see
+    every server."""
+
+    def __init__(
+        self,
+        project_id: str | None = None,
+        user_id: str | None = None,
+        roles: tuple[str, ...] = (),
+        checked: bool = False,
+    ) -> None:
         self.project_id = project_id
         self.user_id = user_id
         self.is_admin = "admin" in roles
+        self.checked = checked
 
     def may_see(self, server: dict[str, Any]) -> bool:
-        return (self.is_admin or self.project_id is None
-                or server["tenant_id"] == self.project_id)
+        return (
+            not self.checked or self.is_admin or server["tenant_id"] == self.project_id
+        )
 
 
 class TokenValidator:
@@ -181,34 +212,61 @@ class TokenValidator:
         self._service_token: str | None = None
         self._cache: dict[str, tuple[float, Caller]] = {}
 
-    def _request(self, method: str, path: str, headers: dict[str, str],
-                 body: dict[str, Any] | None = None
-                 ) -> tuple[int, Any, dict[str, Any]]:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: dict[str, Any] | None = None,
+    ) -> tuple[int, Any, dict[str, Any]]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            self._conf["auth_url"].rstrip("/") + path, data=data,
-            method=method, headers=dict(headers, **{
-                "Content-Type": "application/json",
-                "Accept": "application/json"}))
+        headers = dict(headers)
+        headers.update(
+            {"Content-Type": "application/json", "Accept": "application/json"}
+        )
+        req = urllib.request.Request(  # noqa: S310 (auth_url is http(s), from config)
+            self._conf["auth_url"].rstrip("/") + path,
+            data=data,
+            method=method,
+            headers=headers,
+        )
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
                 return resp.status, resp.headers, json.load(resp)
         except urllib.error.HTTPError as err:
             return err.code, err.headers, {}
 
     def _issue_service_token(self) -> str:
         conf = self._conf
-        status, headers, _ = self._request("POST", "/auth/tokens", {}, {
-            "auth": {"identity": {"methods": ["password"], "password": {
-                "user": {"name": conf["username"],
-                         "password": conf["password"],
-                         "domain": {"id": conf["user_domain_id"]}}}},
-                "scope": {"project": {
-                    "name": conf["project_name"],
-                    "domain": {"id": conf["project_domain_id"]}}}}})
+        status, headers, _ = self._request(
+            "POST",
+            "/auth/tokens",
+            {},
+            {
+                "auth": {
+                    "identity": {
+                        "methods": ["password"],
+                        "password": {
+                            "user": {
+                                "name": conf["username"],
+                                "password": conf["password"],
+                                "domain": {"id": conf["user_domain_id"]},
+                            }
+                        },
+                    },
+                    "scope": {
+                        "project": {
+                            "name": conf["project_name"],
+                            "domain": {"id": conf["project_domain_id"]},
+                        }
+                    },
+                }
+            },
+        )
         if status != 201:
-            raise ApiError(503, "The stand-in cannot authenticate to "
-                                "Keystone (HTTP %d)." % status)
+            raise ApiError(
+                503, f"The stand-in cannot authenticate to Keystone (HTTP {status})."
+            )
         return headers["X-Subject-Token"]
 
     def validate(self, token: str) -> Caller | None:
@@ -220,27 +278,35 @@ class TokenValidator:
                 if self._service_token is None:
                     self._service_token = self._issue_service_token()
                 status, _, body = self._request(
-                    "GET", "/auth/tokens",
-                    {"X-Auth-Token": self._service_token,
-                     "X-Subject-Token": token})
+                    "GET",
+                    "/auth/tokens",
+                    {"X-Auth-Token": self._service_token, "X-Subject-Token": token},
+                )
                 if status != 401:
                     break
-                self._service_token = None      # expired service token
+                self._service_token = None  # expired service token
             if status != 200:
                 self._cache.pop(token, None)
                 return None
             tok = body["token"]
-            caller = Caller(tok.get("project", {}).get("id"),
-                            tok["user"]["id"],
-                            [r["name"] for r in tok.get("roles", [])])
+            if "project" not in tok:
+                # Nova's policies need a project: a domain or system token
+                # gets 403 from every compute call swflows makes.
+                raise ApiError(403, "Policy doesn't allow a token without a project.")
+            caller = Caller(
+                tok["project"]["id"],
+                tok["user"]["id"],
+                tuple(r["name"] for r in tok.get("roles", [])),
+                checked=True,
+            )
             if len(self._cache) > 1000:
                 self._cache.clear()
-            self._cache[token] = (time.monotonic() + TOKEN_CACHE_SECONDS,
-                                  caller)
+            self._cache[token] = (time.monotonic() + TOKEN_CACHE_SECONDS, caller)
             return caller
 
 
 # ------------------------------------------------------------------- store
+
 
 class Store:
     """The servers, kept in memory and mirrored to a JSON file."""
@@ -262,20 +328,33 @@ class Store:
 
     def get(self, server_id: str) -> dict[str, Any] | None:
         server = self.servers.get(server_id)
-        if server and server["status"] == "BUILD" and server.get(
-                "build_until") and time.time() >= server["build_until"]:
-            server.update(status="ACTIVE", build_until=None,
-                          launched_at=now_iso())
+        if (
+            server
+            and server["status"] == "BUILD"
+            and server.get("build_until")
+            and time.time() >= server["build_until"]
+        ):
+            server.update(status="ACTIVE", build_until=None, launched_at=now_iso())
             self.save()
         return server
 
     def new(self, server_id: str, **fields: Any) -> dict[str, Any]:
         stamp = now_iso()
-        server = {"id": server_id, "name": "", "status": "ACTIVE",
-                  "tenant_id": None, "user_id": None, "metadata": {},
-                  "image_id": "", "flavor_id": "1", "user_data": None,
-                  "created": stamp, "updated": stamp, "launched_at": stamp,
-                  "build_until": None}
+        server = {
+            "id": server_id,
+            "name": "",
+            "status": "ACTIVE",
+            "tenant_id": None,
+            "user_id": None,
+            "metadata": {},
+            "image_id": "",
+            "flavor_id": "1",
+            "user_data": None,
+            "created": stamp,
+            "updated": stamp,
+            "launched_at": stamp,
+            "build_until": None,
+        }
         server.update(fields)
         self.servers[server_id] = server
         return server
@@ -287,34 +366,38 @@ def touch(server: dict[str, Any]) -> None:
 
 def check_metadata(metadata: Any, field: str = "metadata") -> dict[str, str]:
     if not isinstance(metadata, dict):
-        raise bad_input(field, "%r is not of type 'object'" % (metadata,))
+        raise bad_input(field, f"{metadata!r} is not of type 'object'")
     for key, value in metadata.items():
         if not 1 <= len(key) <= 255:
-            raise bad_input(field, "Metadata keys must be 1 to 255 "
-                                   "characters long.")
+            raise bad_input(field, "Metadata keys must be 1 to 255 characters long.")
         if not isinstance(value, str) or len(value) > 255:
-            raise bad_input(field, "Metadata values must be strings of at "
-                                   "most 255 characters.")
+            raise bad_input(
+                field, "Metadata values must be strings of at most 255 characters."
+            )
     return metadata
 
 
 def check_quota(metadata: dict[str, str]) -> None:
     if len(metadata) > METADATA_ITEMS_QUOTA:
-        raise ApiError(403, "Quota exceeded for metadata_items: Requested "
-                            "%d, but already used 0 of %d metadata_items"
-                       % (len(metadata), METADATA_ITEMS_QUOTA))
+        raise ApiError(
+            403,
+            f"Quota exceeded for metadata_items: Requested {len(metadata)}, "
+            f"but already used 0 of {METADATA_ITEMS_QUOTA} metadata_items",
+        )
 
 
 def check_user_data(user_data: Any) -> str | None:
     if user_data is None:
         return None
     if not isinstance(user_data, str) or len(user_data) > USER_DATA_MAX:
-        raise bad_input("user_data", "It must be a base64 string of at most "
-                                     "%d characters." % USER_DATA_MAX)
+        raise bad_input(
+            "user_data",
+            f"It must be a base64 string of at most {USER_DATA_MAX} characters.",
+        )
     try:
         base64.b64decode(user_data, validate=True)
     except binascii.Error:
-        raise bad_input("user_data", "%r is not a 'base64'." % user_data)
+        raise bad_input("user_data", f"{user_data!r} is not a 'base64'.") from None
     return user_data
 
 
@@ -322,23 +405,33 @@ def server_view(server: dict[str, Any], base: str) -> dict[str, Any]:
     vm_state, power_state, task_state = STATES[server["status"]]
     sid = server["id"]
     host_id = hashlib.sha224(
-        ((server["tenant_id"] or "") + "standin").encode()).hexdigest()
+        ((server["tenant_id"] or "") + "standin").encode()
+    ).hexdigest()
 
     def ref(kind: str, ref_id: str) -> dict[str, Any]:
-        return {"id": ref_id, "links": [
-            {"rel": "bookmark", "href": "%s/%s/%s" % (base, kind, ref_id)}]}
+        return {
+            "id": ref_id,
+            "links": [{"rel": "bookmark", "href": f"{base}/{kind}/{ref_id}"}],
+        }
 
     view = {
-        "id": sid, "name": server["name"], "status": server["status"],
-        "tenant_id": server["tenant_id"], "user_id": server["user_id"],
-        "metadata": dict(server["metadata"]), "hostId": host_id,
-        "image": ref("images", server["image_id"]) if server["image_id"]
-        else "",
+        "id": sid,
+        "name": server["name"],
+        "status": server["status"],
+        "tenant_id": server["tenant_id"],
+        "user_id": server["user_id"],
+        "metadata": dict(server["metadata"]),
+        "hostId": host_id,
+        "image": ref("images", server["image_id"]) if server["image_id"] else "",
         "flavor": ref("flavors", server["flavor_id"]),
-        "created": server["created"], "updated": server["updated"],
-        "addresses": {}, "accessIPv4": "", "accessIPv6": "",
+        "created": server["created"],
+        "updated": server["updated"],
+        "addresses": {},
+        "accessIPv4": "",
+        "accessIPv6": "",
         "links": server_links(base, sid),
-        "key_name": None, "config_drive": "",
+        "key_name": None,
+        "config_drive": "",
         "security_groups": [{"name": "default"}],
         "OS-DCF:diskConfig": "MANUAL",
         "OS-EXT-AZ:availability_zone": "nova",
@@ -355,15 +448,19 @@ def server_view(server: dict[str, Any], base: str) -> dict[str, Any]:
 
 
 def server_links(base: str, sid: str) -> list[dict[str, str]]:
-    return [{"rel": "self", "href": "%s/v2.1/servers/%s" % (base, sid)},
-            {"rel": "bookmark", "href": "%s/servers/%s" % (base, sid)}]
+    return [
+        {"rel": "self", "href": f"{base}/v2.1/servers/{sid}"},
+        {"rel": "bookmark", "href": f"{base}/servers/{sid}"},
+    ]
 
 
 # ----------------------------------------------------------------- handler
 
+
 class Reply:
-    def __init__(self, code: int, body: Any = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, code: int, body: Any = None, headers: dict[str, str] | None = None
+    ) -> None:
         self.code = code
         self.body = body
         self.headers = headers or {}
@@ -376,13 +473,14 @@ def route(method: str, pattern: str):
     def register(func):
         ROUTES.append((method, re.compile(pattern + r"/?$"), func.__name__))
         return func
+
     return register
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "nova-standin"
-    server: "StandinServer"
+    server: StandinServer
 
     # -- plumbing
     def do_GET(self) -> None:
@@ -402,23 +500,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     @property
     def base(self) -> str:
-        host = self.headers.get("Host") or "%s:%d" % self.server.server_address
+        host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address)
         return "http://" + host
 
-    def read_json(self) -> Any:
+    def read_body(self) -> None:
+        """Read the whole body first: on a kept-alive connection an unread
+        body would be taken for the next request."""
+        self.body = b""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            self.close_connection = True
+            raise ApiError(411, "Send a Content-Length; chunked bodies are refused.")
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
+        if length > 0:
+            self.body = self.rfile.read(length)
+
+    def read_json(self) -> Any:
+        if not self.body:
             return None
         try:
-            return json.loads(raw)
+            return json.loads(self.body)
         except ValueError:
-            raise ApiError(400, "Malformed request body")
+            raise ApiError(400, "Malformed request body") from None
 
     def body_object(self, key: str) -> dict[str, Any]:
         body = self.read_json()
         if not isinstance(body, dict) or not isinstance(body.get(key), dict):
-            raise bad_input(key, "'%s' is a required property" % key)
+            raise bad_input(key, f"'{key}' is a required property")
         return body[key]
 
     def dispatch(self, method: str) -> None:
@@ -427,6 +534,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = split.path.rstrip("/") or "/"
         version = None
         try:
+            self.read_body()
             allowed = False
             for verb, pattern, name in ROUTES:
                 match = pattern.match(path)
@@ -441,19 +549,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     break
             else:
                 if allowed:
-                    raise ApiError(405, "The method is not allowed for the "
-                                        "requested URL.")
+                    raise ApiError(
+                        405, "The method is not allowed for the requested URL."
+                    )
                 raise ApiError(404, "The resource could not be found.")
         except ApiError as err:
             if err.code == 401:
-                reply = Reply(401, {"error": {
-                    "code": 401, "title": "Unauthorized",
-                    "message": err.message}}, {
-                    "WWW-Authenticate": "Keystone uri=\"%s\""
-                    % self.server.auth_url})
+                reply = Reply(
+                    401,
+                    {
+                        "error": {
+                            "code": 401,
+                            "title": "Unauthorized",
+                            "message": err.message,
+                        }
+                    },
+                    {"WWW-Authenticate": f'Keystone uri="{self.server.auth_url}"'},
+                )
             else:
                 reply = Reply(err.code, err.body())
-        except Exception as err:    # a bug here must still answer
+        except Exception as err:  # a bug here must still answer
             self.log_error("internal error: %r", err)
             reply = Reply(500, ApiError(500, "Unexpected API Error.").body())
         self.send(reply, version, method == "HEAD")
@@ -464,13 +579,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if data:
             self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", "0" if head else str(len(data)))
-        self.send_header("X-Compute-Request-Id",
-                         "req-" + str(uuid.uuid4()))
+        self.send_header("X-Compute-Request-Id", "req-" + str(uuid.uuid4()))
         if version:
             self.send_header("OpenStack-API-Version", "compute " + version)
             self.send_header("X-OpenStack-Nova-API-Version", version)
-            self.send_header("Vary", "OpenStack-API-Version, "
-                                     "X-OpenStack-Nova-API-Version")
+            self.send_header(
+                "Vary", "OpenStack-API-Version, X-OpenStack-Nova-API-Version"
+            )
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()
@@ -480,15 +595,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def authenticate(self) -> Caller:
         token = self.headers.get("X-Auth-Token", "").strip()
         if not token:
-            raise ApiError(401, "The request you have made requires "
-                                "authentication.")
+            raise ApiError(401, "The request you have made requires authentication.")
         validator = self.server.validator
         if validator is None:
-            return Caller(None, None, [])
+            return Caller()
         caller = validator.validate(token)
         if caller is None:
-            raise ApiError(401, "The request you have made requires "
-                                "authentication.")
+            raise ApiError(401, "The request you have made requires authentication.")
         return caller
 
     def visible(self, server_id: str) -> dict[str, Any]:
@@ -520,42 +633,53 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def listing(self, detail: bool) -> Reply:
         q = {k: v[-1] for k, v in self.query.items()}
-        all_tenants = self.caller.is_admin and q.get("all_tenants", "0") \
-            .lower() not in ("0", "false", "off", "no")
+        # As in Nova: admins list their own project's servers unless they
+        # ask for all_tenants, which others may not (it is ignored).
+        caller = self.caller
+        every = not caller.checked or (
+            caller.is_admin
+            and q.get("all_tenants", "0").lower() not in ("0", "false", "off", "no")
+        )
         store = self.server.store
         with store.lock:
             servers = [store.get(sid) for sid in list(store.servers)]
-            servers = [s for s in servers if s is not None and (
-                all_tenants or self.caller.project_id is None
-                or s["tenant_id"] == self.caller.project_id)]
+            servers = [
+                s
+                for s in servers
+                if s is not None and (every or s["tenant_id"] == caller.project_id)
+            ]
             if "name" in q:
                 try:
                     name_re = re.compile(q["name"])
                 except re.error:
-                    raise bad_input("name", "Invalid regular expression.")
+                    raise bad_input("name", "Invalid regular expression.") from None
                 servers = [s for s in servers if name_re.search(s["name"])]
             if "status" in q:
-                servers = [s for s in servers
-                           if s["status"] == q["status"].upper()]
+                servers = [s for s in servers if s["status"] == q["status"].upper()]
             servers.sort(key=lambda s: (s["created"], s["id"]), reverse=True)
             if "marker" in q:
                 ids = [s["id"] for s in servers]
                 if q["marker"] not in ids:
-                    raise ApiError(400, "marker [%s] not found" % q["marker"])
-                servers = servers[ids.index(q["marker"]) + 1:]
+                    raise ApiError(400, f"marker [{q['marker']}] not found")
+                servers = servers[ids.index(q["marker"]) + 1 :]
             try:
                 limit = min(int(q.get("limit", MAX_LIMIT)), MAX_LIMIT)
             except ValueError:
-                raise bad_input("limit", "It must be an integer.")
+                raise bad_input("limit", "It must be an integer.") from None
             if limit < 0:
                 raise bad_input("limit", "It must be >= 0.")
             servers = servers[:limit]
             if detail:
                 items = [server_view(s, self.base) for s in servers]
             else:
-                items = [{"id": s["id"], "name": s["name"],
-                          "links": server_links(self.base, s["id"])}
-                         for s in servers]
+                items = [
+                    {
+                        "id": s["id"],
+                        "name": s["name"],
+                        "links": server_links(self.base, s["id"]),
+                    }
+                    for s in servers
+                ]
         return Reply(200, {"servers": items})
 
     @route("POST", r"/v2\.1/servers")
@@ -563,16 +687,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         spec = self.body_object("server")
         name = spec.get("name")
         if not isinstance(name, str) or not 1 <= len(name.strip()) <= 255:
-            raise bad_input("name", "'name' is a required property and must "
-                                    "be 1 to 255 characters long.")
-        if not isinstance(spec.get("flavorRef"), (str, int)) \
-                or spec["flavorRef"] == "":
-            raise bad_input("flavorRef", "'flavorRef' is a required "
-                                         "property")
+            raise bad_input(
+                "name",
+                "'name' is a required property and must be 1 to 255 characters long.",
+            )
+        if not isinstance(spec.get("flavorRef"), (str, int)) or spec["flavorRef"] == "":
+            raise bad_input("flavorRef", "'flavorRef' is a required property")
         image = spec.get("imageRef", "")
         if not isinstance(image, str):
-            raise bad_input("imageRef", "%r is not of type 'string'"
-                            % (image,))
+            raise bad_input("imageRef", f"{image!r} is not of type 'string'")
         metadata = check_metadata(spec.get("metadata", {}))
         check_quota(metadata)
         user_data = check_user_data(spec.get("user_data"))
@@ -580,43 +703,57 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sid = str(uuid.uuid4())
         build = store.build_seconds
         with store.lock:
-            store.new(sid, name=name, tenant_id=self.caller.project_id,
-                      user_id=self.caller.user_id, metadata=metadata,
-                      image_id=image, flavor_id=str(spec["flavorRef"]),
-                      user_data=user_data,
-                      status="BUILD" if build > 0 else "ACTIVE",
-                      build_until=time.time() + build if build > 0 else None,
-                      launched_at=None if build > 0 else now_iso())
+            store.new(
+                sid,
+                name=name,
+                tenant_id=self.caller.project_id,
+                user_id=self.caller.user_id,
+                metadata=metadata,
+                image_id=image,
+                flavor_id=str(spec["flavorRef"]),
+                user_data=user_data,
+                status="BUILD" if build > 0 else "ACTIVE",
+                build_until=time.time() + build if build > 0 else None,
+                launched_at=None if build > 0 else now_iso(),
+            )
             store.save()
-        return Reply(202, {"server": {
-            "id": sid, "links": server_links(self.base, sid),
-            "OS-DCF:diskConfig": "MANUAL",
-            "security_groups": [{"name": "default"}],
-            "adminPass": secrets.token_urlsafe(9)}},
-            {"Location": "%s/v2.1/servers/%s" % (self.base, sid)})
+        return Reply(
+            202,
+            {
+                "server": {
+                    "id": sid,
+                    "links": server_links(self.base, sid),
+                    "OS-DCF:diskConfig": "MANUAL",
+                    "security_groups": [{"name": "default"}],
+                    "adminPass": secrets.token_urlsafe(9),
+                }
+            },
+            {"Location": f"{self.base}/v2.1/servers/{sid}"},
+        )
 
     @route("GET", r"/v2\.1/servers/([^/]+)")
     def show_server(self, sid: str) -> Reply:
         with self.server.store.lock:
-            return Reply(200, {"server": server_view(self.visible(sid),
-                                                     self.base)})
+            return Reply(200, {"server": server_view(self.visible(sid), self.base)})
 
     @route("PUT", r"/v2\.1/servers/([^/]+)")
     def update_server(self, sid: str) -> Reply:
         spec = self.body_object("server")
         unknown = set(spec) - {"name"}
         if unknown:
-            raise ApiError(400, "Additional properties are not allowed "
-                                "(%s were unexpected)"
-                           % ", ".join(map(repr, sorted(unknown))))
+            names = ", ".join(map(repr, sorted(unknown)))
+            raise ApiError(
+                400, f"Additional properties are not allowed ({names} were unexpected)"
+            )
         store = self.server.store
         with store.lock:
             server = self.visible(sid)
             if "name" in spec:
-                if not isinstance(spec["name"], str) or not \
-                        1 <= len(spec["name"].strip()) <= 255:
-                    raise bad_input("name", "It must be 1 to 255 "
-                                            "characters long.")
+                if (
+                    not isinstance(spec["name"], str)
+                    or not 1 <= len(spec["name"].strip()) <= 255
+                ):
+                    raise bad_input("name", "It must be 1 to 255 characters long.")
                 server["name"] = spec["name"]
             touch(server)
             store.save()
@@ -637,18 +774,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(body, dict) or len(body) != 1:
             raise ApiError(400, "Malformed request body")
         action = next(iter(body))
-        moves = {"os-stop": (("ACTIVE", "ERROR"), "SHUTOFF", "stop"),
-                 "os-start": (("SHUTOFF",), "ACTIVE", "start")}
+        moves = {
+            "os-stop": (("ACTIVE", "ERROR"), "SHUTOFF", "stop"),
+            "os-start": (("SHUTOFF",), "ACTIVE", "start"),
+        }
         if action not in moves:
-            raise ApiError(400, "There is no such action: %s" % action)
+            raise ApiError(400, f"There is no such action: {action}")
         allowed, target, verb = moves[action]
         store = self.server.store
         with store.lock:
             server = self.visible(sid)
             if server["status"] not in allowed:
-                raise ApiError(409, "Cannot '%s' instance %s while it is in "
-                                    "vm_state %s"
-                               % (verb, sid, STATES[server["status"]][0]))
+                vm_state = STATES[server["status"]][0]
+                raise ApiError(
+                    409,
+                    f"Cannot '{verb}' instance {sid} while it is in "
+                    f"vm_state {vm_state}",
+                )
             server["status"] = target
             touch(server)
             store.save()
@@ -658,8 +800,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     @route("GET", r"/v2\.1/servers/([^/]+)/metadata")
     def get_metadata(self, sid: str) -> Reply:
         with self.server.store.lock:
-            return Reply(200, {"metadata": dict(self.visible(sid)
-                                                ["metadata"])})
+            return Reply(200, {"metadata": dict(self.visible(sid)["metadata"])})
 
     @route("PUT", r"/v2\.1/servers/([^/]+)/metadata")
     def replace_metadata(self, sid: str) -> Reply:
@@ -674,8 +815,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         store = self.server.store
         with store.lock:
             server = self.visible(sid)
-            merged = dict(items) if replace else dict(server["metadata"],
-                                                      **items)
+            merged = dict(items) if replace else dict(server["metadata"], **items)
             check_quota(merged)
             server["metadata"] = merged
             touch(server)
@@ -727,8 +867,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def control_list(self) -> Reply:
         store = self.server.store
         with store.lock:
-            return Reply(200, {"servers": [store.get(s)
-                                           for s in list(store.servers)]})
+            return Reply(200, {"servers": [store.get(s) for s in list(store.servers)]})
 
     @route("GET", r"/_standin/servers/([^/]+)")
     def control_show(self, sid: str) -> Reply:
@@ -743,13 +882,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         spec = self.read_json() or {}
         if not isinstance(spec, dict):
             raise ApiError(400, "The body must be a JSON object.")
-        known = {"name", "status", "metadata", "tenant_id", "user_id",
-                 "user_data"}
+        known = {"name", "status", "metadata", "tenant_id", "user_id", "user_data"}
         unknown = set(spec) - known
         if unknown:
-            raise ApiError(400, "Unknown fields: %s" % sorted(unknown))
+            raise ApiError(400, f"Unknown fields: {sorted(unknown)}")
         if "status" in spec and spec["status"] not in STATES:
-            raise ApiError(400, "status must be one of %s" % sorted(STATES))
+            raise ApiError(400, f"status must be one of {sorted(STATES)}")
         if "metadata" in spec:
             check_metadata(spec["metadata"])
         if "user_data" in spec:
@@ -759,8 +897,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             server = store.get(sid)
             created = server is None
             if created:
-                server = store.new(sid, tenant_id=self.server.default_project,
-                                   user_id=self.server.default_user)
+                server = store.new(
+                    sid,
+                    tenant_id=self.server.default_project,
+                    user_id=self.server.default_user,
+                )
             server.update(spec)
             if "status" in spec:
                 server["build_until"] = None
@@ -781,10 +922,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class StandinServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], store: Store,
-                 validator: TokenValidator | None, auth_url: str,
-                 default_project: str | None,
-                 default_user: str | None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        store: Store,
+        validator: TokenValidator | None,
+        auth_url: str,
+        default_project: str | None,
+        default_user: str | None,
+    ) -> None:
         super().__init__(address, Handler)
         self.store = store
         self.validator = validator
@@ -797,13 +943,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--data", required=True,
-                        help="JSON file that keeps the servers")
-    parser.add_argument("--keystone-config",
-                        help="JSON file: auth_url, username, password, "
-                             "project_name, user_domain_id, "
-                             "project_domain_id of a service user that may "
-                             "validate tokens")
+    parser.add_argument(
+        "--data", required=True, help="JSON file that keeps the servers"
+    )
+    parser.add_argument(
+        "--keystone-config",
+        help="JSON file: auth_url, username, password, "
+        "project_name, user_domain_id, "
+        "project_domain_id of a service user that may "
+        "validate tokens",
+    )
     parser.add_argument("--default-project-id")
     parser.add_argument("--default-user-id")
     parser.add_argument("--build-seconds", type=float, default=0.0)
@@ -815,11 +964,19 @@ def main(argv: list[str] | None = None) -> int:
             conf = json.load(f)
         validator, auth_url = TokenValidator(conf), conf["auth_url"]
     store = Store(os.path.abspath(args.data), args.build_seconds)
-    server = StandinServer((args.host, args.port), store, validator,
-                           auth_url, args.default_project_id,
-                           args.default_user_id)
-    print("nova stand-in listening on http://%s:%d (%d servers loaded)"
-          % (args.host, args.port, len(store.servers)), flush=True)
+    server = StandinServer(
+        (args.host, args.port),
+        store,
+        validator,
+        auth_url,
+        args.default_project_id,
+        args.default_user_id,
+    )
+    print(
+        f"nova stand-in listening on http://{args.host}:{args.port}"
+        f" ({len(store.servers)} servers loaded)",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

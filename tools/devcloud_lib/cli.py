@@ -5,18 +5,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import json
 import os
 import shlex
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from . import httpjson, install, keystone, layout, swift, zaqar
 from .context import SERVERS, Cloud
-from .procs import (DevcloudError, Step, free_ports, load_records, rss_kib,
-                    server_env, stop, wait_ready)
+from .procs import (
+    DevcloudError,
+    Step,
+    free_ports,
+    load_records,
+    rss_kib,
+    server_env,
+    stop,
+    wait_ready,
+)
 from .small_servers import redis_ping, start_nova, start_redis
 
 READY_TIMEOUT = 180.0
@@ -24,14 +32,16 @@ READY_TIMEOUT = 180.0
 
 # ------------------------------------------------------------------ health
 
+
 def _answers(path: str, status: int) -> Callable[[int], bool]:
     def check(port: int) -> bool:
-        return httpjson.call("GET", "http://127.0.0.1:%d%s" % (port, path),
-                             timeout=5).status == status
+        url = f"http://127.0.0.1:{port}{path}"
+        return httpjson.call("GET", url, timeout=5).status == status
+
     return check
 
 
-# A quick "is it answering" per server, by port only (no credentials).
+# "Is it answering", per server, by port only (no credentials needed).
 HEALTH: dict[str, Callable[[int], bool]] = {
     "redis": redis_ping,
     "swift-account": _answers("/healthcheck", 200),
@@ -39,7 +49,7 @@ HEALTH: dict[str, Callable[[int], bool]] = {
     "swift-object": _answers("/healthcheck", 200),
     "swift-proxy": _answers("/healthcheck", 200),
     "keystone": _answers("/v3", 200),
-    "zaqar": _answers("/", 300),        # the multiple-choice version list
+    "zaqar": _answers("/", 300),  # the multiple-choice version list
     "nova": _answers("/", 200),
 }
 
@@ -60,42 +70,56 @@ def health() -> dict[str, str]:
     return states
 
 
+def is_up(states: dict[str, str]) -> bool:
+    return set(states.values()) == {"ok"} and layout.CLOUD_JSON.exists()
+
+
 def print_status(states: dict[str, str]) -> None:
     records = load_records()
     for name, state in states.items():
         rec = records.get(name)
         if rec is None:
-            print("  %-16s %s" % (name, state))
+            print(f"  {name:16} {state}")
             continue
-        print("  %-16s %-14s pid %-7d 127.0.0.1:%-5d rss %4d MiB" % (
-            name, state, rec.pid, rec.port,
-            rss_kib(rec.pid) // 1024 if state != "down" else 0))
+        rss = rss_kib(rec.pid) // 1024 if state != "down" else 0
+        print(
+            f"  {name:16} {state:14} pid {rec.pid:<7} 127.0.0.1:{rec.port:<5}"
+            f" rss {rss:4} MiB"
+        )
 
 
-# ------------------------------------------------------------------ start
+# ------------------------------------------------------------------- start
+
 
 def start_cloud(timings: dict[str, float]) -> Cloud:
-    """Start every server on fresh ports from a wiped state directory and
-    return what cloud.json is made of. Stops what it started on failure."""
+    """Start every server on fresh ports from a wiped state directory.
+    Stops what it started if anything fails."""
     shutil.rmtree(layout.STATE, ignore_errors=True)
     layout.LOGS.mkdir(parents=True)
-    cloud = Cloud(dict(zip(SERVERS, free_ports(len(SERVERS)))), records={})
+    cloud = Cloud(dict(zip(SERVERS, free_ports(len(SERVERS)), strict=True)))
     t0 = time.monotonic()
     steps: list[Step] = []
     try:
         checks = [start_redis(cloud)]
         for service in (swift, zaqar, keystone):
             service.configure(cloud)
-        prepare = Step("prepare-rings-and-tables", [
-            str(layout.venv_bin("python")), str(layout.PREPARE),
-            str(swift.etc_dir(cloud)),
-            *(str(cloud.ports["swift-" + k]) for k in swift.BACKENDS),
-            zaqar.db_uri(cloud)], server_env())
-        steps.append(prepare)
-        steps.append(Step("keystone-init", *keystone.init_command(cloud)))
+        backend_ports = [str(cloud.ports["swift-" + k]) for k in swift.BACKENDS]
+        prepare = Step(
+            "prepare-rings-and-tables",
+            [
+                str(layout.venv_bin("python")),
+                str(layout.PREPARE),
+                str(swift.etc_dir(cloud)),
+                *backend_ports,
+                zaqar.db_uri(cloud),
+            ],
+            server_env(),
+        )
+        keystone_init = Step("keystone-init", *keystone.init_command(cloud))
+        steps += [prepare, keystone_init]
         prepare.finish()
         checks += [swift.start(cloud), zaqar.start(cloud)]
-        steps[-1].finish()
+        keystone_init.finish()
         timings["keystone init"] = time.monotonic() - t0
         # Keystone's server refuses to start without its key repositories.
         wait_ready([keystone.start(cloud)], READY_TIMEOUT)
@@ -112,49 +136,56 @@ def start_cloud(timings: dict[str, float]) -> Cloud:
     return cloud
 
 
-def cloud_document(cloud: Cloud) -> dict:
+def cloud_document(cloud: Cloud) -> dict[str, Any]:
+    """The contents of cloud.json: every endpoint and credential."""
+
     def user(name: str) -> dict[str, str]:
-        return {"username": name, "password": cloud.password(name),
-                "project_name": name, "user_domain_id": "default",
-                "project_domain_id": "default"}
+        return {
+            "username": name,
+            "password": cloud.password(name),
+            "project_name": name,
+            "user_domain_id": "default",
+            "project_domain_id": "default",
+        }
 
     proxy = cloud.url("swift-proxy")
     (user1, key1), (user2, key2) = swift.USERS.items()
     return {
         "keystone": {
-            "auth_url": cloud.auth_url, "region": keystone.REGION,
-            "admin": user("admin"), "demo": user("demo"),
+            "auth_url": cloud.auth_url,
+            "region": keystone.REGION,
+            "admin": user("admin"),
+            "demo": user("demo"),
             "stack_user_domain_id": cloud.ids["stack_user_domain"],
             "stack_user_domain_name": keystone.STACK_DOMAIN,
             "stack_domain_admin": keystone.STACK_DOMAIN_ADMIN,
-            "stack_domain_admin_password":
-                cloud.password(keystone.STACK_DOMAIN_ADMIN),
-            "stack_user_role": keystone.STACK_USER_ROLE},
-        "swift": {"auth_url": proxy + "/auth/v1.0", "user": user1,
-                  "key": key1, "user2": user2, "key2": key2,
-                  "proxy_url": proxy},
+            "stack_domain_admin_password": cloud.password(keystone.STACK_DOMAIN_ADMIN),
+            "stack_user_role": keystone.STACK_USER_ROLE,
+        },
+        "swift": {
+            "auth_url": proxy + "/auth/v1.0",
+            "user": user1,
+            "key": key1,
+            "user2": user2,
+            "key2": key2,
+            "proxy_url": proxy,
+        },
         "zaqar": {"url": cloud.url("zaqar")},
-        "nova": {"url": cloud.url("nova") + "/v2.1",
-                 "control_url": cloud.url("nova") + "/_standin"},
+        "nova": {
+            "url": cloud.url("nova") + "/v2.1",
+            "control_url": cloud.url("nova") + "/_standin",
+        },
         "redis": {"host": "127.0.0.1", "port": cloud.ports["redis"]},
-        "logs": {name: cloud.log(name) for name in SERVERS},
+        "logs": {name: cloud.records[name].log for name in SERVERS},
     }
 
 
-def write_private_json(path: os.PathLike, doc: dict) -> None:
-    tmp = "%s.tmp" % path
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+# ---------------------------------------------------------------- commands
 
-
-# --------------------------------------------------------------- commands
 
 @contextlib.contextmanager
 def exclusive() -> Iterator[None]:
-    """One up or down at a time (tests may call up from several workers)."""
+    """One up or down at a time (tests may run up from several workers)."""
     layout.BASE.mkdir(exist_ok=True)
     with open(layout.LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -165,8 +196,8 @@ def cmd_up() -> int:
     with exclusive():
         if load_records():
             states = health()
-            if set(states.values()) == {"ok"} and layout.CLOUD_JSON.exists():
-                print("dev cloud already up (%s)" % layout.CLOUD_JSON)
+            if is_up(states):
+                print(f"dev cloud already up ({layout.CLOUD_JSON})")
                 print_status(states)
                 return 0
             print("dev cloud partly down; restarting it cleanly")
@@ -176,21 +207,21 @@ def cmd_up() -> int:
         layout.CLOUD_JSON.unlink(missing_ok=True)
 
         spent = install.ensure()
-        print("install: %s" % ("%.1f s" % spent if spent is not None
-                               else "up to date (%s)" % layout.VENV))
+        state = "up to date" if spent is None else f"installed in {spent:.1f} s"
+        print(f"install: {state} ({layout.VENV})")
         timings: dict[str, float] = {}
         t0 = time.monotonic()
         cloud = start_cloud(timings)
-        write_private_json(layout.CLOUD_JSON, cloud_document(cloud))
+        doc = cloud_document(cloud)
+        layout.write_private_json(layout.CLOUD_JSON, doc)
         timings["all ready"] = time.monotonic() - t0
-        print("start: " + ", ".join("%s %.1f s" % kv for kv in timings.items()))
-        doc = json.loads(layout.CLOUD_JSON.read_text())
-        print("keystone  %s" % doc["keystone"]["auth_url"])
-        print("swift     %s" % doc["swift"]["auth_url"])
-        print("zaqar     %s" % doc["zaqar"]["url"])
-        print("nova      %s (stand-in)" % doc["nova"]["url"])
-        print("redis     127.0.0.1:%d" % doc["redis"]["port"])
-        print("SWFLOWS_DEVCLOUD=%s" % layout.CLOUD_JSON)
+        print("start: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+        print(f"keystone  {doc['keystone']['auth_url']}")
+        print(f"swift     {doc['swift']['auth_url']}")
+        print(f"zaqar     {doc['zaqar']['url']}")
+        print(f"nova      {doc['nova']['url']} (stand-in)")
+        print(f"redis     127.0.0.1:{doc['redis']['port']}")
+        print(f"SWFLOWS_DEVCLOUD={layout.CLOUD_JSON}")
     return 0
 
 
@@ -201,35 +232,35 @@ def cmd_down() -> int:
         killed = stop(records)
         layout.RECORDS.unlink(missing_ok=True)
         layout.CLOUD_JSON.unlink(missing_ok=True)
-    if records:
-        print("dev cloud stopped in %.1f s%s" % (
-            time.monotonic() - t0,
-            "; killed after timeout: " + ", ".join(killed) if killed else ""))
-    else:
+    if not records:
         print("dev cloud was not running")
+        return 0
+    print(f"dev cloud stopped in {time.monotonic() - t0:.1f} s")
+    if killed:
+        print("killed after the timeout: " + ", ".join(killed))
     return 0
 
 
 def cmd_status() -> int:
     states = health()
-    healthy = set(states.values()) == {"ok"} and layout.CLOUD_JSON.exists()
-    print("dev cloud %s" % ("up (%s)" % layout.CLOUD_JSON if healthy else
-                            "NOT healthy" if load_records() else "down"))
+    if is_up(states):
+        print(f"dev cloud up ({layout.CLOUD_JSON})")
+    else:
+        print("dev cloud NOT healthy" if load_records() else "dev cloud down")
     if load_records():
         print_status(states)
-    return 0 if healthy else 1
+    return 0 if is_up(states) else 1
 
 
 def cmd_env() -> int:
-    print("SWFLOWS_DEVCLOUD=%s" % shlex.quote(str(layout.CLOUD_JSON)))
+    print(f"SWFLOWS_DEVCLOUD={shlex.quote(str(layout.CLOUD_JSON))}")
     return 0
 
 
 COMMANDS = {
-    "up": (cmd_up, "install if needed, then start every server (a no-op "
-                   "when all are up)"),
+    "up": (cmd_up, "install if needed, then start every server (no-op if up)"),
     "down": (cmd_down, "stop every recorded server"),
-    "status": (cmd_status, "show each server; exit 0 only if all healthy"),
+    "status": (cmd_status, "show each server; exit 0 only if all are healthy"),
     "env": (cmd_env, "print SWFLOWS_DEVCLOUD=<path of cloud.json>"),
 }
 
@@ -238,22 +269,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tools/devcloud",
         description="Keystone, Swift, Zaqar, Redis and a Nova stand-in on "
-                    "127.0.0.1 for swflows' functional tests. Files live in "
-                    "%s; endpoints and credentials in %s."
-                    % (layout.BASE, layout.CLOUD_JSON))
+        "127.0.0.1 for swflows' functional tests. Endpoints and credentials: "
+        f"{layout.CLOUD_JSON}.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, text) in COMMANDS.items():
         sub.add_parser(name, help=text, description=text)
     args = parser.parse_args(argv)
-    sys.stdout.reconfigure(line_buffering=True)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     try:
         return COMMANDS[args.command][0]()
     except DevcloudError as err:
-        print("devcloud: error: %s" % err, file=sys.stderr)
+        print(f"devcloud: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("devcloud: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:     # e.g. "tools/devcloud status | head -1"
+    except BrokenPipeError:  # e.g. "tools/devcloud status | head -1"
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -1,4 +1,4 @@
-"""What one start of the dev cloud knows: ports, secrets, ids, processes."""
+"""What one start of the dev cloud knows: ports, secrets, ids, pid records."""
 
 from __future__ import annotations
 
@@ -7,36 +7,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout
-from .procs import Record, Started
+from .procs import Record
 
-# Every server and the port it listens on, in start order.
-SERVERS = ("redis", "swift-account", "swift-container", "swift-object",
-           "swift-proxy", "keystone", "zaqar", "nova")
-
-
-def new_password() -> str:
-    return secrets.token_urlsafe(18)
+# Every server (one port each), in start order.
+SERVERS = (
+    "redis",
+    "swift-account",
+    "swift-container",
+    "swift-object",
+    "swift-proxy",
+    "keystone",
+    "zaqar",
+    "nova",
+)
 
 
 @dataclass
 class Cloud:
     ports: dict[str, int]
-    records: dict[str, Record]
-    started: dict[str, Started] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
     passwords: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
     demo_token: str | None = None
 
     def url(self, server: str) -> str:
-        return "http://127.0.0.1:%d" % self.ports[server]
+        return f"http://127.0.0.1:{self.ports[server]}"
 
     @property
     def auth_url(self) -> str:
         return self.url("keystone") + "/v3"
 
     def password(self, user: str) -> str:
+        """The password of a user (or a secret), made at first use."""
         if user not in self.passwords:
-            self.passwords[user] = new_password()
+            self.passwords[user] = secrets.token_urlsafe(18)
         return self.passwords[user]
 
     @staticmethod
@@ -44,6 +48,3 @@ class Cloud:
         path = layout.STATE / name
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-    def log(self, server: str) -> str:
-        return self.records[server].log

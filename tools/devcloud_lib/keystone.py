@@ -5,7 +5,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import signal
 
 from . import httpjson, layout
 from .context import Cloud
@@ -57,51 +56,51 @@ def configure(cloud: Cloud) -> None:
 
 
 def init_command(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
-    """keystone-manage db_sync, fernet_setup, credential_setup, bootstrap
-    (admin user, project, roles, identity endpoints), in one interpreter."""
+    """keystone-manage db_sync, fernet_setup, credential_setup, then bootstrap
+    (admin user and project, roles, identity endpoints), in one interpreter."""
     url = cloud.auth_url
-    argv = [str(layout.venv_bin("python")),
-            str(layout.IN_VENV / "keystone_init.py"),
-            str(_dir(cloud) / "keystone.conf"), str(layout.LOGS),
-            pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name,
-            "--bootstrap-region-id", REGION, "--bootstrap-admin-url", url,
-            "--bootstrap-public-url", url, "--bootstrap-internal-url", url]
+    argv = [str(layout.venv_bin("python")), str(layout.KEYSTONE_INIT)]
+    argv += [str(_dir(cloud) / "keystone.conf"), str(layout.LOGS)]
+    argv += [pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name]
+    argv += ["--bootstrap-region-id", REGION, "--bootstrap-admin-url", url]
+    argv += ["--bootstrap-public-url", url, "--bootstrap-internal-url", url]
     # The password goes through the environment, not the command line.
     return argv, server_env(OS_BOOTSTRAP_PASSWORD=cloud.password("admin"))
 
 
 def start(cloud: Cloud) -> Check:
-    argv = [str(layout.venv_bin("gunicorn")),
-            "--bind", "127.0.0.1:%d" % cloud.ports["keystone"],
-            "--workers", "1", "--worker-class", "sync",   # see [cache]
-            "--timeout", "120", "--graceful-timeout", "5",
-            "--no-control-socket",    # one shared ~/.gunicorn path otherwise
-            "--pythonpath", str(layout.IN_VENV), "--chdir", str(_dir(cloud)),
-            "keystone_app:application"]
-    started = spawn("keystone", argv, port=cloud.ports["keystone"],
-                    records=cloud.records, stop_signal=signal.SIGTERM,
-                    env=server_env(OS_KEYSTONE_CONFIG_DIR=str(_dir(cloud))))
-    cloud.started["keystone"] = started
+    port = cloud.ports["keystone"]
+    argv = [str(layout.venv_bin("gunicorn")), "--bind", f"127.0.0.1:{port}"]
+    argv += ["--workers", "1", "--worker-class", "sync"]  # see [cache]
+    argv += ["--timeout", "120", "--graceful-timeout", "5"]
+    # Without it every gunicorn of a user shares ~/.gunicorn/gunicorn.ctl.
+    argv += ["--no-control-socket"]
+    argv += ["--pythonpath", str(layout.IN_VENV), "--chdir", str(_dir(cloud))]
+    argv += ["keystone_app:application"]
+    env = server_env(OS_KEYSTONE_CONFIG_DIR=str(_dir(cloud)))
+    started = spawn("keystone", argv, port=port, records=cloud.records, env=env)
 
     def probe() -> bool:
         return httpjson.call("GET", cloud.auth_url, timeout=5).status == 200
+
     return Check("keystone", [started], probe)
 
 
 # ------------------------------------------------------------ REST helpers
 
-def password_token(auth_url: str, username: str, password: str, *,
-                   user_domain: str = "default", project: str | None = None,
-                   project_domain: str = "default",
-                   domain: str | None = None) -> str:
-    scope = ({"domain": {"id": domain}} if domain else
-             {"project": {"name": project, "domain": {"id": project_domain}}})
-    resp = httpjson.call("POST", auth_url + "/auth/tokens", body={"auth": {
-        "identity": {"methods": ["password"], "password": {"user": {
-            "name": username, "password": password,
-            "domain": {"id": user_domain}}}},
-        "scope": scope}}, timeout=30)
-    httpjson.expect(resp, 201, what="token for %s" % username)
+
+def password_token(auth_url: str, username: str, password: str, project: str) -> str:
+    """A project-scoped token of a user of the default domain."""
+    default = {"id": "default"}
+    user = {"name": username, "password": password, "domain": default}
+    auth = {
+        "identity": {"methods": ["password"], "password": {"user": user}},
+        "scope": {"project": {"name": project, "domain": default}},
+    }
+    resp = httpjson.call(
+        "POST", auth_url + "/auth/tokens", body={"auth": auth}, timeout=30
+    )
+    httpjson.expect(resp, 201, what=f"token for {username}")
     return resp.headers["X-Subject-Token"]
 
 
@@ -113,13 +112,18 @@ class Api:
         self.token = token
 
     def __call__(self, method: str, path: str, body: dict | None = None):
-        resp = httpjson.call(method, self.auth_url + path, body=body,
-                             headers={"X-Auth-Token": self.token}, timeout=30)
-        httpjson.expect(resp, 200, 201, 204, what="%s %s" % (method, path))
+        resp = httpjson.call(
+            method,
+            self.auth_url + path,
+            body=body,
+            headers={"X-Auth-Token": self.token},
+            timeout=30,
+        )
+        httpjson.expect(resp, 200, 201, 204, what=f"{method} {path}")
         return resp.json() if resp.data else None
 
     def create(self, kind: str, **fields) -> str:
-        return self("POST", "/%ss" % kind, {kind: fields})[kind]["id"]
+        return self("POST", f"/{kind}s", {kind: fields})[kind]["id"]
 
 
 def register(cloud: Cloud) -> None:
@@ -127,29 +131,35 @@ def register(cloud: Cloud) -> None:
     a stack-user domain with its domain admin, the stack user role, a demo
     tenant, service users for Zaqar and the Nova stand-in, and the catalog.
     """
-    api = Api(cloud.auth_url, password_token(
-        cloud.auth_url, "admin", cloud.password("admin"), project="admin"))
+    api = Api(
+        cloud.auth_url,
+        password_token(cloud.auth_url, "admin", cloud.password("admin"), "admin"),
+    )
     roles = {r["name"]: r["id"] for r in api("GET", "/roles")["roles"]}
     if STACK_USER_ROLE not in roles:
         roles[STACK_USER_ROLE] = api.create("role", name=STACK_USER_ROLE)
 
-    def user(name: str, domain: str = "default", project: str | None = None,
-             role: str | None = None) -> str:
-        fields = {"name": name, "password": cloud.password(name),
-                  "domain_id": domain}
+    def user(
+        name: str,
+        domain: str = "default",
+        project: str | None = None,
+        role: str | None = None,
+    ) -> str:
+        fields = {"name": name, "password": cloud.password(name), "domain_id": domain}
         if project:
             fields["default_project_id"] = project
         user_id = api.create("user", **fields)
         if project and role:
-            api("PUT", "/projects/%s/users/%s/roles/%s"
-                % (project, user_id, roles[role]))
+            api("PUT", f"/projects/{project}/users/{user_id}/roles/{roles[role]}")
         return user_id
 
-    domain = api.create("domain", name=STACK_DOMAIN,
-                        description="Users that swflows creates for servers")
+    domain = api.create(
+        "domain",
+        name=STACK_DOMAIN,
+        description="Users that swflows creates for servers",
+    )
     domain_admin = user(STACK_DOMAIN_ADMIN, domain=domain)
-    api("PUT", "/domains/%s/users/%s/roles/%s"
-        % (domain, domain_admin, roles["admin"]))
+    api("PUT", f"/domains/{domain}/users/{domain_admin}/roles/{roles['admin']}")
 
     demo = api.create("project", name="demo", domain_id="default")
     demo_user = user("demo", project=demo, role="member")
@@ -157,21 +167,33 @@ def register(cloud: Cloud) -> None:
     for name in ("zaqar", "nova"):
         user(name, project=service, role="service")
 
-    for kind, name, url in (("messaging", "zaqar", cloud.url("zaqar")),
-                            ("compute", "nova", cloud.url("nova") + "/v2.1")):
+    for kind, name, url in (
+        ("messaging", "zaqar", cloud.url("zaqar")),
+        ("compute", "nova", cloud.url("nova") + "/v2.1"),
+    ):
         service_id = api.create("service", type=kind, name=name)
         for interface in ("public", "internal", "admin"):
-            api.create("endpoint", service_id=service_id, interface=interface,
-                       url=url, region_id=REGION)
+            api.create(
+                "endpoint",
+                service_id=service_id,
+                interface=interface,
+                url=url,
+                region_id=REGION,
+            )
 
-    cloud.ids.update(stack_user_domain=domain, demo_project=demo,
-                     demo_user=demo_user)
-    cloud.demo_token = password_token(cloud.auth_url, "demo",
-                                      cloud.password("demo"), project="demo")
+    cloud.ids.update(stack_user_domain=domain, demo_project=demo, demo_user=demo_user)
+    cloud.demo_token = password_token(
+        cloud.auth_url, "demo", cloud.password("demo"), "demo"
+    )
 
 
 def service_credentials(cloud: Cloud, name: str) -> dict[str, str]:
     """How a service user (``zaqar``, ``nova``) authenticates."""
-    return {"auth_url": cloud.auth_url, "username": name,
-            "password": cloud.password(name), "project_name": "service",
-            "user_domain_id": "default", "project_domain_id": "default"}
+    return {
+        "auth_url": cloud.auth_url,
+        "username": name,
+        "password": cloud.password(name),
+        "project_name": "service",
+        "user_domain_id": "default",
+        "project_domain_id": "default",
+    }

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from . import layout
@@ -24,6 +24,7 @@ class DevcloudError(Exception):
 
 
 # ------------------------------------------------------------------- ports
+
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct ports that the kernel reports free right now."""
@@ -47,13 +48,14 @@ def port_in_use(port: int) -> bool:
 
 # --------------------------------------------------------------- /proc
 
+
 def _stat_fields(pid: int) -> list[str] | None:
     try:
-        stat = Path("/proc/%d/stat" % pid).read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # fields after "(comm)": state is field 3, ppid 4, starttime 22
-    return stat[stat.rindex(")") + 2:].split()
+    return stat[stat.rindex(")") + 2 :].split()
 
 
 def start_ticks(pid: int) -> int | None:
@@ -77,9 +79,9 @@ def children_of(pid: int) -> list[int]:
 def rss_kib(pid: int) -> int:
     """Resident memory of a process and its children, in KiB."""
     total = 0
-    for p in [pid] + children_of(pid):
+    for p in [pid, *children_of(pid)]:
         try:
-            for line in Path("/proc/%d/status" % p).read_text().splitlines():
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
         except OSError:
@@ -89,6 +91,7 @@ def rss_kib(pid: int) -> int:
 
 # ---------------------------------------------------------------- records
 
+
 @dataclass
 class Record:
     name: str
@@ -96,7 +99,6 @@ class Record:
     ticks: int
     port: int
     log: str
-    stop_signal: int = int(signal.SIGTERM)
 
     def alive(self) -> bool:
         return start_ticks(self.pid) == self.ticks
@@ -107,24 +109,30 @@ def load_records() -> dict[str, Record]:
         raw = json.loads(layout.RECORDS.read_text())
     except (OSError, ValueError):
         return {}
-    return {name: Record(**rec) for name, rec in raw.items()}
+    # Ignore fields a newer or older devcloud may have written: down must work.
+    known = {f.name for f in fields(Record)}
+    return {
+        name: Record(**{k: v for k, v in rec.items() if k in known})
+        for name, rec in raw.items()
+    }
 
 
 def save_records(records: dict[str, Record]) -> None:
     layout.RECORDS.parent.mkdir(parents=True, exist_ok=True)
     tmp = layout.RECORDS.with_suffix(".tmp")
-    tmp.write_text(json.dumps({n: asdict(r) for n, r in records.items()},
-                              indent=1))
+    tmp.write_text(json.dumps({n: asdict(r) for n, r in records.items()}, indent=1))
     tmp.replace(layout.RECORDS)
 
 
 def server_env(**extra: str) -> dict[str, str]:
     """The caller's environment without anything that would leak into the
     servers (another virtualenv, OS_* cloud settings)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OS_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PATH"] = "%s:%s" % (layout.VENV / "bin",
-                             env.get("PATH", "/usr/bin:/bin"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OS_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    env["PATH"] = f"{layout.VENV / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
@@ -133,28 +141,38 @@ def server_env(**extra: str) -> dict[str, str]:
 @dataclass
 class Started:
     """A server this run started, with its Popen handle for liveness."""
+
     record: Record
     proc: subprocess.Popen = field(repr=False)
 
 
-def spawn(name: str, argv: list[str], *, port: int, records: dict[str, Record],
-          env: dict[str, str] | None = None, cwd: Path | None = None,
-          stop_signal: int = signal.SIGTERM) -> Started:
+def spawn(
+    name: str,
+    argv: list[str],
+    *,
+    port: int,
+    records: dict[str, Record],
+    env: dict[str, str] | None = None,
+) -> Started:
     """Start one server in its own session, logging to ``LOGS/name.log``.
 
     A busy port is an error: eventlet servers set SO_REUSEPORT and would
     silently share the port with whatever holds it.
     """
     if port_in_use(port):
-        raise DevcloudError("%s: port %d is already in use" % (name, port))
-    log = layout.LOGS / ("%s.log" % name)
+        raise DevcloudError(f"{name}: port {port} is already in use")
+    log = layout.LOGS / f"{name}.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            argv, cwd=cwd or layout.STATE, env=env or server_env(),
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    record = Record(name, proc.pid, start_ticks(proc.pid) or 0, port,
-                    str(log), int(stop_signal))
+            argv,
+            cwd=layout.STATE,
+            env=env or server_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    record = Record(name, proc.pid, start_ticks(proc.pid) or 0, port, str(log))
     records[name] = record
     save_records(records)
     return Started(record, proc)
@@ -165,21 +183,28 @@ class Step:
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]):
         self.name = name
-        self.log = layout.LOGS / ("%s.log" % name)
+        self.log = layout.LOGS / f"{name}.log"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                argv, cwd=layout.STATE, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT)
+                argv,
+                cwd=layout.STATE,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
     def finish(self, timeout: float = 300) -> None:
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise DevcloudError("%s timed out after %.0f s" % (
-                self.name, timeout)) from None
+            raise DevcloudError(
+                f"{self.name} timed out after {timeout:.0f} s"
+            ) from None
         if code != 0:
-            raise DevcloudError("%s failed (exit %d); log %s:\n%s" % (
-                self.name, code, self.log, tail(self.log)))
+            raise DevcloudError(
+                f"{self.name} failed (exit {code}); log {self.log}:\n{tail(self.log)}"
+            )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -191,60 +216,65 @@ def tail(path: Path | str, lines: int = 30) -> str:
     try:
         text = Path(path).read_text(errors="replace").splitlines()
     except OSError:
-        return "(no log at %s)" % path
+        return f"(no log at {path})"
     return "\n".join("    | " + line for line in text[-lines:])
 
 
 # -------------------------------------------------------------- readiness
 
+
 @dataclass
 class Check:
     """A readiness probe for a server made of one or more processes."""
+
     name: str
     started: list[Started]
     probe: Callable[[], bool]
     error: str = ""
 
 
-def wait_ready(checks: list[Check], timeout: float) -> dict[str, float]:
-    """Poll every probe until all pass; return seconds to ready per check.
+def wait_ready(checks: list[Check], timeout: float) -> None:
+    """Poll every probe until all pass.
 
     Fails fast, with the tail of its log, when a process of a check exits.
     """
     t0 = time.monotonic()
     pending = list(checks)
-    ready = {}
     while pending:
         for check in list(pending):
             for s in check.started:
                 if s.proc.poll() is not None:
-                    raise DevcloudError("%s exited with code %s during "
-                                        "start-up; log %s:\n%s" % (
-                                            s.record.name, s.proc.returncode,
-                                            s.record.log, tail(s.record.log)))
+                    raise DevcloudError(
+                        f"{s.record.name} exited with code {s.proc.returncode} during "
+                        f"start-up; log {s.record.log}:\n{tail(s.record.log)}"
+                    )
             try:
                 ok = check.probe()
-            except Exception as err:    # connection refused, 5xx, ...
+            except Exception as err:  # connection refused, 5xx, ...
                 ok, check.error = False, repr(err)
             if ok:
-                ready[check.name] = time.monotonic() - t0
                 pending.remove(check)
         if pending and time.monotonic() - t0 > timeout:
-            logs = "\n".join("log %s:\n%s" % (s.record.log, tail(s.record.log))
-                             for c in pending for s in c.started)
-            raise DevcloudError("not ready after %.0f s: %s (last error: %s)\n%s"
-                                % (timeout, ", ".join(c.name for c in pending),
-                                   "; ".join(c.error for c in pending) or
-                                   "none", logs))
+            logs = "\n".join(
+                f"log {s.record.log}:\n{tail(s.record.log)}"
+                for c in pending
+                for s in c.started
+            )
+            names = ", ".join(c.name for c in pending)
+            errors = "; ".join(c.error for c in pending) or "none"
+            raise DevcloudError(
+                f"not ready after {timeout:.0f} s: {names} (last error: {errors})\n"
+                + logs
+            )
         if pending:
             time.sleep(0.1)
-    return ready
 
 
 # ------------------------------------------------------------------- stop
 
+
 def stop(records: dict[str, Record], timeout: float = 20.0) -> list[str]:
-    """Signal every live recorded server at once, wait, then SIGKILL what is
+    """SIGTERM every live recorded server at once, wait, then SIGKILL what is
     left (the recorded processes and the children they had). Returns the
     names that needed SIGKILL."""
     live = [r for r in records.values() if r.alive()]
@@ -257,13 +287,16 @@ def stop(records: dict[str, Record], timeout: float = 20.0) -> list[str]:
                 targets[kid] = (rec.name, ticks)
     for rec in live:
         try:
-            os.kill(rec.pid, rec.stop_signal)
+            os.kill(rec.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 
     def remaining() -> dict[int, str]:
-        return {pid: name for pid, (name, ticks) in targets.items()
-                if start_ticks(pid) == ticks}
+        return {
+            pid: name
+            for pid, (name, ticks) in targets.items()
+            if start_ticks(pid) == ticks
+        }
 
     deadline = time.monotonic() + timeout
     while remaining() and time.monotonic() < deadline:

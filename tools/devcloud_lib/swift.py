@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import pwd
+from pathlib import Path
 
 from . import httpjson, layout
 from .context import Cloud
@@ -57,9 +58,15 @@ node_timeout = 10
 conn_timeout = 2
 """
 
+# tempurl before tempauth, so a TempURL request needs no token.
+PIPELINE = (
+    "catch_errors gatekeeper healthcheck proxy-logging listing_formats"
+    " tempurl tempauth copy dlo versioned_writes proxy-logging proxy-server"
+)
+
 PROXY = """\
 [pipeline:main]
-pipeline = catch_errors gatekeeper healthcheck proxy-logging listing_formats tempurl tempauth copy dlo versioned_writes proxy-logging proxy-server
+pipeline = {pipeline}
 
 [app:proxy-server]
 use = egg:swift#proxy
@@ -70,8 +77,7 @@ use = egg:swift#tempauth
 fernet_key_devcloud = {fernet_key}
 active_fernet_key_id = devcloud
 user_admin_admin = {admin_key} .admin .reseller_admin
-user_test_tester = testing .admin
-user_test2_tester2 = testing2 .admin
+{users}
 
 [filter:tempurl]
 use = egg:swift#tempurl
@@ -104,7 +110,7 @@ use = egg:swift#versioned_writes
 """
 
 
-def etc_dir(cloud: Cloud):
+def etc_dir(cloud: Cloud) -> Path:
     return cloud.dir("swift") / "etc"
 
 
@@ -116,44 +122,63 @@ def configure(cloud: Cloud) -> None:
     (devices / "sdb1").mkdir(parents=True)
     (etc / "swift.conf").write_text(SWIFT_CONF)
     user = pwd.getpwuid(os.getuid()).pw_name
-    for kind in BACKENDS + ("proxy",):
-        text = COMMON.format(port=cloud.ports["swift-" + kind], user=user,
-                             etc=etc, devices=devices)
-        if kind == "proxy":
-            text += PROXY.format(
-                fernet_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
-                admin_key=cloud.password("swift-admin"))
-        else:
-            text += BACKEND.format(
-                kind=kind, extra=OBJECT_EXTRA if kind == "object" else "")
-        (etc / ("%s-server.conf" % kind)).write_text(text)
+    for kind in BACKENDS:
+        text = COMMON.format(
+            port=cloud.ports["swift-" + kind], user=user, etc=etc, devices=devices
+        )
+        extra = OBJECT_EXTRA if kind == "object" else ""
+        (etc / f"{kind}-server.conf").write_text(
+            text + BACKEND.format(kind=kind, extra=extra)
+        )
+    text = COMMON.format(
+        port=cloud.ports["swift-proxy"], user=user, etc=etc, devices=devices
+    )
+    layout.write_private(
+        etc / "proxy-server.conf",
+        text
+        + PROXY.format(
+            pipeline=PIPELINE,
+            fernet_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
+            admin_key=cloud.password("swift-admin"),
+            users="\n".join(
+                f"user_{name.replace(':', '_')} = {key} .admin"
+                for name, key in USERS.items()
+            ),
+        ),
+    )
 
 
 def start(cloud: Cloud) -> Check:
     started = []
-    for kind in BACKENDS + ("proxy",):
+    for kind in (*BACKENDS, "proxy"):
         name = "swift-" + kind
-        argv = [str(layout.venv_bin("swift-%s-server" % kind)),
-                str(etc_dir(cloud) / ("%s-server.conf" % kind)), "-v"]
-        started.append(spawn(name, argv, port=cloud.ports[name],
-                             records=cloud.records))
-        cloud.started[name] = started[-1]
+        server = layout.venv_bin(f"swift-{kind}-server")
+        argv = [str(server), str(etc_dir(cloud) / f"{kind}-server.conf"), "-v"]
+        started.append(spawn(name, argv, port=cloud.ports[name], records=cloud.records))
     return Check("swift", started, lambda: probe(cloud.url("swift-proxy")))
 
 
 def probe(proxy: str) -> bool:
     """Ready when a token works through all four servers."""
     user, key = next(iter(USERS.items()))
-    resp = httpjson.call("GET", proxy + "/auth/v1.0", timeout=5, headers={
-        "X-Auth-User": user, "X-Auth-Key": key})
+    resp = httpjson.call(
+        "GET",
+        proxy + "/auth/v1.0",
+        timeout=5,
+        headers={"X-Auth-User": user, "X-Auth-Key": key},
+    )
     httpjson.expect(resp, 200, what="tempauth")
     token = {"X-Auth-Token": resp.headers["X-Auth-Token"]}
     url = resp.headers["X-Storage-Url"] + "/devcloud-probe"
-    for method, path, body, codes in (("PUT", "", None, (201, 202)),
-                                      ("PUT", "/o", b"x", (201,)),
-                                      ("DELETE", "/o", None, (204,)),
-                                      ("DELETE", "", None, (204,))):
-        httpjson.expect(httpjson.call(method, url + path, body=body,
-                                      headers=token, timeout=15),
-                        *codes, what="%s probe%s" % (method, path))
+    for method, path, body, codes in (
+        ("PUT", "", None, (201, 202)),
+        ("PUT", "/o", b"x", (201,)),
+        ("DELETE", "/o", None, (204,)),
+        ("DELETE", "", None, (204,)),
+    ):
+        httpjson.expect(
+            httpjson.call(method, url + path, body=body, headers=token, timeout=15),
+            *codes,
+            what=f"{method} probe{path}",
+        )
     return True

@@ -54,31 +54,29 @@ token_cache_time = 5
 
 
 def db_uri(cloud: Cloud) -> str:
-    return "sqlite:///%s/zaqar-management.db" % cloud.dir("zaqar")
+    return f"sqlite:///{cloud.dir('zaqar')}/zaqar-management.db"
 
 
 def configure(cloud: Cloud) -> None:
     """Write the config; the tables are created by in_venv/prepare.py."""
-    text = CONF.format(redis_port=cloud.ports["redis"], db_uri=db_uri(cloud),
-                       signed_url_key=cloud.password("zaqar-signed-url"),
-                       **service_credentials(cloud, "zaqar"))
-    conf = cloud.dir("zaqar") / "zaqar.conf"
-    conf.write_text(text)
-    conf.chmod(0o600)
+    text = CONF.format(
+        redis_port=cloud.ports["redis"],
+        db_uri=db_uri(cloud),
+        signed_url_key=cloud.password("zaqar-signed-url"),
+        **service_credentials(cloud, "zaqar"),
+    )
+    layout.write_private(cloud.dir("zaqar") / "zaqar.conf", text)
 
 
 def start(cloud: Cloud) -> Check:
-    argv = [str(layout.venv_bin("gunicorn")),
-            "--bind", "127.0.0.1:%d" % cloud.ports["zaqar"],
-            "--workers", "2", "--worker-class", "sync",
-            "--timeout", "120", "--graceful-timeout", "5",
-            "--no-control-socket",
-            "--pythonpath", str(layout.IN_VENV),
-            "--chdir", str(cloud.dir("zaqar")), "zaqar_app:application"]
+    port = cloud.ports["zaqar"]
+    argv = [str(layout.venv_bin("gunicorn")), "--bind", f"127.0.0.1:{port}"]
+    argv += ["--workers", "2", "--worker-class", "sync"]
+    argv += ["--timeout", "120", "--graceful-timeout", "5", "--no-control-socket"]
+    argv += ["--pythonpath", str(layout.IN_VENV), "--chdir", str(cloud.dir("zaqar"))]
+    argv += ["zaqar_app:application"]
     env = server_env(ZAQAR_CONFIG_FILE=str(cloud.dir("zaqar") / "zaqar.conf"))
-    started = spawn("zaqar", argv, port=cloud.ports["zaqar"],
-                    records=cloud.records, env=env)
-    cloud.started["zaqar"] = started
+    started = spawn("zaqar", argv, port=port, records=cloud.records, env=env)
     return Check("zaqar", [started], lambda: probe(cloud))
 
 
@@ -87,13 +85,22 @@ def probe(cloud: Cloud) -> bool:
     SQLite) and delete it."""
     if cloud.demo_token is None:
         return False
-    headers = {"X-Auth-Token": cloud.demo_token,
-               "Client-ID": str(uuid.uuid4())}
+    headers = {"X-Auth-Token": cloud.demo_token, "Client-ID": str(uuid.uuid4())}
     queue = cloud.url("zaqar") + "/v2/queues/devcloud-probe"
-    httpjson.expect(httpjson.call(
-        "POST", queue + "/messages", headers=headers, timeout=15,
-        body={"messages": [{"ttl": 60, "body": "probe"}]}),
-        201, what="zaqar post")
-    httpjson.expect(httpjson.call("DELETE", queue, headers=headers,
-                                  timeout=15), 204, what="zaqar delete")
+    httpjson.expect(
+        httpjson.call(
+            "POST",
+            queue + "/messages",
+            headers=headers,
+            timeout=15,
+            body={"messages": [{"ttl": 60, "body": "probe"}]},
+        ),
+        201,
+        what="zaqar post",
+    )
+    httpjson.expect(
+        httpjson.call("DELETE", queue, headers=headers, timeout=15),
+        204,
+        what="zaqar delete",
+    )
     return True

@@ -3,6 +3,7 @@
 Keystone reads its configuration from ``$OS_KEYSTONE_CONFIG_DIR``; oslo.config
 would also parse ``sys.argv``, which holds gunicorn's options, so hide them.
 """
+
 import sys
 
 sys.argv = sys.argv[:1]

@@ -8,6 +8,7 @@ bootstrap password comes from $OS_BOOTSTRAP_PASSWORD.
 
 Usage: keystone_init.py CONFIG_FILE LOG_DIR USER GROUP BOOTSTRAP_ARG...
 """
+
 import os
 import sys
 import traceback
@@ -37,24 +38,35 @@ def fork_step(config_file, log, args):
 
 
 def run(config_file, log_dir, steps):
-    children = {fork_step(config_file, os.path.join(
-        log_dir, "keystone-%s.log" % args[0].replace("_", "-")), args): args[0]
-        for args in steps}
+    children = {
+        fork_step(
+            config_file,
+            os.path.join(log_dir, "keystone-{}.log".format(args[0].replace("_", "-"))),
+            args,
+        ): args[0]
+        for args in steps
+    }
     failed = []
     for pid, name in children.items():
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             failed.append(name)
     if failed:
-        sys.exit("keystone-manage %s failed; see keystone-%s.log in %s" % (
-            ", ".join(failed), failed[0].replace("_", "-"), log_dir))
+        sys.exit(
+            "keystone-manage {} failed; see keystone-{}.log in {}".format(
+                ", ".join(failed), failed[0].replace("_", "-"), log_dir
+            )
+        )
 
 
 def main(argv):
     config_file, log_dir, user, group, *bootstrap = argv
     owner = ["--keystone-user", user, "--keystone-group", group]
-    run(config_file, log_dir, [["db_sync"], ["fernet_setup", *owner],
-                               ["credential_setup", *owner]])
+    run(
+        config_file,
+        log_dir,
+        [["db_sync"], ["fernet_setup", *owner], ["credential_setup", *owner]],
+    )
     run(config_file, log_dir, [["bootstrap", *bootstrap]])
 
 
