@@ -42,8 +42,12 @@ CLOUD_JSON = BASE / "cloud.json"
 
 
 def run_devcloud(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(DEVCLOUD), *args],
-                          capture_output=True, text=True, timeout=1800)
+    return subprocess.run(
+        [sys.executable, str(DEVCLOUD), *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 def under_xdist() -> bool:
@@ -59,28 +63,36 @@ def devcloud() -> Any:
         if not was_up:
             res = run_devcloud("up")
             if res.returncode != 0:
-                pytest.fail("tools/devcloud up failed (exit %d):\n%s\n%s"
-                            % (res.returncode, res.stdout, res.stderr),
-                            pytrace=False)
+                pytest.fail(
+                    f"tools/devcloud up failed (exit {res.returncode}):\n"
+                    f"{res.stdout}\n{res.stderr}",
+                    pytrace=False,
+                )
         cloud = json.loads(CLOUD_JSON.read_text())
     yield cloud
-    if (not was_up and not under_xdist()
-            and os.environ.get("SWFLOWS_KEEP_DEVCLOUD") != "1"):
+    if (
+        not was_up
+        and not under_xdist()
+        and os.environ.get("SWFLOWS_KEEP_DEVCLOUD") != "1"
+    ):
         res = run_devcloud("down")
         assert res.returncode == 0, res.stdout + res.stderr
 
 
 # ---------------------------------------------------------------- helpers
 
+
 def keystone_auth(cloud: dict, who: str = "demo") -> v3.Password:
     """Password auth of ``cloud["keystone"][who]`` ("admin" or "demo")."""
     from keystoneauth1.identity import v3
+
     ks = cloud["keystone"]
     return v3.Password(auth_url=ks["auth_url"], **ks[who])
 
 
 def keystone_session(cloud: dict, who: str = "demo") -> ks_session.Session:
     from keystoneauth1 import session as ks_session
+
     return ks_session.Session(auth=keystone_auth(cloud, who))
 
 
@@ -88,25 +100,32 @@ def stack_domain_admin_session(cloud: dict) -> ks_session.Session:
     """The stack domain admin, with a token scoped to the stack domain."""
     from keystoneauth1 import session as ks_session
     from keystoneauth1.identity import v3
+
     ks = cloud["keystone"]
     domain = ks["stack_user_domain_id"]
-    return ks_session.Session(auth=v3.Password(
-        auth_url=ks["auth_url"], username=ks["stack_domain_admin"],
-        password=ks["stack_domain_admin_password"], user_domain_id=domain,
-        domain_id=domain))
+    return ks_session.Session(
+        auth=v3.Password(
+            auth_url=ks["auth_url"],
+            username=ks["stack_domain_admin"],
+            password=ks["stack_domain_admin_password"],
+            user_domain_id=domain,
+            domain_id=domain,
+        )
+    )
 
 
-def swift_connection(cloud: dict, second_user: bool = False
-                     ) -> swift_client.Connection:
+def swift_connection(cloud: dict, second_user: bool = False) -> swift_client.Connection:
     from swiftclient import client as swift_client
+
     sw = cloud["swift"]
-    user, key = (sw["user2"], sw["key2"]) if second_user else (sw["user"],
-                                                               sw["key"])
-    return swift_client.Connection(authurl=sw["auth_url"], user=user,
-                                   key=key, retries=0)
+    user, key = (sw["user2"], sw["key2"]) if second_user else (sw["user"], sw["key"])
+    return swift_client.Connection(
+        authurl=sw["auth_url"], user=user, key=key, retries=0
+    )
 
 
 # --------------------------------------------------------------- fixtures
+
 
 @pytest.fixture(scope="session")
 def keystone_admin_session(devcloud: dict) -> ks_session.Session:

@@ -24,22 +24,35 @@ def control(devcloud):
 def server_id(control):
     """A server made through the stand-in's control path, with our id."""
     sid = str(uuid.uuid4())
-    resp = requests.put("%s/servers/%s" % (control, sid),
-                        json={"name": "smoke-server", "status": "ACTIVE"})
+    resp = requests.put(
+        f"{control}/servers/{sid}", json={"name": "smoke-server", "status": "ACTIVE"}
+    )
     assert resp.status_code == 201
     yield sid
-    requests.delete("%s/servers/%s" % (control, sid))
+    requests.delete(f"{control}/servers/{sid}")
 
 
 def test_catalog_points_at_the_stand_in(keystone_demo_session, nova_url):
-    assert keystone_demo_session.get_endpoint(
-        service_type="compute", interface="public") == nova_url
+    assert (
+        keystone_demo_session.get_endpoint(service_type="compute", interface="public")
+        == nova_url
+    )
+
+
+def test_admin_sees_the_demo_tenants_server(keystone_admin_session, server_id):
+    admin = nova_client.Client("2.1", session=keystone_admin_session)
+    assert admin.servers.get(server_id).tenant_id != (
+        keystone_admin_session.get_project_id()
+    )
 
 
 def test_get_server_and_unknown_id(nova, server_id):
     server = nova.servers.get(server_id)
     assert (server.id, server.name, server.status) == (
-        server_id, "smoke-server", "ACTIVE")
+        server_id,
+        "smoke-server",
+        "ACTIVE",
+    )
     with pytest.raises(nova_exc.NotFound):
         nova.servers.get(str(uuid.uuid4()))
 
@@ -47,18 +60,17 @@ def test_get_server_and_unknown_id(nova, server_id):
 def test_metadata_round_trip(nova, server_id):
     nova.servers.set_meta(server_id, {"deployments": "[]", "a": "1"})
     nova.servers.set_meta_item(server_id, "a", "2")
-    assert nova.servers.get(server_id).metadata == {"deployments": "[]",
-                                                    "a": "2"}
+    assert nova.servers.get(server_id).metadata == {"deployments": "[]", "a": "2"}
     nova.servers.delete_meta(server_id, ["a"])
-    assert nova.servers.list_meta(server_id)["metadata"] == {
-        "deployments": "[]"}
+    assert nova.servers.list_meta(server_id)["metadata"] == {"deployments": "[]"}
     with pytest.raises(nova_exc.NotFound):
         nova.servers.get_meta(server_id, "a")
 
 
 def test_status_flip_through_control_path(nova, server_id, control):
-    requests.put("%s/servers/%s" % (control, server_id),
-                 json={"status": "ERROR"}).raise_for_status()
+    requests.put(
+        f"{control}/servers/{server_id}", json={"status": "ERROR"}
+    ).raise_for_status()
     assert nova.servers.get(server_id).status == "ERROR"
 
 
@@ -72,13 +84,18 @@ def test_stop_and_start(nova, server_id):
 
 
 def test_create_keeps_user_data_and_delete(nova, control):
-    server = nova.servers.create("smoke-created", image="image-1",
-                                 flavor="1", userdata="#!/bin/sh\necho hi\n",
-                                 meta={"k": "v"})
+    server = nova.servers.create(
+        "smoke-created",
+        image="image-1",
+        flavor="1",
+        userdata="#!/bin/sh\necho hi\n",
+        meta={"k": "v"},
+    )
     try:
-        stored = requests.get("%s/servers/%s" % (control, server.id)).json()
-        assert base64.b64decode(stored["server"]["user_data"]) == \
-            b"#!/bin/sh\necho hi\n"
+        stored = requests.get(f"{control}/servers/{server.id}").json()
+        assert (
+            base64.b64decode(stored["server"]["user_data"]) == b"#!/bin/sh\necho hi\n"
+        )
         assert nova.servers.get(server.id).metadata == {"k": "v"}
         assert server.id in [s.id for s in nova.servers.list()]
     finally:
@@ -87,16 +104,20 @@ def test_create_keeps_user_data_and_delete(nova, control):
         nova.servers.get(server.id)
 
 
-def test_refusals(nova_url, keystone_demo_session, server_id):
-    url = "%s/servers/%s" % (nova_url, server_id)
+def test_refusals(nova_url, keystone_demo_session, stack_domain_admin, server_id):
+    url = f"{nova_url}/servers/{server_id}"
     assert requests.get(url).status_code == 401
-    assert requests.get(url, headers={"X-Auth-Token": "bogus"}
-                        ).status_code == 401
+    assert requests.get(url, headers={"X-Auth-Token": "bogus"}).status_code == 401
+    # Tokens are checked with Keystone: a domain-scoped one has no project.
+    domain_token = stack_domain_admin.get_token()
+    assert requests.get(url, headers={"X-Auth-Token": domain_token}).status_code == 403
     token = keystone_demo_session.get_token()
-    resp = requests.get(url, headers={"X-Auth-Token": token,
-                                      "X-OpenStack-Nova-API-Version": "2.1"})
+    resp = requests.get(
+        url, headers={"X-Auth-Token": token, "X-OpenStack-Nova-API-Version": "2.1"}
+    )
     assert resp.status_code == 200
     assert resp.headers["X-OpenStack-Nova-API-Version"] == "2.1"
-    resp = requests.get(url, headers={"X-Auth-Token": token,
-                                      "X-OpenStack-Nova-API-Version": "2.99"})
+    resp = requests.get(
+        url, headers={"X-Auth-Token": token, "X-OpenStack-Nova-API-Version": "2.99"}
+    )
     assert resp.status_code == 406

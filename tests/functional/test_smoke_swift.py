@@ -41,17 +41,19 @@ def forge(url):
 def test_tempurl_put_and_get_without_token(devcloud, swift_conn, container):
     storage_url, _token = swift_conn.get_auth()
     key = account_temp_url_key(swift_conn)
-    path = "%s/%s/deploy1" % (urlsplit(storage_url).path, container)
+    path = f"{urlsplit(storage_url).path}/{container}/deploy1"
     proxy = devcloud["swift"]["proxy_url"]
     expires = int(time.time()) + 300
 
     def temp_url(method, when=expires, digest="sha256"):
-        return proxy + generate_temp_url(path, when, key, method,
-                                         absolute=True, digest=digest)
+        return proxy + generate_temp_url(
+            path, when, key, method, absolute=True, digest=digest
+        )
 
     body = b'{"deploy_status_code": 0}'
-    put = requests.put(temp_url("PUT"), data=body,
-                       headers={"Content-Type": "application/json"})
+    put = requests.put(
+        temp_url("PUT"), data=body, headers={"Content-Type": "application/json"}
+    )
     assert put.status_code == 201
     got = requests.get(temp_url("GET"))
     assert got.status_code == 200 and got.content == body
@@ -67,6 +69,5 @@ def test_tempurl_put_and_get_without_token(devcloud, swift_conn, container):
     assert requests.get(temp_url("GET")).content == body
 
     # A container listing needs the token: no TempURL, no anonymous access.
-    assert requests.get("%s/%s" % (storage_url, container)).status_code == 401
-    assert [o["name"] for o in swift_conn.get_container(container)[1]] == [
-        "deploy1"]
+    assert requests.get(f"{storage_url}/{container}").status_code == 401
+    assert [o["name"] for o in swift_conn.get_container(container)[1]] == ["deploy1"]
