@@ -281,7 +281,8 @@ class Store:
 
     ``url`` is an SQLAlchemy URL; ``None`` means the SQLite file
     ``$XDG_STATE_HOME/swflows/swflows.sqlite`` (else
-    ``~/.local/state/swflows/swflows.sqlite``), its folder created 0700.
+    ``~/.local/state/swflows/swflows.sqlite``).  A missing folder of a
+    SQLite file is created with mode 0700.
     Tables are named ``<table_prefix><name>`` (default ``swflows_``) and are
     created or upgraded when the store opens.
 
@@ -318,7 +319,13 @@ class Store:
         else:
             if url is None:
                 url = f"sqlite:///{crypto.default_database_path()}"
-            self._engine = create_engine(url)
+            parsed = sa.make_url(url)
+            if parsed.get_backend_name() == "sqlite" and not _is_memory_sqlite(parsed):
+                assert parsed.database is not None
+                crypto.ensure_private_dir(
+                    pathlib.Path(parsed.database).expanduser().absolute().parent
+                )
+            self._engine = create_engine(parsed)
             self._owns_engine = True
         self._taskflow: Any = None
         self._closed = False

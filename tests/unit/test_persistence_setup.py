@@ -66,6 +66,14 @@ def test_file_store_key_beside_database(tmp_path: pathlib.Path) -> None:
         assert store.get_server("srv").channel == {"pw": PASSWORD}
 
 
+def test_missing_sqlite_folder_is_created(tmp_path: pathlib.Path) -> None:
+    key = fernet.Fernet.generate_key()
+    with Store(f"sqlite:///{tmp_path}/new/dir/x.sqlite", secret_key=key):
+        pass
+    assert mode(tmp_path / "new" / "dir") == 0o700
+    assert not (tmp_path / "new" / "dir" / "secret.key").exists()
+
+
 def test_wrong_key_is_reported(tmp_path: pathlib.Path) -> None:
     url = f"sqlite:///{tmp_path}/x.sqlite"
     with Store(url, secret_key=fernet.Fernet.generate_key()) as store:
