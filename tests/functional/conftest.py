@@ -4,7 +4,14 @@
 ``.devcloud/cloud.json`` as a dict: endpoints and credentials of real
 Keystone, Swift and Zaqar and of the Nova stand-in, all on 127.0.0.1. A
 cloud that is already up is reused; a failure to start fails the tests
-(never skips them).
+(never skips them). The other session fixtures build on it:
+``keystone_admin_session``, ``keystone_demo_session`` and
+``stack_domain_admin`` (keystoneauth1 sessions), ``swift_conn`` (a
+python-swiftclient Connection with tempauth), ``zaqar_url`` and ``nova_url``;
+``devcloud["nova"]["control_url"]`` is the stand-in's test-only control path.
+
+    def test_something(devcloud, swift_conn):
+        auth_url = devcloud["keystone"]["auth_url"]
 
 Who stops the cloud: the fixture runs ``tools/devcloud down`` at the end of
 the session only if it started the cloud itself, the session does not run
@@ -24,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +63,7 @@ def under_xdist() -> bool:
 
 
 @pytest.fixture(scope="session")
-def devcloud() -> Any:
+def devcloud() -> Iterator[dict[str, Any]]:
     """The dev cloud's cloud.json, as a dict."""
     BASE.mkdir(exist_ok=True)
     with filelock.FileLock(str(BASE / "fixture.lock")):

@@ -87,20 +87,11 @@ def probe(cloud: Cloud) -> bool:
         return False
     headers = {"X-Auth-Token": cloud.demo_token, "Client-ID": str(uuid.uuid4())}
     queue = cloud.url("zaqar") + "/v2/queues/devcloud-probe"
-    httpjson.expect(
-        httpjson.call(
-            "POST",
-            queue + "/messages",
-            headers=headers,
-            timeout=15,
-            body={"messages": [{"ttl": 60, "body": "probe"}]},
-        ),
-        201,
-        what="zaqar post",
+    message = {"messages": [{"ttl": 60, "body": "probe"}]}
+    resp = httpjson.call(
+        "POST", queue + "/messages", body=message, headers=headers, timeout=15
     )
-    httpjson.expect(
-        httpjson.call("DELETE", queue, headers=headers, timeout=15),
-        204,
-        what="zaqar delete",
-    )
+    httpjson.expect(resp, 201, what="zaqar post")
+    resp = httpjson.call("DELETE", queue, headers=headers, timeout=15)
+    httpjson.expect(resp, 204, what="zaqar delete")
     return True

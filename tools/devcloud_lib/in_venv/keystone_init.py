@@ -38,25 +38,18 @@ def fork_step(config_file, log, args):
 
 
 def run(config_file, log_dir, steps):
-    children = {
-        fork_step(
-            config_file,
-            os.path.join(log_dir, "keystone-{}.log".format(args[0].replace("_", "-"))),
-            args,
-        ): args[0]
-        for args in steps
-    }
+    """Run the steps in parallel; each logs to keystone-<step>.log."""
+    logs = {}
+    for args in steps:
+        log = os.path.join(log_dir, f"keystone-{args[0].replace('_', '-')}.log")
+        logs[fork_step(config_file, log, args)] = log
     failed = []
-    for pid, name in children.items():
+    for pid, log in logs.items():
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
-            failed.append(name)
+            failed.append(log)
     if failed:
-        sys.exit(
-            "keystone-manage {} failed; see keystone-{}.log in {}".format(
-                ", ".join(failed), failed[0].replace("_", "-"), log_dir
-            )
-        )
+        sys.exit("keystone-manage failed; see " + ", ".join(failed))
 
 
 def main(argv):
