@@ -46,7 +46,7 @@ class Swflows:
             store=store,
             conf=conf,
             clients=clients,
-            secret=secret if secret is not None else store.secret_key_bytes(),
+            secret=secret if secret is not None else store.derivation_key(),
         )
         self.store = store
         self.conf = conf
@@ -125,7 +125,7 @@ class Swflows:
         return {}
 
     def _config_transport(self, server_id: str, requested: str | None) -> str:
-        server = self.store.get_server(server_id)
+        server = metadata.find_server(self.services, server_id)
         if server is not None and server.config_transport:
             return str(server.config_transport)
         return names.normalize_config_transport(
@@ -266,7 +266,8 @@ class Swflows:
     ) -> model.Deployment | None:
         """Run DELETE when the config has it, then remove the deployment.
 
-        Returns the DELETE action's final state (None when there was none).
+        A deployment made by :meth:`trigger` is only removed: its DELETE is
+        not run.  Returns the DELETE action's final state (None when there was none).
         """
         current: model.Deployment = self.store.get_deployment(deployment_id)
         self._refuse_running(current)
@@ -275,8 +276,12 @@ class Swflows:
             if current.source_config_id
             else None
         )
-        run_delete = source is not None and source.handles(
-            model.DELETE, current.actions
+        # a triggered action's record is removed without running DELETE:
+        # removing a BACKUP's record must not uninstall what was backed up
+        run_delete = (
+            source is not None
+            and current.parent_id is None
+            and source.handles(model.DELETE, current.actions)
         )
         plan = self._plan(current.server_id, current.signal_transport, None)
         inputs: dict[str, Any] = {

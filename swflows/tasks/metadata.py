@@ -17,6 +17,14 @@ LOG = logging.getLogger(__name__)
 PUBLISH_ATTEMPTS = 8
 
 
+def find_server(services: Services, server_id: str) -> Any:
+    """The server's record, or None before its first deployment."""
+    try:
+        return services.store.get_server(server_id)
+    except exceptions.ServerNotFound:
+        return None
+
+
 def publish_server(
     services: Services,
     server_id: str,
@@ -32,7 +40,7 @@ def publish_server(
     published with (or enrolled with); ``transport`` applies to new servers.
     """
     store = services.store
-    server = store.get_server(server_id)
+    server = find_server(services, server_id)
     name = (server.config_transport if server else None) or transport
     config_transport = services.config_transport(name, options)
     channel = server.channel if server and server.channel is not None else None

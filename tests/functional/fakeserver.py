@@ -18,14 +18,19 @@ from typing import Any
 import requests
 
 from swflows.clients.messaging import SignedUrlClient
+from swflows.tasks import metadata
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 def ok_responder(item: dict[str, Any]) -> dict[str, Any]:
-    """Echo every input as an output of the same name, exit 0."""
+    """Every non-error output is ``out-<foo>``; exit 0."""
     values = {i["name"]: i.get("value") for i in item["inputs"]}
-    outputs = {o["name"]: f"out-{values.get(o['name'], '')}" for o in item["outputs"]}
+    outputs = {
+        o["name"]: f"out-{values.get('foo', '')}"
+        for o in item["outputs"]
+        if not o.get("error_output")
+    }
     return {
         **outputs,
         "deploy_stdout": f"ran {values.get('deploy_action')}",
@@ -64,7 +69,7 @@ class FakeServer:
             raise self.errors[0]
 
     def read_metadata(self) -> dict[str, Any]:
-        server = self.sw.store.get_server(self.server_id)
+        server = metadata.find_server(self.sw.services, self.server_id)
         if server is None or server.channel is None:
             return {}
         collect = server.channel.get("os-collect-config", {})
