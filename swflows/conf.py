@@ -363,8 +363,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         (stack_user_group, stack_user_opts),
         (jobboard_group, jobboard_opts),
     ):
-        conf.register_group(group)
-        conf.register_opts(opts, group=group)
+        # a fresh group per ConfigOpts: register_group copies it shallowly,
+        # so a shared group would share option state (and overrides)
+        conf.register_group(cfg.OptGroup(group.name, help=group.help))
+        conf.register_opts(opts, group=group.name)
     for name in CLIENT_GROUPS:
         group = _client_group(name)
         conf.register_group(group)

@@ -341,3 +341,12 @@ class TestPaths:
         assert conf.database_connection(c) == "postgresql://u:p@db/swflows"
         assert conf.secret_key_file(c) == "/etc/swflows/key"
         assert not os.path.exists("/srv/st/swflows")  # nothing is created
+
+
+def test_overrides_do_not_leak_between_instances() -> None:
+    first = conf.get_conf()
+    first.set_override("table_prefix", "leak_", "database")
+    first.set_override("poll_interval", 9.0, "watcher")
+    second = conf.get_conf()
+    assert second.database.table_prefix == "swflows_"
+    assert second.watcher.poll_interval != 9.0
