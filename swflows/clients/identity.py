@@ -227,12 +227,23 @@ class StackUsers:
             raise http_error(SERVICE, what, resp.status_code, detail)
         return resp
 
-    def _in_domain(self, kind: str, ident: str, domain_id: str) -> None:
-        if domain_id != self.domain_id:
+    def _show(self, kind: str, ident: str) -> dict[str, Any] | None:
+        """A user or project of the stack domain; None if missing.
+
+        Anything outside the domain is refused: this adapter never touches it.
+        """
+        resp = self._request(
+            "GET", f"/{kind}s/{ident}", f"show {kind} {ident}", ok=(200, 404)
+        )
+        if resp.status_code == 404:
+            return None
+        found: dict[str, Any] = resp.json()[kind]
+        if found.get("domain_id") != self.domain_id:
             raise ValidationError(
                 f"{kind}_id",
                 f"{kind} {ident} is not in the stack user domain; not touching it",
             )
+        return found
 
     def _role(self) -> str:
         if self._role_id is None:
@@ -296,12 +307,8 @@ class StackUsers:
     @retried
     def delete_project(self, project_id: str) -> bool:
         """Delete a project of the domain; False if it was already gone."""
-        resp = self._request(
-            "GET", f"/projects/{project_id}", "show project", ok=(200, 404)
-        )
-        if resp.status_code == 404:
+        if self._show("project", project_id) is None:
             return False
-        self._in_domain("project", project_id, resp.json()["project"]["domain_id"])
         resp = self._request(
             "DELETE", f"/projects/{project_id}", "delete project", ok=(204, 404)
         )
@@ -336,23 +343,34 @@ class StackUsers:
     def ensure_user(self, name: str, project_id: str, password: str) -> str:
         """The id of user ``name`` with ``password`` and the role on the project.
 
-        An existing user gets its password reset, so a re-run after a crash
-        converges on the (re-derived) password.
+        An existing user gets its attributes set again and, only if the
+        password does not already work, its password reset: a re-run after
+        a crash converges on the (re-derived) password without revoking the
+        tokens the user holds (Keystone revokes them all on any password
+        change, and also refuses tokens issued in the same second).
         """
         if not 0 < len(name) <= USER_NAME_MAX:
             raise ValidationError("name", f"must be 1 to {USER_NAME_MAX} chars")
         if not password:
             raise ValidationError("password", "must not be empty")
         role_id = self._role()
+        if self._show("project", project_id) is None:
+            raise CloudError(SERVICE, f"project {project_id} not found", status=404)
         attrs = {
-            "password": password,
             "default_project_id": project_id,
             "enabled": True,
             "options": USER_OPTIONS,
         }
         user = self._find_user(name)
         if user is None:
-            body = {"user": {"name": name, "domain_id": self.domain_id, **attrs}}
+            body = {
+                "user": {
+                    "name": name,
+                    "domain_id": self.domain_id,
+                    "password": password,
+                    **attrs,
+                }
+            }
             resp = self._request(
                 "POST",
                 "/users",
@@ -370,14 +388,20 @@ class StackUsers:
             user = self._find_user(name)
             if user is None:
                 raise CloudError(SERVICE, f"user {name} conflicts but is not found")
+        # The options first: they keep a failed password check from counting
+        # towards a lockout.
         self._request(
-            "PATCH",
-            f"/users/{user.id}",
-            f"reset user {name}",
-            json={"user": attrs},
-            secrets=(password,),
+            "PATCH", f"/users/{user.id}", f"update user {name}", json={"user": attrs}
         )
-        LOG.info("Reset the password of existing stack user %s", name)
+        if not self._authenticates(user.id, password, None):
+            self._request(
+                "PATCH",
+                f"/users/{user.id}",
+                f"reset the password of user {name}",
+                json={"user": {"password": password}},
+                secrets=(password,),
+            )
+            LOG.info("Reset the password of existing stack user %s", name)
         self._grant(project_id, user.id, role_id)
         return user.id
 
@@ -392,10 +416,8 @@ class StackUsers:
     @retried
     def delete_user(self, user_id: str) -> bool:
         """Delete a user of the domain; False if it was already gone."""
-        resp = self._request("GET", f"/users/{user_id}", "show user", ok=(200, 404))
-        if resp.status_code == 404:
+        if self._show("user", user_id) is None:
             return False
-        self._in_domain("user", user_id, resp.json()["user"]["domain_id"])
         resp = self._request(
             "DELETE", f"/users/{user_id}", "delete user", ok=(204, 404)
         )
@@ -411,21 +433,25 @@ class StackUsers:
     @retried
     def user_token_works(self, user_id: str, password: str, project_id: str) -> bool:
         """Whether the user can get a token scoped to the project right now."""
-        body = {
-            "auth": {
-                "identity": {
-                    "methods": ["password"],
-                    "password": {"user": {"id": user_id, "password": password}},
-                },
-                "scope": {"project": {"id": project_id}},
+        return self._authenticates(user_id, password, project_id)
+
+    def _authenticates(
+        self, user_id: str, password: str, project_id: str | None
+    ) -> bool:
+        auth: dict[str, Any] = {
+            "identity": {
+                "methods": ["password"],
+                "password": {"user": {"id": user_id, "password": password}},
             }
         }
+        if project_id is not None:
+            auth["scope"] = {"project": {"id": project_id}}
         resp = self._request(
             "POST",
             "/auth/tokens",
             "authenticate stack user",
             ok=(201, 401),
-            json=body,
+            json={"auth": auth},
             secrets=(password,),
             authenticated=False,
         )

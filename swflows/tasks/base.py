@@ -5,9 +5,10 @@ atoms by name, so every task is named by :func:`atom_name` and a name never
 changes once released.
 
 The revert contract, for every task: ``revert(self, result, **kwargs)``
-returns at once when ``result`` is a :class:`~taskflow.types.failure.Failure`
-(the task made nothing), treats "not found" as done, never raises, and logs
-whatever it had to leave behind.
+removes what the task makes *by its key* (deployment id and generation),
+not only by its recorded result, since a task that failed or was killed
+right after its side effect has no result; it treats "not found" as done,
+never raises, and logs whatever it had to leave behind.
 """
 
 from __future__ import annotations

@@ -74,11 +74,18 @@ class DeriveConfig(base.Task):
         )
         return services.store.create_config(derived, derived=True).id
 
-    def revert(self, result: Any, services: Services, **kwargs: Any) -> None:
-        if base.is_failure(result) or not result:
-            return
+    def revert(
+        self,
+        result: Any,
+        services: Services,
+        deployment_id: str,
+        generation: int,
+        **kwargs: Any,
+    ) -> None:
+        # keyed by (deployment, generation): found even if never recorded
+        config_id = derive.derived_config_id(deployment_id, generation)
         base.revert_quietly(
-            f"derived config {result}", lambda: delete_config(services, result)
+            f"derived config {config_id}", lambda: delete_config(services, config_id)
         )
 
 

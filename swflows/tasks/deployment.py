@@ -108,14 +108,19 @@ class CreateDeployment(_PublishingTask):
         services: Services,
         deployment_id: str,
         server_id: str,
+        generation: int,
         **kwargs: Any,
     ) -> None:
-        if base.is_failure(result):
-            return
-        base.revert_quietly(
-            f"deployment {deployment_id}",
-            lambda: services.store.delete_deployment(deployment_id, missing_ok=True),
-        )
+        def remove() -> None:
+            # only the row this flow made: same id, same generation
+            try:
+                row = services.store.get_deployment(deployment_id)
+            except exceptions.DeploymentNotFound:
+                return
+            if row.generation == generation:
+                services.store.delete_deployment(deployment_id, missing_ok=True)
+
+        base.revert_quietly(f"deployment {deployment_id}", remove)
         self.republish(services, server_id)
 
 

@@ -52,12 +52,24 @@ class CreateSignalStore(_TransportTask):
         )
         return {"ref": ref.to_dict(), **store}
 
-    def revert(self, result: Any, services: Services, **kwargs: Any) -> None:
+    def revert(
+        self,
+        result: Any,
+        services: Services,
+        deployment_id: str,
+        generation: int,
+        timeout: int,
+        stack_user: dict[str, Any] | None,
+        **kwargs: Any,
+    ) -> None:
+        transport = self.transport(services)
         if base.is_failure(result) or not result:
-            return
+            # the store may exist even though its creation was not recorded
+            ref = SignalRef(deployment_id, generation, timeout)
+            result = transport.describe_store(ref, StackUser.from_dict(stack_user))
+        store = result
         base.revert_quietly(
-            f"signal store {result}",
-            lambda: self.transport(services).delete_store(services, result),
+            f"signal store {store}", lambda: transport.delete_store(services, store)
         )
 
 

@@ -96,6 +96,14 @@ class SignalTransport(abc.ABC):
     ) -> JsonDict:
         """Make (or find) the store for ``ref``; return what identifies it."""
 
+    def describe_store(self, ref: SignalRef, user: StackUser | None) -> JsonDict:
+        """What identifies ``ref``'s store, computed without any call.
+
+        Stores are named from ``ref`` alone, so a revert can remove a store
+        whose creation was never recorded (a crash right after the call).
+        """
+        return {}
+
     @abc.abstractmethod
     def agent_inputs(
         self,

@@ -29,6 +29,11 @@ class TempUrlSignal(base.SignalTransport):
     def container(self) -> str:
         return str(self.options.get("container") or DEFAULT_CONTAINER)
 
+    def describe_store(
+        self, ref: base.SignalRef, user: base.StackUser | None
+    ) -> base.JsonDict:
+        return {"container": self.container, "object": ref.key}
+
     def create_store(
         self, services: Services, ref: base.SignalRef, user: base.StackUser | None
     ) -> base.JsonDict:

@@ -52,8 +52,8 @@ class ZaqarSignal(base.SignalTransport):
         password = impl_heat.stack_user_password(services, store["deployment_id"])
         return services.clients.messaging_for(user, password)
 
-    def create_store(
-        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+    def describe_store(
+        self, ref: base.SignalRef, user: base.StackUser | None
     ) -> base.JsonDict:
         store: base.JsonDict = {
             "queue": queue_name(ref),
@@ -65,6 +65,12 @@ class ZaqarSignal(base.SignalTransport):
                     self.name, "credentials mode needs a stack user"
                 )
             store["user"] = user.to_dict()
+        return store
+
+    def create_store(
+        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+    ) -> base.JsonDict:
+        store = self.describe_store(ref, user)
         self._client(services, store).ensure_queue(store["queue"])
         return store
 

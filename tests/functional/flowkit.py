@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,38 +79,30 @@ def sw(devcloud: dict[str, Any], tmp_path: Path) -> Iterator[Swflows]:
         store.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class Census:
-    """What swflows could have left on the real servers."""
+def leftovers(sw: Swflows, *deployment_ids: str) -> dict[str, list[str]]:
+    """What the real servers still hold for these deployments.
 
-    users: frozenset[str]
-    projects: frozenset[str]
-    objects: frozenset[str]
-    queues: frozenset[str]
+    Names swflows makes carry the deployment id (stack user and project
+    ``swflows-<id>``, signal objects ``<id>/<generation>``, queues
+    ``sws-<id>-<generation>``), so tests running in parallel never see one
+    another's resources.
+    """
+    clients = sw.services.clients
+    swift = clients.object_store
+    found: dict[str, list[str]] = {}
 
-    @classmethod
-    def take(cls, sw: Swflows) -> Census:
-        clients = sw.services.clients
-        swift = clients.object_store
-        objects = set()
-        for container in swift.list_containers():
-            if container.startswith("swflows-signals"):
-                objects |= {
-                    f"{container}/{o.name}" for o in swift.list_objects(container)
-                }
-        return cls(
-            users=frozenset(u.name for u in clients.stack_users.list_users()),
-            projects=frozenset(p.name for p in clients.stack_users.list_projects()),
-            objects=frozenset(objects),
-            queues=frozenset(
-                q for q in clients.messaging.list_queues() if q.startswith("sws-")
-            ),
-        )
+    def mine(name: str) -> bool:
+        return any(d in name for d in deployment_ids)
 
-    def new_since(self, before: Census) -> dict[str, set[str]]:
-        new = {
-            field.name: set(getattr(self, field.name))
-            - set(getattr(before, field.name))
-            for field in dataclasses.fields(self)
-        }
-        return {name: names for name, names in new.items() if names}
+    found["users"] = [u.name for u in clients.stack_users.list_users() if mine(u.name)]
+    found["projects"] = [
+        p.name for p in clients.stack_users.list_projects() if mine(p.name)
+    ]
+    found["objects"] = [
+        f"{container}/{o.name}"
+        for container in swift.list_containers()
+        for o in swift.list_objects(container)
+        if mine(o.name)
+    ]
+    found["queues"] = [q for q in clients.messaging.list_queues() if mine(q)]
+    return {kind: names for kind, names in found.items() if names}

@@ -11,7 +11,7 @@ from swflows import states
 from swflows.api import Swflows
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer, ok_responder
-from tests.functional.flowkit import Census
+from tests.functional.flowkit import leftovers
 
 sw = flowkit.sw
 
@@ -55,7 +55,6 @@ def component_config(sw: Swflows) -> Any:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_deploy_completes_with_outputs(sw: Swflows, transport: str) -> None:
-    before = Census.take(sw)
     config = script_config(sw)
     server = new_server()
     with FakeServer(sw, server):
@@ -72,7 +71,7 @@ def test_deploy_completes_with_outputs(sw: Swflows, transport: str) -> None:
     assert dep.reason == {"kind": "outputs_received"}
     sw.undeploy(dep.id)
     assert sw.list_deployments(server_id=server) == []
-    assert Census.take(sw).new_since(before) == {}
+    assert leftovers(sw, dep.id) == {}
 
 
 def test_failed_signal_is_a_result(sw: Swflows) -> None:
@@ -109,14 +108,13 @@ def test_error_output_fails(sw: Swflows) -> None:
 
 @pytest.mark.parametrize("transport", ["TEMP_URL_SIGNAL", "ZAQAR_SIGNAL"])
 def test_timeout_fails_and_cleans_up(sw: Swflows, transport: str) -> None:
-    before = Census.take(sw)
     config = script_config(sw)
     server = new_server()
     dep = sw.deploy(server, config.id, signal_transport=transport, timeout=1)
     assert dep.status == states.FAILED
     assert dep.reason is not None and dep.reason["kind"] == "timeout"
     sw.undeploy(dep.id)
-    assert Census.take(sw).new_since(before) == {}
+    assert leftovers(sw, dep.id) == {}
 
 
 def test_no_signal_completes_at_once(sw: Swflows) -> None:
@@ -133,7 +131,6 @@ def test_no_signal_completes_at_once(sw: Swflows) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_redeploy_trigger_undeploy(sw: Swflows, transport: str) -> None:
-    before = Census.take(sw)
     config = component_config(sw)
     server = new_server()
     with FakeServer(sw, server) as fake:
@@ -167,7 +164,7 @@ def test_redeploy_trigger_undeploy(sw: Swflows, transport: str) -> None:
         ]
     assert actions == ["CREATE", "UPDATE", "BACKUP", "DELETE"]
     assert sw.list_deployments(server_id=server) == []
-    assert Census.take(sw).new_since(before) == {}
+    assert leftovers(sw, dep.id, backup.id) == {}
 
 
 def test_signal_to_finished_deployment_is_ignored(sw: Swflows) -> None:
