@@ -1,0 +1,1 @@
+"""swflows benchmarks: each figure is a ratio against a baseline run alongside."""
