@@ -1,0 +1,251 @@
+"""ObjectStore against the real Swift (tempauth + tempurl) of the dev cloud.
+
+Containers are named with a per-test uuid prefix; each test checks that no
+container with its prefix is left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+
+from swflows.clients import NO_RETRY, ObjectStore
+from swflows.exceptions import CloudError, ValidationError
+
+
+def tempauth_store(
+    devcloud: dict[str, Any], second: bool = False, **kw: Any
+) -> ObjectStore:
+    sw = devcloud["swift"]
+    user, key = (sw["user2"], sw["key2"]) if second else (sw["user"], sw["key"])
+    return ObjectStore.from_tempauth(sw["auth_url"], user, key, **kw)
+
+
+@pytest.fixture(scope="module")
+def store(devcloud: dict[str, Any]) -> ObjectStore:
+    return tempauth_store(devcloud)
+
+
+@pytest.fixture
+def prefix(store: ObjectStore) -> Iterator[str]:
+    tag = f"swft-{uuid.uuid4().hex[:12]}"
+    yield tag
+    left = store.list_containers(prefix=tag)
+    for name in left:
+        store.delete_container(name, force=True)
+    assert left == []
+
+
+@pytest.fixture
+def container(store: ObjectStore, prefix: str) -> Iterator[str]:
+    name = f"{prefix}-c"
+    store.ensure_container(name)
+    yield name
+    store.delete_container(name, force=True)
+
+
+def test_container_lifecycle(store: ObjectStore, prefix: str) -> None:
+    name = f"{prefix}-life"
+    assert not store.container_exists(name)
+    store.ensure_container(name)
+    store.ensure_container(name)
+    assert store.container_exists(name)
+    assert store.list_containers(prefix=prefix) == [name]
+    assert store.delete_container(name) is True
+    assert store.delete_container(name) is False
+    assert not store.container_exists(name)
+    assert store.list_containers(prefix=prefix) == []
+
+
+def test_object_round_trip(store: ObjectStore, container: str) -> None:
+    body = b'{"deploy_status_code": 0}'
+    etag = store.put_object(container, "d1/0", body)
+    assert etag == hashlib.md5(body).hexdigest()  # noqa: S324 - Swift's ETag
+
+    got = store.get_object(container, "d1/0")
+    assert got is not None
+    assert (got.name, got.etag, got.body) == ("d1/0", etag, body)
+    head = store.head_object(container, "d1/0")
+    assert head is not None
+    assert (head.etag, head.bytes) == (etag, len(body))
+    [listed] = store.list_objects(container)
+    # One time format whichever call produced it.
+    assert listed.last_modified == head.last_modified == got.last_modified
+    assert (listed.name, listed.etag, listed.bytes) == ("d1/0", etag, len(body))
+
+    unchanged = store.get_object(container, "d1/0", if_none_match=etag)
+    assert unchanged is not None and not unchanged.modified
+    assert (unchanged.etag, unchanged.last_modified) == (etag, got.last_modified)
+    store.put_object(container, "d1/0", b"{}")
+    changed = store.get_object(container, "d1/0", if_none_match=etag)
+    assert changed is not None and changed.body == b"{}"
+
+    assert store.delete_object(container, "d1/0") is True
+    assert store.delete_object(container, "d1/0") is False
+    assert store.get_object(container, "d1/0") is None
+    assert store.head_object(container, "d1/0") is None
+    assert store.list_objects(container) == []
+
+
+def test_missing_container_reads_as_empty(store: ObjectStore, prefix: str) -> None:
+    assert store.list_objects(f"{prefix}-none") == []
+    assert store.get_object(f"{prefix}-none", "o") is None
+    assert store.delete_object(f"{prefix}-none", "o") is False
+
+
+def test_listing_follows_markers_one_request_per_page(
+    devcloud: dict[str, Any], container: str
+) -> None:
+    paged = tempauth_store(devcloud, listing_page=2)
+    names = ["d0/0", "d1/0", "d2/0", "o0", "o1"]
+    for name in names:
+        paged.put_object(container, name, b"")
+
+    def listed(prefix: str | None) -> tuple[list[str], int]:
+        before = paged.listing_requests
+        found = [o.name for o in paged.list_objects(container, prefix=prefix)]
+        return found, paged.listing_requests - before
+
+    # A short page ends the listing; a full one needs one more request.
+    assert listed(None) == (names, 3)  # 2 + 2 + 1
+    assert listed("d") == (names[:3], 2)  # 2 + 1
+    assert listed("o") == (names[3:], 2)  # 2 + 0
+    assert listed("x") == ([], 1)
+
+
+def test_delete_container_force(store: ObjectStore, prefix: str) -> None:
+    name = f"{prefix}-full"
+    store.ensure_container(name)
+    store.put_object(name, "a", b"1")
+    store.put_object(name, "b", b"2")
+    with pytest.raises(CloudError) as caught:
+        store.delete_container(name)
+    assert (caught.value.status, caught.value.retryable) == (409, False)
+    assert store.delete_container(name, force=True) is True
+    assert not store.container_exists(name)
+
+
+def test_temp_urls_need_no_token_and_refuse_misuse(
+    store: ObjectStore, container: str
+) -> None:
+    key = store.tempurl_key()
+    assert store.tempurl_key() == key  # set only if absent, never replaced
+    expires = int(time.time()) + 300
+    put_url = store.temp_url(container, "sig", "PUT", expires)
+    get_url = store.temp_url(container, "sig", "GET", expires)
+    assert put_url.startswith(store.account_url + f"/{container}/sig?")
+    assert f"temp_url_expires={expires}" in put_url
+
+    signal = b'{"deploy_status_code": 0}'
+    resp = requests.put(
+        put_url, data=signal, headers={"Content-Type": "application/json"}, timeout=30
+    )
+    assert resp.status_code == 201
+    got = requests.get(get_url, timeout=30)
+    assert (got.status_code, got.content) == (200, signal)
+    assert requests.head(get_url, timeout=30).status_code == 200
+
+    # Each URL is bound to its method, its object, its expiry and the key.
+    assert requests.put(get_url, data=b"x", timeout=30).status_code == 401
+    assert requests.get(put_url, timeout=30).status_code == 401
+    assert requests.delete(get_url, timeout=30).status_code == 401
+    other = get_url.replace(f"/{container}/sig?", f"/{container}/other?")
+    assert requests.get(other, timeout=30).status_code == 401
+    expired = store.temp_url(container, "sig", "GET", int(time.time()) - 1)
+    assert requests.get(expired, timeout=30).status_code == 401
+    tampered = get_url.replace(
+        f"temp_url_expires={expires}", f"temp_url_expires={expires + 1}"
+    )
+    assert requests.get(tampered, timeout=30).status_code == 401
+    assert store.get_object(container, "sig") is not None
+
+
+def test_temp_url_key_is_set_only_when_absent(
+    devcloud: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The second account is the one other tests leave alone. Its key is
+    # absent on a fresh dev cloud (then this sets it and says so) and kept
+    # on a reused one (then nothing is logged and nothing changes).
+    second = tempauth_store(devcloud, second=True)
+    had = second.connection.head_account().get("x-account-meta-temp-url-key")
+    with caplog.at_level(logging.INFO, logger="swflows.clients.object_store"):
+        key = second.tempurl_key()
+    set_messages = [r for r in caplog.records if "had no TempURL key" in r.getMessage()]
+    if had:
+        assert key == had and set_messages == []
+    else:
+        assert len(set_messages) == 1 and key not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="swflows.clients.object_store"):
+        assert tempauth_store(devcloud, second=True).tempurl_key() == key
+    assert caplog.records == []
+
+
+def test_temp_url_of_one_account_is_refused_by_another(
+    devcloud: dict[str, Any], store: ObjectStore, container: str
+) -> None:
+    store.put_object(container, "o", b"x")
+    second = tempauth_store(devcloud, second=True)
+    forged = build_for_account(second, store.account_url, container, "o")
+    assert requests.get(forged, timeout=30).status_code == 401
+
+
+def build_for_account(
+    signer: ObjectStore, account_url: str, container: str, name: str
+) -> str:
+    """A URL for ``account_url`` signed with ``signer``'s (other) account key."""
+    from swflows.clients.object_store import build_temp_url
+
+    return build_temp_url(
+        account_url, container, name, "GET", int(time.time()) + 60, signer.tempurl_key()
+    )
+
+
+def test_expiry_must_be_absolute(store: ObjectStore, container: str) -> None:
+    with pytest.raises(ValidationError, match="absolute"):
+        store.temp_url(container, "o", "GET", 600)
+
+
+def test_session_based_store(devcloud: dict[str, Any], prefix: str) -> None:
+    # A keystoneauth1 session whose plugin hands out Swift's own token and
+    # storage URL: the same path a Keystone-authenticated cloud takes.
+    tempauth = tempauth_store(devcloud)
+    url = tempauth.account_url
+    token = tempauth.connection.token
+    session = ks_session.Session(auth=token_endpoint.Token(url, token))
+    store = ObjectStore.from_session(session)
+    assert store.account_url == url
+    name = f"{prefix}-session"
+    store.ensure_container(name)
+    assert store.put_object(name, "o", b"1") == hashlib.md5(b"1").hexdigest()  # noqa: S324
+    assert tempauth.get_object(name, "o") is not None
+    assert store.delete_container(name, force=True) is True
+
+
+def test_wrong_key_is_a_clean_error(devcloud: dict[str, Any]) -> None:
+    sw = devcloud["swift"]
+    wrong = "not-the-key-123"
+    bad = ObjectStore.from_tempauth(sw["auth_url"], sw["user"], wrong, retry=NO_RETRY)
+    with pytest.raises(CloudError) as caught:
+        bad.container_exists("anything")
+    assert (caught.value.service, caught.value.status) == ("object-store", 401)
+    assert wrong not in str(caught.value)
+
+
+def test_unreachable_swift_is_retryable(devcloud: dict[str, Any]) -> None:
+    sw = devcloud["swift"]
+    dead = ObjectStore.from_tempauth(
+        "http://127.0.0.1:9/auth/v1.0", sw["user"], sw["key"], retry=NO_RETRY
+    )
+    with pytest.raises(CloudError) as caught:
+        dead.list_containers()
+    assert caught.value.retryable and sw["key"] not in str(caught.value)
