@@ -8,8 +8,6 @@ the logbook, so no client, token or key is ever persisted with a flow.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -110,11 +108,6 @@ class Services:
 
     def __repr__(self) -> str:  # never show the secret
         return f"Services(store={self.store!r})"
-
-    def derive_secret(self, *parts: str) -> str:
-        """A stable secret for ``parts`` (e.g. a stack user's password)."""
-        digest = hmac.new(self.secret, "\0".join(parts).encode(), hashlib.sha256)
-        return "Sw1-" + digest.hexdigest()
 
     def signal_transport(
         self, name: str, options: dict[str, Any] | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from swflows import derive, exceptions
+from swflows.clients import identity
 from swflows.transports import base, names
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def stack_user_password(services: Services, deployment_id: str) -> str:
-    return services.derive_secret("stack-user", deployment_id)
+    return identity.derive_password(services.secret, "stack-user", deployment_id)
 
 
 def credential_inputs(
