@@ -171,7 +171,7 @@ class ObjectStore:
         self.connection = connection
         self.listing_page = listing_page
         self.retry_policy = retry
-        #: GET requests made for container listings, for requests-per-poll.
+        #: GET requests made for listings, for reporting requests per poll.
         self.listing_requests = 0
         self._lock = threading.Lock()
         self._tempurl_key: str | None = None
@@ -285,19 +285,29 @@ class ObjectStore:
 
     @retried
     def list_containers(self, prefix: str | None = None) -> list[str]:
-        names: list[str] = []
+        listing = self._listing(
+            "list containers", self.connection.get_account, prefix=prefix
+        )
+        return [item["name"] for item in listing]
+
+    def _listing(
+        self, what: str, fn: Callable[..., Any], *args: Any, prefix: str | None
+    ) -> list[dict[str, Any]]:
+        """A whole account or container listing.
+
+        One request per :attr:`listing_page` names, counted in
+        :attr:`listing_requests`; a short page is the last one.
+        """
+        items: list[dict[str, Any]] = []
         marker = ""
         while True:
+            self.listing_requests += 1
             _, page = self._call(
-                "list containers",
-                self.connection.get_account,
-                marker=marker,
-                limit=self.listing_page,
-                prefix=prefix,
+                what, fn, *args, marker=marker, limit=self.listing_page, prefix=prefix
             )
-            names.extend(item["name"] for item in page)
+            items.extend(page)
             if len(page) < self.listing_page:
-                return names
+                return items
             marker = page[-1]["name"]
 
     # -- objects ----------------------------------------------------------
@@ -392,41 +402,31 @@ class ObjectStore:
     ) -> list[ObjectInfo]:
         """Every object (under ``prefix``); a missing container lists nothing.
 
-        One request per :attr:`listing_page` names, counted in
-        :attr:`listing_requests`.
+        One request per :attr:`listing_page` names (see :meth:`_listing`).
         """
         return self._list_objects(container, prefix)
 
     def _list_objects(self, container: str, prefix: str | None) -> list[ObjectInfo]:
-        found: list[ObjectInfo] = []
-        marker = ""
-        while True:
-            self.listing_requests += 1
-            try:
-                _, page = self._call(
-                    f"list container {container}",
-                    self.connection.get_container,
-                    container,
-                    marker=marker,
-                    limit=self.listing_page,
-                    prefix=prefix,
-                )
-            except CloudError as exc:
-                if is_missing(exc, SERVICE):
-                    return found
-                raise
-            found.extend(
-                ObjectInfo(
-                    name=item["name"],
-                    etag=item["hash"],
-                    last_modified=item["last_modified"],
-                    bytes=int(item["bytes"]),
-                )
-                for item in page
+        try:
+            listing = self._listing(
+                f"list container {container}",
+                self.connection.get_container,
+                container,
+                prefix=prefix,
             )
-            if len(page) < self.listing_page:
-                return found
-            marker = page[-1]["name"]
+        except CloudError as exc:
+            if is_missing(exc, SERVICE):
+                return []
+            raise
+        return [
+            ObjectInfo(
+                name=item["name"],
+                etag=item["hash"],
+                last_modified=item["last_modified"],
+                bytes=int(item["bytes"]),
+            )
+            for item in listing
+        ]
 
     # -- TempURLs ---------------------------------------------------------
 
