@@ -23,9 +23,13 @@ VERSION = 1
 
 
 def make_flow(**plan_kwargs: Any) -> linear_flow.Flow:
-    plan = common.Plan.from_kwargs(plan_kwargs)
-    flow = linear_flow.Flow(f"swflows.{NAME}")
-    common.add_signal_setup(flow, NAME, plan)
-    flow.add(deployment.CreateDeployment(NAME, **common.publishing_options(plan)))
-    common.add_publish_and_wait(flow, NAME, plan)
+    return build(NAME, common.Plan.from_kwargs(plan_kwargs))
+
+
+def build(name: str, plan: common.Plan) -> linear_flow.Flow:
+    """A new deployment's graph; atoms are named after flow ``name``."""
+    flow = linear_flow.Flow(f"swflows.{name}")
+    common.add_signal_setup(flow, name, plan)
+    flow.add(deployment.CreateDeployment(name, **common.publishing_options(plan)))
+    common.add_publish_and_wait(flow, name, plan)
     return flow

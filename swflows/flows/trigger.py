@@ -11,17 +11,12 @@ from typing import Any
 
 from taskflow.patterns import linear_flow
 
-from swflows.flows import common
-from swflows.tasks import deployment
+from swflows.flows import common, deploy
 
 NAME = "trigger"
 VERSION = 1
 
 
 def make_flow(**plan_kwargs: Any) -> linear_flow.Flow:
-    plan = common.Plan.from_kwargs(plan_kwargs)
-    flow = linear_flow.Flow(f"swflows.{NAME}")
-    common.add_signal_setup(flow, NAME, plan)
-    flow.add(deployment.CreateDeployment(NAME, **common.publishing_options(plan)))
-    common.add_publish_and_wait(flow, NAME, plan)
-    return flow
+    # the same graph as deploy (a new deployment row), under its own names
+    return deploy.build(NAME, common.Plan.from_kwargs(plan_kwargs))

@@ -58,6 +58,25 @@ class Task(task.Task):  # type: ignore[misc]
         self.flow_name = flow
 
 
+class TransportTask(Task):
+    """A task that works through one transport, named with its options.
+
+    Name and options are flow-factory arguments, so a rebuilt flow gets the
+    same transport; the transport object itself is looked up at run time.
+    """
+
+    def __init__(
+        self,
+        flow: str,
+        transport: str,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flow, **kwargs)
+        self.transport_name = transport
+        self.transport_options = dict(options or {})
+
+
 def is_failure(result: Any) -> bool:
     return isinstance(result, failure.Failure)
 
@@ -72,4 +91,11 @@ def revert_quietly(what: str, action: Callable[[], Any]) -> None:
         )
 
 
-__all__ = ["SERVICES_KEY", "Task", "atom_name", "is_failure", "revert_quietly"]
+__all__ = [
+    "SERVICES_KEY",
+    "Task",
+    "TransportTask",
+    "atom_name",
+    "is_failure",
+    "revert_quietly",
+]

@@ -10,7 +10,7 @@ from swflows.tasks import base
 from swflows.transports.base import SignalRef, StackUser
 
 
-class DeriveConfig(base.Task):
+class DeriveConfig(base.TransportTask):
     """Build and store the derived config for this action.
 
     Its id is derived from (deployment id, generation): a re-run after a
@@ -18,17 +18,6 @@ class DeriveConfig(base.Task):
     """
 
     default_provides = "derived_config_id"
-
-    def __init__(
-        self,
-        flow: str,
-        transport: str,
-        options: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(flow, **kwargs)
-        self.transport_name = transport
-        self.transport_options = dict(options or {})
 
     def execute(
         self,

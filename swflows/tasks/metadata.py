@@ -74,21 +74,10 @@ def publish_server(
     return attempt()
 
 
-class PublishMetadata(base.Task):
+class PublishMetadata(base.TransportTask):
     """Publish the server's metadata so its agent sees this action."""
 
     default_provides = "published_version"
-
-    def __init__(
-        self,
-        flow: str,
-        transport: str,
-        options: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(flow, **kwargs)
-        self.transport_name = transport
-        self.transport_options = dict(options or {})
 
     def execute(self, services: Services, server_id: str) -> int:
         return publish_server(

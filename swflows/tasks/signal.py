@@ -17,18 +17,7 @@ from swflows.transports.base import SignalRef, SignalTransport, StackUser
 LOG = logging.getLogger(__name__)
 
 
-class _TransportTask(base.Task):
-    def __init__(
-        self,
-        flow: str,
-        transport: str,
-        options: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(flow, **kwargs)
-        self.transport_name = transport
-        self.transport_options = dict(options or {})
-
+class _TransportTask(base.TransportTask):
     def transport(self, services: Services) -> SignalTransport:
         return services.signal_transport(self.transport_name, self.transport_options)
 
