@@ -57,6 +57,17 @@ class Clients:
         #: the Keystone URL agents authenticate against (``deploy_auth_url``)
         self.identity_url = identity_url
 
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> Clients:
+        """The clients ``conf``'s client groups and ``[stack_user]`` configure.
+
+        Built with keystoneauth1's loading (see :mod:`swflows.clients.loading`);
+        a service whose group has no auth is not offered.
+        """
+        from swflows.clients import loading
+
+        return loading.clients_from_conf(conf)
+
     def offers(self, name: str) -> bool:
         return self._factories.get(name) is not None
 
