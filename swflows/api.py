@@ -53,6 +53,26 @@ class Swflows:
         self.runner = Runner(self.services)
         self._pending: dict[str, concurrent.futures.Future[str]] = {}
 
+    # -- built from options alone ---------------------------------------
+    @classmethod
+    def from_conf(cls, conf: Any, store: Any = None) -> Swflows:
+        """An instance configured by ``conf`` alone (see :mod:`swflows.conf`).
+
+        The store is opened from ``[database]`` unless ``store`` is given, and
+        the cloud clients are built from the client groups and ``[stack_user]``
+        (:meth:`swflows.services.Clients.from_conf`).  A store opened here is
+        ``sw.store``: close it after the instance.
+        """
+        from swflows.persistence.store import Store
+
+        opened = store if store is not None else Store.from_conf(conf)
+        try:
+            return cls(opened, Clients.from_conf(conf), conf)
+        except BaseException:
+            if store is None:
+                opened.close()
+            raise
+
     def close(self) -> None:
         self.runner.close()
 
