@@ -2,61 +2,89 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 
 from swflows import conf as sw_conf
 from swflows.api import Swflows
-from swflows.clients.compute import Compute
-from swflows.clients.identity import StackUsers
-from swflows.clients.messaging import Messaging
-from swflows.clients.object_store import ObjectStore
-from swflows.persistence.store import Store
 from swflows.services import Clients
-from swflows.transports.base import StackUser
+
+#: the service groups :func:`conf_text` may leave out
+CLOUD_SERVICES = ("object_store", "messaging", "compute")
 
 
-def password_session(auth_url: str, creds: dict[str, Any]) -> ks_session.Session:
-    return ks_session.Session(auth=v3.Password(auth_url=auth_url, **creds))
+def conf_text(
+    cloud: dict[str, Any],
+    *,
+    database: str | None = None,
+    stack_domain_by_name: bool = False,
+    services: tuple[str, ...] = CLOUD_SERVICES,
+) -> str:
+    """A swflows configuration file for the dev cloud, from its cloud.json.
+
+    swflows logs in as the demo user (``[identity]``, shared by Zaqar and
+    Nova through ``auth_section``), as the stack domain admin for stack
+    users, and to Swift with tempauth; ``services`` are the groups written.
+    """
+    ks = cloud["keystone"]
+    swift = cloud["swift"]
+    demo = ks["demo"]
+    domain = (
+        f"stack_user_domain_name = {ks['stack_user_domain_name']}"
+        if stack_domain_by_name
+        else f"stack_user_domain_id = {ks['stack_user_domain_id']}"
+    )
+    sections = {
+        "watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"],
+        "database": [f"connection = {database}"] if database else [],
+        "identity": [
+            "auth_type = password",
+            f"auth_url = {ks['auth_url']}",
+            f"username = {demo['username']}",
+            f"password = {demo['password']}",
+            f"project_name = {demo['project_name']}",
+            f"user_domain_id = {demo['user_domain_id']}",
+            f"project_domain_id = {demo['project_domain_id']}",
+        ],
+        "stack_user": [
+            domain,
+            f"stack_domain_admin = {ks['stack_domain_admin']}",
+            f"stack_domain_admin_password = {ks['stack_domain_admin_password']}",
+            f"stack_user_role = {ks['stack_user_role']}",
+        ],
+        "object_store": [
+            "auth_version = v1",
+            f"v1_auth_url = {swift['auth_url']}",
+            f"v1_user = {swift['user']}",
+            f"v1_key = {swift['key']}",
+        ],
+        "messaging": ["auth_section = identity"],
+        "compute": ["auth_section = identity"],
+    }
+    return "".join(
+        f"[{name}]\n" + "".join(f"{line}\n" for line in lines) + "\n"
+        for name, lines in sections.items()
+        if lines and (name not in CLOUD_SERVICES or name in services)
+    )
+
+
+def write_conf(cloud: dict[str, Any], path: Path, **kwargs: Any) -> Path:
+    """Write :func:`conf_text` to ``path``, readable by its owner only."""
+    path.touch(mode=0o600)
+    path.write_text(conf_text(cloud, **kwargs))
+    return path
 
 
 def make_clients(cloud: dict[str, Any]) -> Clients:
-    ks = cloud["keystone"]
-    auth_url = ks["auth_url"]
-    demo = password_session(auth_url, ks["demo"])
-
-    def messaging_for(user: StackUser, password: str) -> Messaging:
-        session = ks_session.Session(
-            auth=v3.Password(
-                auth_url=auth_url,
-                user_id=user.user_id,
-                password=password,
-                project_id=user.project_id,
-            )
-        )
-        return Messaging.from_session(session, url=cloud["zaqar"]["url"])
-
-    return Clients(
-        object_store=lambda: ObjectStore.from_tempauth(
-            cloud["swift"]["auth_url"], cloud["swift"]["user"], cloud["swift"]["key"]
-        ),
-        messaging=lambda: Messaging.from_session(demo, url=cloud["zaqar"]["url"]),
-        stack_users=lambda: StackUsers.from_password(
-            auth_url,
-            domain_id=ks["stack_user_domain_id"],
-            username=ks["stack_domain_admin"],
-            password=ks["stack_domain_admin_password"],
-            role_name=ks["stack_user_role"],
-        ),
-        compute=lambda: Compute.from_session(demo),
-        messaging_for=messaging_for,
-        identity_url=auth_url,
-    )
+    """The dev cloud's clients, built from a configuration file as users do."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_conf(cloud, Path(tmp) / "swflows.conf")
+        # option values are read when the file is loaded, not later
+        return Clients.from_conf(sw_conf.get_conf(config_files=[str(path)]))
 
 
 def make_conf(**overrides: Any) -> Any:
@@ -70,13 +98,18 @@ def make_conf(**overrides: Any) -> Any:
 
 @pytest.fixture
 def sw(devcloud: dict[str, Any], tmp_path: Path) -> Iterator[Swflows]:
-    store = Store(f"sqlite:///{tmp_path / 'swflows.sqlite'}")
-    instance = Swflows(store, make_clients(devcloud), make_conf())
+    """A Swflows built from a configuration file alone, its store in tmp_path."""
+    path = write_conf(
+        devcloud,
+        tmp_path / "swflows.conf",
+        database=f"sqlite:///{tmp_path / 'swflows.sqlite'}",
+    )
+    instance = Swflows.from_conf(sw_conf.get_conf(config_files=[str(path)]))
     try:
         yield instance
     finally:
         instance.close()
-        store.close()
+        instance.store.close()
 
 
 def leftovers(sw: Swflows, *deployment_ids: str) -> dict[str, list[str]]:
@@ -88,21 +121,23 @@ def leftovers(sw: Swflows, *deployment_ids: str) -> dict[str, list[str]]:
     another's resources.
     """
     clients = sw.services.clients
-    swift = clients.object_store
     found: dict[str, list[str]] = {}
 
     def mine(name: str) -> bool:
         return any(d in name for d in deployment_ids)
 
-    found["users"] = [u.name for u in clients.stack_users.list_users() if mine(u.name)]
-    found["projects"] = [
-        p.name for p in clients.stack_users.list_projects() if mine(p.name)
-    ]
-    found["objects"] = [
-        f"{container}/{o.name}"
-        for container in swift.list_containers()
-        for o in swift.list_objects(container)
-        if mine(o.name)
-    ]
-    found["queues"] = [q for q in clients.messaging.list_queues() if mine(q)]
+    if clients.offers("stack_users"):
+        users = clients.stack_users
+        found["users"] = [u.name for u in users.list_users() if mine(u.name)]
+        found["projects"] = [p.name for p in users.list_projects() if mine(p.name)]
+    if clients.offers("object_store"):
+        swift = clients.object_store
+        found["objects"] = [
+            f"{container}/{o.name}"
+            for container in swift.list_containers()
+            for o in swift.list_objects(container)
+            if mine(o.name)
+        ]
+    if clients.offers("messaging"):
+        found["queues"] = [q for q in clients.messaging.list_queues() if mine(q)]
     return {kind: names for kind, names in found.items() if names}
