@@ -2,7 +2,9 @@
 
 Removes the deployment row (republishing the server's metadata without it),
 its derived configs and its stack user.  The DELETE action's outcome is
-recorded before the row goes; a FAILED DELETE does not keep the row.
+recorded before the row goes; a FAILED DELETE does not keep the row.  A
+failure once the row is gone cannot bring it back: the revert then finishes
+the removal, so no config or stack user is left without its deployment.
 """
 
 from __future__ import annotations
@@ -32,8 +34,15 @@ def make_flow(run_delete_action: bool = False, **plan_kwargs: Any) -> linear_flo
                 rebind={"config_id": "previous_config_id"},
             )
         )
-    flow.add(deployment.DeleteDeployment(NAME, **common.publishing_options(plan)))
     current = "derived_config_id" if run_delete_action else "current_config_id"
+    flow.add(
+        deployment.DeleteDeployment(
+            NAME,
+            stack_user=plan.needs_stack_user,
+            rebind={"config_id": current},
+            **common.publishing_options(plan),
+        )
+    )
     flow.add(
         config.DeleteDerivedConfig(
             NAME, discriminator="current", rebind={"config_id": current}

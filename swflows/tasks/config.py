@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from swflows import derive, exceptions
 from swflows.services import Services
 from swflows.tasks import base
 from swflows.transports.base import SignalRef, StackUser
+
+LOG = logging.getLogger(__name__)
 
 
 class DeriveConfig(base.TransportTask):
@@ -73,9 +76,15 @@ class DeriveConfig(base.TransportTask):
     ) -> None:
         # keyed by (deployment, generation): found even if never recorded
         config_id = derive.derived_config_id(deployment_id, generation)
-        base.revert_quietly(
-            f"derived config {config_id}", lambda: delete_config(services, config_id)
-        )
+
+        def remove() -> None:
+            try:
+                delete_config(services, config_id)
+            except exceptions.ConfigInUse as exc:
+                # its action ran to its end and the deployment keeps it
+                LOG.info("derived config %s stays: %s", config_id, exc)
+
+        base.revert_quietly(f"derived config {config_id}", remove)
 
 
 class DeleteDerivedConfig(base.Task):

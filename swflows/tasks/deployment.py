@@ -9,7 +9,7 @@ from typing import Any
 
 from swflows import derive, exceptions, model, states
 from swflows.services import Services
-from swflows.tasks import base, metadata
+from swflows.tasks import base, config, identity, metadata
 
 LOG = logging.getLogger(__name__)
 
@@ -129,8 +129,14 @@ class StartAction(_PublishingTask):
 
     Provides the config it pointed at before (derived from the previous
     generation, so a re-run knows it too), which the flow deletes once the
-    new one is published.  A revert points the row back at it and marks it
-    FAILED with the infrastructure error, so the row tells the truth.
+    new one is published.  A revert, keyed by the generation (so it also
+    undoes an update whose result was never recorded), tells the truth:
+
+    * an action still running is marked FAILED with the infrastructure
+      error and the row points back at the previous config;
+    * an action that already ended (its signal, a timeout or a cancel was
+      recorded) keeps its outcome, since the server did run it; only the
+      config it replaced is dropped, as the flow would have done.
     """
 
     default_provides = ("action_started", "previous_config_id")
@@ -184,34 +190,101 @@ class StartAction(_PublishingTask):
         flow_failures: Any = None,
         **kwargs: Any,
     ) -> None:
-        if base.is_failure(result):
-            return
-        previous = result[1] if result else None
+        previous: str | None = derive.derived_config_id(deployment_id, generation - 1)
+        if result and not base.is_failure(result):
+            previous = result[1]
         why = _failure_text(flow_failures)
 
         def restore() -> None:
-            services.store.update_deployment(
-                deployment_id,
-                expected_generation=generation,
-                status=states.FAILED,
-                status_reason=f"{action} could not start: {why}",
-                reason={"kind": states.ReasonKind.INFRASTRUCTURE.value},
-                config_id=previous,
-                generation=generation - 1,
-            )
+            for _ in range(2):  # once more if a signal ends the action meanwhile
+                try:
+                    row = services.store.get_deployment(deployment_id)
+                except exceptions.DeploymentNotFound:
+                    return  # removed since (an undeploy got past the row)
+                if row.generation != generation:
+                    return  # this action never started
+                if row.is_terminal:
+                    if previous and previous != row.config_id:
+                        config.delete_config(services, previous)
+                    return
+                try:
+                    services.store.update_deployment(
+                        deployment_id,
+                        expected_status=states.IN_PROGRESS,
+                        expected_generation=generation,
+                        status=states.FAILED,
+                        status_reason=f"{action} could not start: {why}",
+                        reason={"kind": states.ReasonKind.INFRASTRUCTURE.value},
+                        config_id=previous,
+                        generation=generation - 1,
+                    )
+                    return
+                except exceptions.ConcurrentUpdate:
+                    continue
 
         base.revert_quietly(f"deployment {deployment_id}", restore)
         self.republish(services, server_id)
 
 
 class DeleteDeployment(_PublishingTask):
-    """Delete the deployment row and republish the server without it."""
+    """Delete the deployment row and republish the server without it.
 
-    def execute(self, services: Services, deployment_id: str, server_id: str) -> None:
+    A removal cannot be undone, so once the row is gone a revert finishes
+    what the flow would have removed after it (the derived config
+    ``config_id`` and the stack user), instead of leaving them with
+    nothing pointing at them; while the row is there it does nothing.
+    """
+
+    def __init__(self, flow: str, *, stack_user: bool = False, **kwargs: Any) -> None:
+        super().__init__(flow, **kwargs)
+        self.stack_user = stack_user
+
+    def execute(
+        self,
+        services: Services,
+        deployment_id: str,
+        server_id: str,
+        config_id: str | None,
+    ) -> None:
         services.store.delete_deployment(deployment_id, missing_ok=True)
         metadata.publish_server(
             services, server_id, self.config_transport, self.config_options
         )
+
+    def revert(
+        self,
+        result: Any,
+        services: Services,
+        deployment_id: str,
+        server_id: str,
+        config_id: str | None,
+        **kwargs: Any,
+    ) -> None:
+        def row_gone() -> bool:
+            try:
+                services.store.get_deployment(deployment_id)
+            except exceptions.DeploymentNotFound:
+                return True
+            return False
+
+        try:
+            gone = row_gone()
+        except Exception:
+            LOG.warning("could not read deployment %s", deployment_id, exc_info=True)
+            return
+        if not gone:
+            return
+        if config_id:
+            base.revert_quietly(
+                f"derived config {config_id}",
+                lambda: config.delete_config(services, config_id),
+            )
+        if self.stack_user:
+            base.revert_quietly(
+                f"stack user of {deployment_id}",
+                lambda: identity.delete_stack_user(services, deployment_id),
+            )
+        self.republish(services, server_id)
 
 
 def _epoch(when: Any) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from swflows import exceptions
 from swflows.services import Services
 from swflows.tasks import base
 from swflows.transports import impl_heat
@@ -24,7 +25,12 @@ def user_name(deployment_id: str) -> str:
 
 
 class EnsureStackUser(base.Task):
-    """Create (or find) the deployment's stack project and user."""
+    """Create (or find) the deployment's stack project and user.
+
+    The user lives exactly as long as its deployment row: a revert removes
+    it only when no row is left (a new deployment reverted, or a removal
+    that got past the row), never the user of a deployment that stays.
+    """
 
     default_provides = "stack_user"
 
@@ -40,7 +46,23 @@ class EnsureStackUser(base.Task):
     def revert(
         self, result: Any, services: Services, deployment_id: str, **kwargs: Any
     ) -> None:
-        delete_stack_user(services, deployment_id)
+        try:
+            services.store.get_deployment(deployment_id)
+        except exceptions.DeploymentNotFound:
+            base.revert_quietly(
+                f"stack user of {deployment_id}",
+                lambda: delete_stack_user(services, deployment_id),
+            )
+            return
+        except Exception:
+            LOG.warning(
+                "could not tell whether deployment %s still exists; its stack "
+                "user is kept",
+                deployment_id,
+                exc_info=True,
+            )
+            return
+        LOG.debug("deployment %s stays, and so does its stack user", deployment_id)
 
 
 class DeleteStackUser(base.Task):
