@@ -1,20 +1,30 @@
 """A failure injected after each task's side effect reverts the whole flow.
 
-Every task of the deploy flow, and of trigger, is made to fail right after
-its real work (the worst moment: the side effect exists, the result is not
-recorded); the flow must revert and the real Keystone, Swift and Zaqar must
-hold nothing it made, the store no deployment row and no derived config.
+Every task of every flow (deploy, redeploy, undeploy with and without a
+DELETE action, trigger) is made to fail right after its real work (the
+worst moment: the side effect exists, the result is not recorded), per
+signal transport.  The flow must revert, and then:
+
+* the real Keystone, Swift and Zaqar hold nothing the flow made (no signal
+  object or queue of its action, no stack user without its deployment);
+* the deployment row tells the truth: gone, or terminal (never left
+  IN_PROGRESS) pointing at a config that exists, which is exactly what the
+  server reads through its config transport, with no other derived config
+  of the deployment left in the store;
+* undeploying what is left leaves nothing at all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from swflows import flows
+from swflows import derive, flows, model, states
 from swflows.api import Swflows
 from swflows.flows import common
 from tests.functional import flowkit
@@ -23,18 +33,11 @@ from tests.functional.flowkit import leftovers
 
 sw = flowkit.sw
 
+TIMEOUT = 60
+
 
 class Injected(RuntimeError):
     """The failure the test injects."""
-
-
-def task_classes(kind: str, plan: common.Plan) -> list[type]:
-    flow = flows.FACTORIES[kind](**plan.to_kwargs())
-    seen: list[type] = []
-    for atom in flow:
-        if type(atom) not in seen:
-            seen.append(type(atom))
-    return seen
 
 
 PLANS = {
@@ -42,43 +45,187 @@ PLANS = {
     "ZAQAR_SIGNAL": common.Plan("ZAQAR_SIGNAL", "POLL_TEMP_URL"),
     "HEAT_SIGNAL": common.Plan("HEAT_SIGNAL", "POLL_TEMP_URL", needs_stack_user=True),
 }
+#: flow kind of each operation, and its extra factory arguments
+OPERATIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "deploy": ("deploy", {}),
+    "redeploy": ("redeploy", {}),
+    "undeploy": ("undeploy", {"run_delete_action": True}),
+    "undeploy-no-delete": ("undeploy", {"run_delete_action": False}),
+    "trigger": ("trigger", {}),
+}
+
+
+def atoms(operation: str, plan: common.Plan) -> list[tuple[str, type]]:
+    """(atom name, task class) of every task of the operation's flow."""
+    kind, extra = OPERATIONS[operation]
+    flow = flows.FACTORIES[kind](**plan.to_kwargs(), **extra)
+    return [(atom.name, type(atom)) for atom in flow]
+
+
 CASES = [
-    (transport, cls)
+    (operation, transport, name, cls)
+    for operation in OPERATIONS
     for transport, plan in PLANS.items()
-    for cls in task_classes("deploy", plan)
+    for name, cls in atoms(operation, plan)
 ]
 
 
-def fail_after(monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
+def case_id(operation: str, transport: str, name: str, cls: type) -> str:
+    return f"{operation}-{transport}-{name.rsplit('.', 1)[-1]}"
+
+
+def fail_after(monkeypatch: pytest.MonkeyPatch, cls: type, atom: str) -> None:
+    """Make the atom named ``atom`` (of class ``cls``) fail after its work."""
     real = cls.execute
 
     @functools.wraps(real)  # keeps the signature TaskFlow reads requirements from
     def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
-        real(self, *args, **kwargs)
-        raise Injected(f"injected after {cls.__name__}")
+        result = real(self, *args, **kwargs)
+        if self.name == atom:
+            raise Injected(f"injected after {atom}")
+        return result
 
     monkeypatch.setattr(cls, "execute", execute)
 
 
-@pytest.mark.parametrize(
-    ("transport", "cls"), CASES, ids=[f"{t}-{c.__name__}" for t, c in CASES]
-)
-def test_deploy_reverts_leaving_nothing(
-    sw: Swflows, monkeypatch: pytest.MonkeyPatch, transport: str, cls: type
-) -> None:
-    config = sw.create_config("app", "#!/bin/sh\n", group="script")
-    server = str(uuid.uuid4())
-    deployment_id = str(uuid.uuid4())
-    fail_after(monkeypatch, cls)
-    with FakeServer(sw, server), pytest.raises(Injected):
-        sw.deploy(
-            server,
-            config.id,
-            signal_transport=transport,
-            timeout=30,
-            deployment_id=deployment_id,
+def component_config(sw: Swflows) -> model.Config:
+    return sw.create_config(
+        "db",
+        {
+            "configs": [
+                {"actions": ["CREATE", "UPDATE"], "config": "up", "tool": "script"},
+                {"actions": ["BACKUP"], "config": "backup", "tool": "script"},
+                {"actions": ["DELETE"], "config": "remove", "tool": "script"},
+            ]
+        },
+        group="component",
+        inputs=[{"name": "foo", "default": "a"}],
+        outputs=[{"name": "result"}],
+    )
+
+
+@dataclasses.dataclass
+class Target:
+    """The deployment an operation acts on, and how to run the operation."""
+
+    deployment_id: str
+    run: Callable[[], Any]
+    #: the row existed before the operation (it must not vanish on revert,
+    #: except where the operation itself removes it)
+    existed: bool
+
+
+def prepare(
+    sw: Swflows,
+    operation: str,
+    transport: str,
+    server: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Target:
+    if operation == "deploy":
+        config = component_config(sw)
+        new = str(uuid.uuid4())
+        return Target(
+            new,
+            lambda: sw.deploy(
+                server,
+                config.id,
+                signal_transport=transport,
+                timeout=TIMEOUT,
+                deployment_id=new,
+            ),
+            existed=False,
         )
+    if operation == "undeploy-no-delete":
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    else:
+        config = component_config(sw)
+    dep = sw.deploy(server, config.id, signal_transport=transport, timeout=TIMEOUT)
+    assert dep.status == states.COMPLETE, dep.status_reason
+    if operation == "redeploy":
+        return Target(
+            dep.id, lambda: sw.redeploy(dep.id, input_values={"foo": "b"}), True
+        )
+    if operation.startswith("undeploy"):
+        return Target(dep.id, lambda: sw.undeploy(dep.id), True)
+    # trigger makes a new deployment: its id is fixed here so it can be traced
+    triggered = str(uuid.uuid4())
+    real_new_id = model.new_id
+    ids = iter([triggered])
+    monkeypatch.setattr(model, "new_id", lambda: next(ids, None) or real_new_id())
+
+    def trigger() -> Any:
+        return sw.trigger(dep.id, "BACKUP", input_values={"foo": "c"})
+
+    return Target(triggered, trigger, existed=False)
+
+
+def derived_configs_of(sw: Swflows, deployment_id: str) -> set[str]:
+    """Ids of every derived config of the deployment still in the store."""
+    mine = {derive.derived_config_id(deployment_id, g) for g in range(1, 5)}
+    return {c.id for c in sw.list_configs(include_derived=True)} & mine
+
+
+def assert_truthful(
+    sw: Swflows, fake: FakeServer, target: Target, transport: str
+) -> model.Deployment | None:
+    """The row, the store, the published metadata and the cloud agree."""
+    found = [d for d in sw.list_deployments() if d.id == target.deployment_id]
+    row = found[0] if found else None
+    left = leftovers(sw, target.deployment_id)
+    users = left.pop("users", []), left.pop("projects", [])
+    # no signal store of any action, no queue: only the row's stack user
+    assert left == {}
+    needs_user = PLANS[transport].needs_stack_user
+    if row is None:
+        assert users == ([], []), "a stack user outlived its deployment"
+        assert derived_configs_of(sw, target.deployment_id) == set()
+        return None
+    assert row.status != states.IN_PROGRESS, row.status_reason
+    if row.status == states.FAILED:
+        assert row.reason is not None
+    assert derived_configs_of(sw, target.deployment_id) == {row.config_id}
+    assert sw.get_config(row.config_id).id == row.config_id
+    published = [i["id"] for i in fake.read_metadata()["deployments"]]
+    assert row.config_id in published
+    if needs_user and row.status == states.COMPLETE:
+        # a COMPLETE deployment's agent can still authenticate
+        assert len(users[0]) == 1, "the stack user of a live deployment is gone"
+    return row
+
+
+@pytest.mark.parametrize(
+    ("operation", "transport", "atom", "cls"),
+    CASES,
+    ids=[case_id(*case) for case in CASES],
+)
+def test_failure_reverts_leaving_nothing(
+    sw: Swflows,
+    monkeypatch: pytest.MonkeyPatch,
+    operation: str,
+    transport: str,
+    atom: str,
+    cls: type,
+) -> None:
+    server = str(uuid.uuid4())
+    with FakeServer(sw, server) as fake:
+        target = prepare(sw, operation, transport, server, monkeypatch)
+        before = sw.show(target.deployment_id) if target.existed else None
+        fail_after(monkeypatch, cls, atom)
+        with pytest.raises(Injected):
+            target.run()
+        monkeypatch.undo()
+        row = assert_truthful(sw, fake, target, transport)
+        if before is not None and row is not None and row.status == states.COMPLETE:
+            # still what it was, or the action that did complete
+            assert row.generation in (before.generation, before.generation + 1)
+        if operation in ("deploy", "trigger"):
+            assert row is None, "a reverted new deployment left its row"
+        if operation == "redeploy":
+            assert row is not None, "a reverted redeploy removed the deployment"
+        # what is left can still be undeployed, the trigger's original too
+        for left in sw.list_deployments(server_id=server):
+            sw.undeploy(left.id)
     assert sw.list_deployments(server_id=server) == []
-    assert [c.id for c in sw.list_configs(include_derived=True)] == [config.id]
-    assert sw.server_metadata(server) == []
-    assert leftovers(sw, deployment_id) == {}
+    assert leftovers(sw, target.deployment_id) == {}
+    assert derived_configs_of(sw, target.deployment_id) == set()
