@@ -3,8 +3,9 @@
 It reaches swflows only over the wire: the metadata through the server's
 config transport (a GET TempURL or a signed Zaqar URL), signals through the
 ``deploy_*`` inputs of each derived config (a PUT TempURL, a signed queue
-URL) or, for HEAT_SIGNAL, through the embedder's API.  The outputs it sends
-come from a responder the test gives it.
+URL, Zaqar as the stack user in credentials mode) or, for HEAT_SIGNAL,
+through the embedder's API.  The outputs it sends come from a responder the
+test gives it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 import requests
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 
-from swflows.clients.messaging import SignedUrlClient
+from swflows.clients.messaging import Messaging, SignedUrlClient
 from swflows.tasks import metadata
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -116,10 +119,15 @@ class FakeServer:
             )
             resp.raise_for_status()
         elif transport == "ZAQAR_SIGNAL":
-            signed = inputs["deploy_queue_signed_url"]
-            if isinstance(signed, str):
-                signed = json.loads(signed)
-            SignedUrlClient(signed).post(answer, ttl=600)
+            signed = inputs.get("deploy_queue_signed_url")
+            if signed:
+                if isinstance(signed, str):
+                    signed = json.loads(signed)
+                SignedUrlClient(signed).post(answer, ttl=600)
+            else:  # credentials mode: as the stack user, Zaqar from its catalog
+                self.as_stack_user(inputs).post(
+                    inputs["deploy_queue_id"], answer, ttl=600
+                )
         elif transport == "HEAT_SIGNAL":
             # as an embedder's API would answer 404, a deployment removed
             # meanwhile (a reverted flow) just drops the signal
@@ -127,6 +135,17 @@ class FakeServer:
                 self.sw.signal(self._deployment_for(item["id"]), body)
             except LookupError:
                 pass
+
+    @staticmethod
+    def as_stack_user(inputs: dict[str, Any]) -> Messaging:
+        """Zaqar as the agent reaches it with Heat's ``deploy_*`` credentials."""
+        auth = v3.Password(
+            auth_url=inputs["deploy_auth_url"],
+            user_id=inputs["deploy_user_id"],
+            password=inputs["deploy_password"],
+            project_id=inputs["deploy_project_id"],
+        )
+        return Messaging.from_session(ks_session.Session(auth=auth, timeout=30))
 
     def _deployment_for(self, config_id: str) -> str:
         for deployment in self.sw.list_deployments(server_id=self.server_id):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,7 +120,8 @@ def leftovers(sw: Swflows, *deployment_ids: str) -> dict[str, list[str]]:
     Names swflows makes carry the deployment id (stack user and project
     ``swflows-<id>``, signal objects ``<id>/<generation>``, queues
     ``sws-<id>-<generation>``), so tests running in parallel never see one
-    another's resources.
+    another's resources.  Queues are counted in every project, stack users'
+    included.
     """
     clients = sw.services.clients
     found: dict[str, list[str]] = {}
@@ -138,6 +141,34 @@ def leftovers(sw: Swflows, *deployment_ids: str) -> dict[str, list[str]]:
             for o in swift.list_objects(container)
             if mine(o.name)
         ]
-    if clients.offers("messaging"):
-        found["queues"] = [q for q in clients.messaging.list_queues() if mine(q)]
+    found["queues"] = zaqar_queues(*deployment_ids)  # in every project
     return {kind: names for kind, names in found.items() if names}
+
+
+#: Zaqar's queue catalogue (its management store) in the dev cloud
+ZAQAR_CATALOGUE = (
+    Path(__file__).resolve().parents[2]
+    / ".devcloud"
+    / "state"
+    / "zaqar"
+    / "zaqar-management.db"
+)
+
+
+def zaqar_queues(*fragments: str) -> list[str]:
+    """``project/queue`` of every Zaqar queue whose name holds a fragment.
+
+    Read from Zaqar's own catalogue, so queues of any project are seen,
+    even those of a stack user that no longer exists (the API only lists
+    the caller's project).
+    """
+    assert ZAQAR_CATALOGUE.is_file(), f"no Zaqar catalogue at {ZAQAR_CATALOGUE}"
+    with contextlib.closing(
+        sqlite3.connect(f"file:{ZAQAR_CATALOGUE}?mode=ro", uri=True, timeout=30)
+    ) as db:
+        rows = db.execute('SELECT project, name FROM "Queues"').fetchall()
+    return sorted(
+        f"{project}/{name}"
+        for project, name in rows
+        if any(fragment in name for fragment in fragments)
+    )
