@@ -3,7 +3,8 @@
 Every task of every flow (deploy, redeploy, undeploy with and without a
 DELETE action, trigger) is made to fail right after its real work (the
 worst moment: the side effect exists, the result is not recorded), per
-signal transport.  The flow must revert, and then:
+signal transport (ZAQAR_SIGNAL in both its modes).  The flow must revert,
+and then:
 
 * the real Keystone, Swift and Zaqar hold nothing the flow made (no signal
   object or queue of its action, no stack user without its deployment);
@@ -43,6 +44,13 @@ class Injected(RuntimeError):
 PLANS = {
     "TEMP_URL_SIGNAL": common.Plan("TEMP_URL_SIGNAL", "POLL_TEMP_URL"),
     "ZAQAR_SIGNAL": common.Plan("ZAQAR_SIGNAL", "POLL_TEMP_URL"),
+    # the queue then lives in the stack user's project
+    "ZAQAR_SIGNAL-credentials": common.Plan(
+        "ZAQAR_SIGNAL",
+        "POLL_TEMP_URL",
+        signal_options={"auth": "credentials"},
+        needs_stack_user=True,
+    ),
     "HEAT_SIGNAL": common.Plan("HEAT_SIGNAL", "POLL_TEMP_URL", needs_stack_user=True),
 }
 #: flow kind of each operation, and its extra factory arguments
@@ -208,8 +216,13 @@ def test_failure_reverts_leaving_nothing(
     cls: type,
 ) -> None:
     server = str(uuid.uuid4())
+    auth = PLANS[transport].signal_options.get("auth")
+    if auth:
+        sw.conf.set_override("zaqar_signal_auth", auth)
     with FakeServer(sw, server) as fake:
-        target = prepare(sw, operation, transport, server, monkeypatch)
+        target = prepare(
+            sw, operation, PLANS[transport].signal_transport, server, monkeypatch
+        )
         before = sw.show(target.deployment_id) if target.existed else None
         fail_after(monkeypatch, cls, atom)
         with pytest.raises(Injected):
