@@ -7,6 +7,7 @@ auth plugins only; endpoints are given as overrides.
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from swflows.clients.object_store import ObjectStore
 from swflows.services import Clients
 from swflows.transports.base import StackUser
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEYSTONE = "http://keystone.test:5000/v3"
 SECRET = "s3cr3t-never-shown"
 
@@ -260,3 +262,23 @@ def test_unregistered_conf_gets_swflows_options() -> None:
     clients = Clients.from_conf(bare)
     assert not clients.offers("object_store")
     assert bare.stack_user.stack_user_role == "heat_stack_user"
+
+
+def test_readme_example_file(tmp_path: pathlib.Path) -> None:
+    """The README's example configuration configures every service."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Cloud clients from the configuration file", 1)[1]
+    match = re.search(r"```ini\n(.*?)```", section, re.S)
+    assert match, "README has no ini block under 'Cloud clients'"
+    clients = Clients.from_conf(load(tmp_path, match.group(1)))
+    for name in ("object_store", "messaging", "stack_users", "compute"):
+        assert clients.offers(name), name
+    assert clients.identity_url == "https://keystone.example/v3"
+    assert clients.object_store.connection.authurl == (
+        "https://swift.example/auth/v1.0"
+    )
+    nova = clients.compute.nova.client
+    assert nova.region_name == "RegionOne"
+    # auth_section lends the auth; session options are each group's own
+    assert nova.session.auth.auth_url == "https://keystone.example/v3"
+    assert nova.session.verify == "/etc/ssl/certs/cloud-ca.pem"
