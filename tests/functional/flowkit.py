@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ import pytest
 
 from swflows import conf as sw_conf
 from swflows.api import Swflows
-from swflows.services import Clients
 
 #: the service groups :func:`conf_text` may leave out
 CLOUD_SERVICES = ("object_store", "messaging", "compute")
@@ -79,23 +77,6 @@ def write_conf(cloud: dict[str, Any], path: Path, **kwargs: Any) -> Path:
     path.touch(mode=0o600)
     path.write_text(conf_text(cloud, **kwargs))
     return path
-
-
-def make_clients(cloud: dict[str, Any]) -> Clients:
-    """The dev cloud's clients, built from a configuration file as users do."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = write_conf(cloud, Path(tmp) / "swflows.conf")
-        # option values are read when the file is loaded, not later
-        return Clients.from_conf(sw_conf.get_conf(config_files=[str(path)]))
-
-
-def make_conf(**overrides: Any) -> Any:
-    conf = sw_conf.get_conf()
-    conf.set_override("poll_interval", 0.1, "watcher")
-    conf.set_override("max_poll_interval", 0.5, "watcher")
-    for name, value in overrides.items():
-        conf.set_override(name, value)
-    return conf
 
 
 @pytest.fixture
