@@ -17,6 +17,7 @@ import tenacity
 from swflows import derive, exceptions, model, signals, states
 from swflows.engine import Runner
 from swflows.flows import common
+from swflows.persistence.flows import FlowRow
 from swflows.services import Clients, Services
 from swflows.tasks import metadata
 from swflows.tasks import signal as signal_tasks
@@ -51,7 +52,7 @@ class Swflows:
         self.store = store
         self.conf = conf
         self.runner = Runner(self.services)
-        self._pending: dict[str, concurrent.futures.Future[str]] = {}
+        self.runner.start()
 
     # -- built from options alone ---------------------------------------
     @classmethod
@@ -212,8 +213,8 @@ class Swflows:
             "signal_transport": transport,
             "parent_id": None,
         }
-        self._start("deploy", plan, inputs, wait)
-        return self._result(deployment_id, wait, wait_timeout)
+        started = self._start("deploy", plan, inputs)
+        return self._result(deployment_id, started, wait, wait_timeout)
 
     def redeploy(
         self,
@@ -267,8 +268,8 @@ class Swflows:
             "generation": current.generation + 1,
             "signal_transport": current.signal_transport,
         }
-        self._start("redeploy", plan, inputs, wait)
-        return self._result(deployment_id, wait, wait_timeout)
+        started = self._start("redeploy", plan, inputs)
+        return self._result(deployment_id, started, wait, wait_timeout)
 
     def suspend(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
         return self.redeploy(deployment_id, action=model.SUSPEND, **kwargs)
@@ -319,16 +320,12 @@ class Swflows:
                 generation=current.generation + 1,
                 signal_transport=current.signal_transport,
             )
-        future = self._start(
-            "undeploy",
-            {**plan.to_kwargs(), "run_delete_action": run_delete},
-            inputs,
-            wait,
+        flow_id, _ = self._start(
+            "undeploy", {**plan.to_kwargs(), "run_delete_action": run_delete}, inputs
         )
         if not wait:
             return current
-        if future is not None:
-            future.result(wait_timeout)
+        self.runner.wait(flow_id, wait_timeout)
         return None
 
     def trigger(
@@ -372,8 +369,8 @@ class Swflows:
             "signal_transport": transport,
             "parent_id": deployment_id,
         }
-        self._start("trigger", plan, inputs, wait)
-        return self._result(new_id, wait, wait_timeout)
+        started = self._start("trigger", plan, inputs)
+        return self._result(new_id, started, wait, wait_timeout)
 
     # -- reading --------------------------------------------------------
     def show(self, deployment_id: str) -> model.Deployment:
@@ -386,37 +383,50 @@ class Swflows:
         return self.store.list_deployments(**kwargs)  # type: ignore[no-any-return]
 
     def server_metadata(self, server_id: str) -> list[dict[str, Any]]:
-        """The server's metadata list, as POLL_SERVER_HEAT embedders serve it."""
-        return list(self.store.server_metadata(server_id).deployments)
+        """The server's metadata list, as POLL_SERVER_HEAT embedders serve it.
+
+        Serving it counts as the server picking up its waiting deployments
+        (for the delivery timeout).
+        """
+        found = list(self.store.server_metadata(server_id).deployments)
+        self.runner.registry.mark_picked_up(server_id)
+        return found
 
     def wait(
         self, deployment_id: str, timeout: float | None = None
     ) -> model.Deployment:
-        """Block until the deployment is terminal (or raise WaitTimeout)."""
-        future = self._pending.get(deployment_id)
-        if future is not None:
-            try:
-                future.result(timeout)
-            except concurrent.futures.TimeoutError:
-                raise exceptions.WaitTimeout(deployment_id, timeout or 0) from None
-            finally:
-                if future.done():
-                    self._pending.pop(deployment_id, None)
+        """Block until no flow works on the deployment any more, and return it.
+
+        Raises WaitTimeout after ``timeout`` seconds, and DeploymentNotFound
+        when the flow removed it (an undeploy).
+        """
         started = time.monotonic()
-        interval = float(self.conf.watcher.poll_interval)
-        for attempt in tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_NotYet),
-            wait=tenacity.wait_fixed(interval),
-            reraise=True,
-        ):
-            with attempt:
-                current = self.show(deployment_id)
-                if current.is_terminal:
-                    return current
-                if timeout is not None and time.monotonic() - started >= timeout:
-                    raise exceptions.WaitTimeout(deployment_id, timeout)
-                raise _NotYet()
-        raise AssertionError("unreachable")
+        for row in self.runner.registry.find(deployment_id=deployment_id):
+            left = None
+            if timeout is not None:
+                left = max(0.0, timeout - (time.monotonic() - started))
+            self.runner.wait(row.id, left)
+        return self.show(deployment_id)
+
+    # -- flows ----------------------------------------------------------
+    def list_flows(self, deployment_id: str | None = None) -> list[FlowRow]:
+        """Unfinished flows: running, parked (waiting) or broken."""
+        return self.runner.registry.find(deployment_id=deployment_id)
+
+    def list_interrupted(self) -> list[FlowRow]:
+        """Flows no live runner drives: their runner died (its lease ran
+        out) or they were set aside as BROKEN, with a note saying why."""
+        return self.runner.interrupted()
+
+    def resume(self, flow_id: str | None = None) -> list[str]:
+        """Take over and resume interrupted flows (all, or ``flow_id``).
+
+        Runners do this themselves when they start and while they run
+        (``[runner] resume_on_start``); this is for operators who turned
+        that off, or who do not want to wait for a dead runner's lease.
+        Returns the ids of the flows resumed.
+        """
+        return self.runner.resume_interrupted(flow_id)
 
     # -- signals and cancel --------------------------------------------
     def signal(
@@ -434,9 +444,12 @@ class Swflows:
         outcome = signal_tasks.outcome_from_payload(self.services, current, raw)
         if outcome is None:
             return True  # a progress signal
-        return signal_tasks.record_outcome(
+        recorded = signal_tasks.record_outcome(
             self.services, deployment_id, current.generation, outcome
         )
+        if recorded:
+            self.runner.wake()
+        return recorded
 
     def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:
         """End a running action FAILED, kind ``cancelled``."""
@@ -452,6 +465,7 @@ class Swflows:
             raise exceptions.InvalidTransition(
                 deployment_id, self.show(deployment_id).status, states.FAILED
             )
+        self.runner.wake()
         return self.show(deployment_id)
 
     def republish(self, server_id: str) -> int:
@@ -480,27 +494,21 @@ class Swflows:
         kind: str,
         plan: common.Plan | dict[str, Any],
         inputs: dict[str, Any],
-        wait: bool,
-    ) -> concurrent.futures.Future[str] | None:
+    ) -> tuple[str, concurrent.futures.Future[str]]:
         kwargs = plan if isinstance(plan, dict) else plan.to_kwargs()
-        if wait:
-            self.runner.run(kind, kwargs, inputs)
-            return None
-        future = self.runner.submit(kind, kwargs, inputs)
-        self._pending[inputs["deployment_id"]] = future
-        return future
+        return self.runner.launch(kind, kwargs, inputs)
 
     def _result(
-        self, deployment_id: str, wait: bool, wait_timeout: float | None
+        self,
+        deployment_id: str,
+        started: tuple[str, concurrent.futures.Future[str]],
+        wait: bool,
+        wait_timeout: float | None,
     ) -> model.Deployment:
+        flow_id, future = started
         if wait:
+            self.runner.wait(flow_id, wait_timeout)
             return self.show(deployment_id)
-        return self._show_when_created(deployment_id, wait_timeout)
-
-    def _show_when_created(
-        self, deployment_id: str, wait_timeout: float | None
-    ) -> model.Deployment:
-        future = self._pending.get(deployment_id)
         for attempt in tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(exceptions.DeploymentNotFound),
             wait=tenacity.wait_fixed(0.05),
@@ -508,11 +516,7 @@ class Swflows:
             reraise=True,
         ):
             with attempt:
-                if future is not None and future.done():
+                if future.done():
                     future.result()  # raise the flow's error, if any
                 return self.show(deployment_id)
         raise AssertionError("unreachable")
-
-
-class _NotYet(Exception):
-    """A wait's poll found the deployment still running."""

@@ -202,6 +202,42 @@ watcher_opts: Final[list[cfg.Opt]] = [
         min=1.0,
         help="Factor the interval grows by at each back-off step.",
     ),
+    cfg.FloatOpt(
+        "sweep_interval",
+        default=60.0,
+        min=1.0,
+        help="Seconds between two sweeps for signal stores no deployment "
+        "waits on (a TempURL object or queue recreated by a signal sent "
+        "after its deployment ended).",
+    ),
+]
+
+runner_group: Final = cfg.OptGroup(
+    "runner", help="The in-process runner that drives flows and resumes them."
+)
+runner_opts: Final[list[cfg.Opt]] = [
+    cfg.IntOpt(
+        "workers",
+        default=8,
+        min=1,
+        help="Threads running flow steps. Waiting deployments hold none: "
+        "they are parked until the watcher resumes them.",
+    ),
+    cfg.FloatOpt(
+        "lease_seconds",
+        default=30.0,
+        min=1.0,
+        help="Seconds a runner's claim on a flow lasts unless renewed; a "
+        "runner renews its claims every third of it. A flow whose runner "
+        "died is taken over once its claim ran out (at once when the dead "
+        "runner was on the same host).",
+    ),
+    cfg.BoolOpt(
+        "resume_on_start",
+        default=True,
+        help="Resume interrupted flows when the runner starts, and take over "
+        "those of runners that died while it runs.",
+    ),
 ]
 
 database_group: Final = cfg.OptGroup(
@@ -359,6 +395,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(default_opts)
     for group, opts in (
         (watcher_group, watcher_opts),
+        (runner_group, runner_opts),
         (database_group, database_opts),
         (stack_user_group, stack_user_opts),
         (jobboard_group, jobboard_opts),
@@ -385,6 +422,7 @@ def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:
     listed: list[tuple[str | cfg.OptGroup, list[cfg.Opt]]] = [
         ("DEFAULT", list(default_opts)),
         (watcher_group, list(watcher_opts)),
+        (runner_group, list(runner_opts)),
         (database_group, list(database_opts)),
         (stack_user_group, list(stack_user_opts)),
         (jobboard_group, list(jobboard_opts)),

@@ -71,6 +71,7 @@ class Tables:
     configs: sa.Table
     deployments: sa.Table
     servers: sa.Table
+    flows: sa.Table
 
 
 @functools.cache
@@ -149,4 +150,30 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         sa.Index(f"ix_{p}deployments_config_id", "config_id"),
         sa.Index(f"ix_{p}deployments_source_config_id", "source_config_id"),
     )
-    return Tables(p, metadata, configs, deployments, servers)
+    flows = sa.Table(
+        f"{p}flows",
+        metadata,
+        # the flow's id, which is also its TaskFlow logbook's and flow detail's
+        sa.Column("id", sa.String(ID_LENGTH), primary_key=True),
+        sa.Column("kind", sa.String(TRANSPORT_LENGTH), nullable=False),
+        sa.Column("deployment_id", sa.String(ID_LENGTH), nullable=False),
+        sa.Column("server_id", sa.String(NAME_LENGTH), nullable=False),
+        # RUNNING (driven by its owner), PARKED (waiting; nobody drives it)
+        # or BROKEN (cannot be resumed; an operator must look)
+        sa.Column("state", sa.String(STATUS_LENGTH), nullable=False),
+        # the runner driving it ("host:pid:token"), while it holds the lease
+        sa.Column("owner", sa.String(NAME_LENGTH), nullable=True),
+        # seconds since the epoch until which the owner's lease holds
+        sa.Column("lease_until", sa.Float(), nullable=True),
+        # what a parked flow waits for: its signal store, deadlines, progress
+        sa.Column("waiting", json_type(), nullable=True),
+        # how often it was taken over after its owner died
+        sa.Column("takeovers", sa.Integer(), nullable=False),
+        sa.Column("note", sa.Text(), nullable=True),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.Index(f"ix_{p}flows_state", "state"),
+        sa.Index(f"ix_{p}flows_deployment_id", "deployment_id"),
+        sa.Index(f"ix_{p}flows_server_id", "server_id"),
+    )
+    return Tables(p, metadata, configs, deployments, servers, flows)

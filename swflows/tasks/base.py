@@ -39,6 +39,10 @@ class Task(task.Task):  # type: ignore[misc]
 
     #: the store keys this task provides by default (subclasses set it)
     default_provides: Any = None
+    #: the task waits for the server: a runner parks the flow before it
+    #: (suspends the engine, frees the thread) and resumes it when the wait
+    #: is over, so the task then finds its outcome at once
+    parks: bool = False
 
     def __init__(
         self,

@@ -110,10 +110,13 @@ class AwaitSignal(_TransportTask):
 
     The deployment row is the truth: whatever ended the action first (a
     signal read here or by the runner's watcher, a signal pushed through the
-    API, a cancel, a timeout) is what this task returns.
+    API, a cancel, a timeout) is what this task returns.  Under swflows'
+    runner the flow is parked before this task, so it runs only once the
+    action has ended; in a plain TaskFlow engine it polls until then.
     """
 
     default_provides = "outcome"
+    parks = True
 
     def execute(
         self,

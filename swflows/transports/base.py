@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -115,8 +115,36 @@ class SignalTransport(abc.ABC):
         """The ``deploy_*`` inputs that tell an agent where to signal."""
 
     def read(self, services: Services, store: JsonDict) -> SignalRead:
-        """Look at the store once; ``payload`` is None while nothing landed."""
+        """Look at the store once; ``payload`` is None while nothing landed.
+
+        When several signals landed (a "started" progress signal, then the
+        final one), the newest is returned.
+        """
         return SignalRead(None)
+
+    def observe(
+        self,
+        services: Services,
+        stores: Mapping[str, JsonDict],
+        known: Mapping[str, str | None],
+    ) -> dict[str, SignalRead]:
+        """One look at many stores, by key; the signal watcher's poll.
+
+        ``known`` holds the version last seen of each store: a transport
+        that can tell a store is unchanged (an ETag in a listing) returns
+        its version with no payload instead of reading it again.  The
+        default reads each store.
+        """
+        return {key: self.read(services, store) for key, store in stores.items()}
+
+    def existing_stores(self, services: Services) -> dict[str, JsonDict]:
+        """Every store of this transport that exists now, by ref key.
+
+        The watcher removes those no flow waits on: a signal PUT after its
+        deployment ended (a late agent) recreates a store that nobody will
+        read.  Transports whose stores cannot come back return nothing.
+        """
+        return {}
 
     @abc.abstractmethod
     def delete_store(self, services: Services, store: JsonDict) -> None:

@@ -10,6 +10,7 @@ period, so it never dies before the deployment does.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from swflows import derive
@@ -71,6 +72,46 @@ class TempUrlSignal(base.SignalTransport):
         if found is None or not found.body:
             return base.SignalRead(None, found.etag if found else None)
         return base.SignalRead(found.body, found.etag)
+
+    def observe(
+        self,
+        services: Services,
+        stores: Mapping[str, base.JsonDict],
+        known: Mapping[str, str | None],
+    ) -> dict[str, base.SignalRead]:
+        """One listing per container; a GET only for objects whose ETag moved.
+
+        ETags, not times, tell a change: Swift's ``Last-Modified`` has whole
+        seconds, so two PUTs within one second look alike by time.
+        """
+        by_container: dict[str, dict[str, str]] = {}
+        for key, store in stores.items():
+            by_container.setdefault(store["container"], {})[store["object"]] = key
+        swift = services.clients.object_store
+        reads: dict[str, base.SignalRead] = {}
+        for container, objects in by_container.items():
+            listing = {
+                item.name: item
+                for item in swift.list_objects(container)
+                if item.name in objects
+            }
+            for name, key in objects.items():
+                item = listing.get(name)
+                if item is None:
+                    reads[key] = base.SignalRead(None)
+                elif item.bytes == 0 or item.etag == known.get(key):
+                    reads[key] = base.SignalRead(None, item.etag)
+                else:
+                    reads[key] = self.read(services, stores[key])
+        return reads
+
+    def existing_stores(self, services: Services) -> dict[str, base.JsonDict]:
+        found: dict[str, base.JsonDict] = {}
+        for item in services.clients.object_store.list_objects(self.container):
+            dep, _, gen = item.name.partition("/")
+            if dep and gen.isdigit():
+                found[item.name] = {"container": self.container, "object": item.name}
+        return found
 
     def delete_store(self, services: Services, store: base.JsonDict) -> None:
         services.clients.object_store.delete_object(store["container"], store["object"])

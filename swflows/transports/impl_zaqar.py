@@ -30,6 +30,16 @@ def queue_name(ref: base.SignalRef) -> str:
     return f"{QUEUE_PREFIX}{ref.deployment_id}-{ref.generation}"
 
 
+def parse_queue_name(queue: str) -> tuple[str, int] | None:
+    """``(deployment id, generation)`` of a signal queue's name, else None."""
+    if not queue.startswith(QUEUE_PREFIX):
+        return None
+    dep, sep, gen = queue[len(QUEUE_PREFIX) :].rpartition("-")
+    if not sep or not dep or not gen.isdigit():
+        return None
+    return dep, int(gen)
+
+
 class ZaqarSignal(base.SignalTransport):
     name = names.ZAQAR_SIGNAL
 
@@ -95,13 +105,25 @@ class ZaqarSignal(base.SignalTransport):
 
     def read(self, services: Services, store: base.JsonDict) -> base.SignalRead:
         messages = self._client(services, store).list_messages(store["queue"])
-        for message in messages:
+        # the newest: a final signal follows its "started" progress signal
+        for message in reversed(messages):
             body = message.body
             raw = body if isinstance(body, (bytes, str)) else _dumps(body)
             return base.SignalRead(
                 raw.encode() if isinstance(raw, str) else raw, message.id
             )
         return base.SignalRead(None)
+
+    def existing_stores(self, services: Services) -> dict[str, base.JsonDict]:
+        if self.auth == CREDENTIALS:
+            # those queues live in stack users' projects, gone with the users
+            return {}
+        found: dict[str, base.JsonDict] = {}
+        for queue in services.clients.messaging.list_queues():
+            ref = parse_queue_name(queue)
+            if ref is not None:
+                found[f"{ref[0]}/{ref[1]}"] = {"queue": queue, "deployment_id": ref[0]}
+        return found
 
     def delete_store(self, services: Services, store: base.JsonDict) -> None:
         self._client(services, store).delete_queue(store["queue"])

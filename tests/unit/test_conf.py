@@ -19,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 GROUPS = {
     "DEFAULT",
     "watcher",
+    "runner",
     "database",
     "stack_user",
     "jobboard",

@@ -1,0 +1,277 @@
+"""The signal watcher: one thread per runner looks after every parked flow.
+
+Each cycle reads the parked flows with their deployments' status in one
+query, then asks each signal transport about all its stores at once (for
+TEMP_URL_SIGNAL, one container listing per container, and a GET only for an
+object whose ETag moved).  A flow may go on when:
+
+- its deployment ended by other means (a signal pushed through the API, a
+  cancel, another watcher);
+- its final signal landed (recorded here, once: the deployment row's
+  compare-and-set lets only the first outcome in);
+- its deadline passed (FAILED, kind ``timeout``), or its delivery deadline
+  passed with no sign that the server picked it up (FAILED, kind
+  ``never_picked_up``).
+
+A "started" progress signal, or the server reading its metadata through the
+API, counts as picked up.  Every ``sweep_interval`` the watcher also
+removes signal stores no flow waits on: a TempURL PUT or a queue post sent
+after its deployment ended recreates a store nobody would read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from swflows import exceptions, signals, states
+from swflows.persistence import flows as flow_rows
+from swflows.services import Services
+from swflows.tasks import signal as signal_tasks
+from swflows.transports import names
+from swflows.transports.base import SignalRead, SignalRef
+
+if TYPE_CHECKING:
+    from swflows.engine.runner import Runner
+
+LOG = logging.getLogger(__name__)
+
+#: transports whose stores a late signal can bring back (swept)
+SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
+
+
+def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
+    """What a flow parked before ``atom`` waits for, from its stored values."""
+    storage = engine.storage
+    deployment_id = str(storage.fetch("deployment_id"))
+    generation = int(storage.fetch("generation"))
+    timeout = int(storage.fetch("timeout"))
+    started = float(storage.fetch("action_started"))
+    store = dict(storage.fetch("signal_store") or {})
+    delivery = int(services.conf.delivery_timeout or 0)
+    return {
+        "transport": atom.transport_name,
+        "options": dict(atom.transport_options),
+        "store": store,
+        "deployment_id": deployment_id,
+        "generation": generation,
+        "timeout": timeout,
+        "deadline": started + timeout,
+        "pickup_deadline": started + delivery if 0 < delivery < timeout else None,
+        "delivery_timeout": delivery,
+        "picked_up": False,
+        "seen": None,
+    }
+
+
+class Watcher:
+    """Checks every parked flow, and resumes those that may go on."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.services = runner.services
+        self.conf = runner.services.conf.watcher
+        self._wake = threading.Event()
+        self._last_sweep = time.monotonic()
+        self._last_takeover = time.monotonic()
+        #: cycles run, and flows resumed (for tests and status)
+        self.cycles = 0
+        self.resumed = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run_forever(self) -> None:
+        failures = 0
+        while not self.runner.stopping:
+            try:
+                self.cycle()
+                failures = 0
+            except Exception:
+                failures += 1
+                LOG.exception("signal watcher cycle failed (%d in a row)", failures)
+            self._wake.wait(self._delay(failures))
+            self._wake.clear()
+
+    def _delay(self, failures: int) -> float:
+        interval = float(self.conf.poll_interval)
+        if failures:
+            interval = min(
+                interval * float(self.conf.backoff_multiplier) ** failures,
+                float(self.conf.max_poll_interval),
+            )
+        jitter = float(self.conf.poll_jitter)
+        return interval * (1 + random.uniform(-jitter, jitter))
+
+    # -- one cycle ----------------------------------------------------------
+    def cycle(self) -> list[str]:
+        """Look once at every parked flow; the ids of those resumed."""
+        self.cycles += 1
+        now = time.time()
+        ready = []
+        waiting: list[flow_rows.FlowRow] = []
+        for row in self.runner.registry.parked():
+            if self._ended(row):
+                ready.append(row.id)
+            else:
+                waiting.append(row)
+        for row, read in self._observe(waiting):
+            if self._check(row, read, now):
+                ready.append(row.id)
+        resumed = [flow_id for flow_id in ready if self.runner.resume_parked(flow_id)]
+        self.resumed += len(resumed)
+        self._housekeeping()
+        return resumed
+
+    @staticmethod
+    def _ended(row: flow_rows.FlowRow) -> bool:
+        waiting = row.waiting or {}
+        return (
+            row.deployment_status != states.IN_PROGRESS
+            or row.deployment_generation != waiting.get("generation")
+        )
+
+    def _observe(
+        self, rows: Iterable[flow_rows.FlowRow]
+    ) -> list[tuple[flow_rows.FlowRow, SignalRead | None]]:
+        """Each row with its store's read (None: nothing to read)."""
+        groups: dict[tuple[str, str], list[flow_rows.FlowRow]] = {}
+        out: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
+        for row in rows:
+            waiting = row.waiting or {}
+            transport = self.services.signal_transport(
+                waiting["transport"], waiting.get("options")
+            )
+            if not transport.pulled or not waiting.get("store"):
+                out.append((row, None))
+                continue
+            key = (
+                waiting["transport"],
+                json.dumps(waiting.get("options"), sort_keys=True),
+            )
+            groups.setdefault(key, []).append(row)
+        for (name, options), members in groups.items():
+            transport = self.services.signal_transport(name, json.loads(options))
+            stores = {row.id: row.waiting["store"] for row in members if row.waiting}
+            known = {row.id: (row.waiting or {}).get("seen") for row in members}
+            try:
+                reads = transport.observe(self.services, stores, known)
+            except exceptions.SwflowsError as exc:
+                # the service is down: deadlines still count
+                LOG.warning("could not read %s signals: %s", name, exc)
+                reads = {}
+            out.extend((row, reads.get(row.id)) for row in members)
+        return out
+
+    def _check(
+        self, row: flow_rows.FlowRow, read: SignalRead | None, now: float
+    ) -> bool:
+        """Apply what was seen of one parked flow; whether it may go on."""
+        waiting = dict(row.waiting or {})
+        deployment_id = row.deployment_id
+        generation = int(waiting["generation"])
+        if (
+            read is not None
+            and read.payload is not None
+            and not (read.version and read.version == waiting.get("seen"))
+        ):
+            deployment = self.services.store.get_deployment(deployment_id)
+            outcome = signal_tasks.outcome_from_payload(
+                self.services, deployment, read.payload
+            )
+            if outcome is not None:
+                signal_tasks.record_outcome(
+                    self.services, deployment_id, generation, outcome
+                )
+                return True
+            # a "started" progress signal: the server picked it up
+            updated = {**waiting, "picked_up": True, "seen": read.version}
+            self.runner.registry.update_waiting(row.id, updated, expected=waiting)
+            waiting = updated
+        outcome = None
+        if now >= float(waiting["deadline"]):
+            outcome = signals.timeout_outcome(int(waiting["timeout"]))
+        elif (
+            waiting.get("pickup_deadline") is not None
+            and not waiting.get("picked_up")
+            and now >= float(waiting["pickup_deadline"])
+        ):
+            outcome = signals.never_picked_up_outcome(int(waiting["delivery_timeout"]))
+        if outcome is None:
+            return False
+        signal_tasks.record_outcome(self.services, deployment_id, generation, outcome)
+        return True
+
+    # -- housekeeping -------------------------------------------------------
+    def _housekeeping(self) -> None:
+        clock = time.monotonic()
+        runner_conf = self.services.conf.runner
+        if (
+            runner_conf.resume_on_start
+            and clock - self._last_takeover >= self.runner.lease_seconds
+        ):
+            self._last_takeover = clock
+            self.runner.resume_interrupted()
+        if clock - self._last_sweep >= float(self.conf.sweep_interval):
+            self._last_sweep = clock
+            self.sweep()
+
+    def sweep(self) -> list[str]:
+        """Remove signal stores no unfinished flow can read; their keys."""
+        removed: list[str] = []
+        clients = self.services.clients
+        offered = {
+            names.TEMP_URL_SIGNAL: clients.offers("object_store"),
+            names.ZAQAR_SIGNAL: clients.offers("messaging"),
+        }
+        for name in SWEPT_TRANSPORTS:
+            if not offered[name]:
+                continue
+            transport = self.services.signal_transport(name, self._options(name))
+            try:
+                # stores first, flows second: a store made after this listing
+                # belongs to a flow whose row is already written
+                existing = transport.existing_stores(self.services)
+                if not existing:
+                    continue
+                live = {row.deployment_id for row in self.runner.registry.find()}
+                for key, store in existing.items():
+                    if self._stray(key, live):
+                        transport.delete_store(self.services, store)
+                        removed.append(key)
+            except exceptions.SwflowsError as exc:
+                LOG.warning("could not sweep %s stores: %s", name, exc)
+        if removed:
+            LOG.info("removed %d signal store(s) no flow waits on", len(removed))
+        return removed
+
+    def _stray(self, key: str, live: set[str]) -> bool:
+        ref = _ref_of(key)
+        if ref is None or ref.deployment_id in live:
+            return False
+        try:
+            deployment = self.services.store.get_deployment(ref.deployment_id)
+        except exceptions.DeploymentNotFound:
+            return True
+        return deployment.is_terminal or deployment.generation != ref.generation
+
+    def _options(self, name: str) -> dict[str, Any]:
+        conf = self.services.conf
+        if name == names.TEMP_URL_SIGNAL:
+            return {"container": conf.signal_container}
+        return {"auth": conf.zaqar_signal_auth}
+
+
+def _ref_of(key: str) -> SignalRef | None:
+    deployment_id, _, generation = key.partition("/")
+    if not deployment_id or not generation.isdigit():
+        return None
+    return SignalRef(deployment_id, int(generation), 0)
+
+
+__all__ = ["Watcher", "waiting_of"]

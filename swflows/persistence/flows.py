@@ -1,0 +1,395 @@
+"""The flows table: who drives each unfinished flow, and what parked ones await.
+
+A row is written before a flow's logbook and removed after it, so every
+unfinished flow has one.  Its ``state`` is one of:
+
+``RUNNING``
+    an engine is, or was, driving it; ``owner`` holds a lease on it until
+    ``lease_until`` and renews it while it drives.  A RUNNING row whose
+    lease ran out belongs to a runner that died: another runner may take it
+    over (:meth:`FlowRegistry.claim`) and resume the flow from its logbook.
+``PARKED``
+    it waits for a signal, a timeout or a cancel, and nobody drives it: no
+    thread, no lease.  ``waiting`` says what it waits for.  The signal
+    watcher claims it when it may go on.
+``BROKEN``
+    it cannot be resumed (its flow changed version, its logbook is gone);
+    ``note`` says why.  Only an operator moves it on.
+
+Claims are compare-and-set updates, so two runners never drive one flow at
+once.  They are the shape of a jobboard's claim, which a conductor-based
+runner can take over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from swflows.persistence.store import Store
+
+RUNNING: Final = "RUNNING"
+PARKED: Final = "PARKED"
+BROKEN: Final = "BROKEN"
+STATES: Final = (RUNNING, PARKED, BROKEN)
+
+
+def new_owner(token: str) -> str:
+    """A runner's owner name: ``host:pid:token``, unique per runner."""
+    return f"{socket.gethostname()}:{os.getpid()}:{token}"
+
+
+def owner_is_dead(owner: str | None) -> bool:
+    """Whether ``owner`` is a runner of this host whose process is gone.
+
+    Such a lease is not waited out: a runner restarted on the same host
+    takes over its predecessor's flows at once.  Owners of other hosts are
+    only known dead by their leases running out.
+    """
+    if not owner:
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowRow:
+    """One unfinished flow, as the flows table holds it."""
+
+    id: str
+    kind: str
+    deployment_id: str
+    server_id: str
+    state: str
+    owner: str | None
+    lease_until: float | None
+    waiting: dict[str, Any] | None
+    takeovers: int
+    note: str | None
+    created_at: _dt.datetime
+    #: the deployment's status and generation, when read with them
+    deployment_status: str | None = None
+    deployment_generation: int | None = None
+
+    def lease_expired(self, now: float) -> bool:
+        return self.lease_until is None or self.lease_until <= now
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["created_at"] = self.created_at.isoformat()
+        return out
+
+
+class FlowRegistry:
+    """Reads and claims rows of the flows table of one :class:`Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._table = store.tables.flows
+
+    # -- rows -------------------------------------------------------------
+    def add(
+        self,
+        flow_id: str,
+        *,
+        kind: str,
+        deployment_id: str,
+        server_id: str,
+        owner: str,
+        lease_until: float,
+    ) -> None:
+        """Record a new flow, RUNNING and leased to ``owner``."""
+        values = {
+            "id": flow_id,
+            "kind": kind,
+            "deployment_id": deployment_id,
+            "server_id": server_id,
+            "state": RUNNING,
+            "owner": owner,
+            "lease_until": lease_until,
+            "waiting": None,
+            "takeovers": 0,
+            "note": None,
+            "created_at": _now(),
+            "updated_at": None,
+        }
+        self._store._write(
+            "add flow", lambda conn: conn.execute(self._table.insert().values(values))
+        )
+
+    def remove(self, flow_id: str) -> bool:
+        """Forget a finished flow; False when it was already gone."""
+
+        def op(conn: sa.Connection) -> bool:
+            result = conn.execute(
+                self._table.delete().where(self._table.c.id == flow_id)
+            )
+            return bool(result.rowcount)
+
+        return self._store._write("remove flow", op)
+
+    def get(self, flow_id: str) -> FlowRow | None:
+        def op(conn: sa.Connection) -> FlowRow | None:
+            row = conn.execute(
+                self._select().where(self._table.c.id == flow_id)
+            ).first()
+            return None if row is None else self._from_row(row)
+
+        return self._store._read("get flow", op)
+
+    def find(
+        self,
+        *,
+        states: Sequence[str] | None = None,
+        deployment_id: str | None = None,
+        server_id: str | None = None,
+    ) -> list[FlowRow]:
+        """Unfinished flows, oldest first, with their deployment's status."""
+        query = self._select()
+        if states:
+            query = query.where(self._table.c.state.in_(list(states)))
+        if deployment_id is not None:
+            query = query.where(self._table.c.deployment_id == deployment_id)
+        if server_id is not None:
+            query = query.where(self._table.c.server_id == server_id)
+        query = query.order_by(self._table.c.created_at, self._table.c.id)
+
+        def op(conn: sa.Connection) -> list[FlowRow]:
+            return [self._from_row(row) for row in conn.execute(query)]
+
+        return self._store._read("list flows", op)
+
+    def parked(self) -> list[FlowRow]:
+        """Every parked flow, with its deployment's status, in one query."""
+        return self.find(states=[PARKED])
+
+    def any_for_deployment(self, deployment_id: str) -> bool:
+        """Whether an unfinished flow works on ``deployment_id``."""
+
+        def op(conn: sa.Connection) -> bool:
+            query = (
+                sa.select(self._table.c.id)
+                .where(self._table.c.deployment_id == deployment_id)
+                .limit(1)
+            )
+            return conn.execute(query).first() is not None
+
+        return self._store._read("find flows", op)
+
+    # -- claims -----------------------------------------------------------
+    def claim(
+        self,
+        flow_id: str,
+        owner: str,
+        *,
+        lease_until: float,
+        now: float,
+        from_states: Iterable[str] = (RUNNING, PARKED),
+        dead_owner: str | None = None,
+    ) -> bool:
+        """Take the flow for ``owner``; False when someone else holds it.
+
+        A PARKED flow is free; a RUNNING one only once its lease ran out, or
+        when its owner is ``dead_owner`` (a runner of this host whose process
+        is gone).  A takeover of a RUNNING flow is counted.
+        """
+        t = self._table
+        free = sa.or_(
+            t.c.state == PARKED,
+            t.c.owner.is_(None),
+            t.c.lease_until <= now,
+            t.c.owner == owner,
+        )
+        if dead_owner is not None:
+            free = sa.or_(free, t.c.owner == dead_owner)
+        takeover = sa.case(
+            (
+                sa.and_(
+                    t.c.state == RUNNING, t.c.owner.is_not(None), t.c.owner != owner
+                ),
+                t.c.takeovers + 1,
+            ),
+            else_=t.c.takeovers,
+        )
+        query = (
+            t.update()
+            .where(t.c.id == flow_id, t.c.state.in_(list(from_states)), free)
+            .values(
+                state=RUNNING,
+                owner=owner,
+                lease_until=lease_until,
+                takeovers=takeover,
+                updated_at=_now(),
+            )
+        )
+        return self._store._write(
+            "claim flow", lambda conn: bool(conn.execute(query).rowcount)
+        )
+
+    def renew(
+        self, owner: str, flow_ids: Iterable[str], lease_until: float
+    ) -> set[str]:
+        """Extend ``owner``'s leases; the ids it still holds."""
+        ids = list(flow_ids)
+        if not ids:
+            return set()
+        t = self._table
+
+        def op(conn: sa.Connection) -> set[str]:
+            conn.execute(
+                t.update()
+                .where(t.c.id.in_(ids), t.c.owner == owner, t.c.state == RUNNING)
+                .values(lease_until=lease_until)
+            )
+            held = conn.execute(
+                sa.select(t.c.id).where(
+                    t.c.id.in_(ids), t.c.owner == owner, t.c.state == RUNNING
+                )
+            )
+            return {row.id for row in held}
+
+        return self._store._write("renew leases", op)
+
+    def park(self, flow_id: str, owner: str, waiting: Mapping[str, Any]) -> bool:
+        """Hand a waiting flow over to the watcher; False if not ``owner``'s."""
+        t = self._table
+        query = (
+            t.update()
+            .where(t.c.id == flow_id, t.c.owner == owner, t.c.state == RUNNING)
+            .values(
+                state=PARKED,
+                owner=None,
+                lease_until=None,
+                waiting=dict(waiting),
+                updated_at=_now(),
+            )
+        )
+        return self._store._write(
+            "park flow", lambda conn: bool(conn.execute(query).rowcount)
+        )
+
+    def release(self, flow_id: str, owner: str) -> bool:
+        """Give up a RUNNING flow (runner stopping): any runner may resume it."""
+        t = self._table
+        query = (
+            t.update()
+            .where(t.c.id == flow_id, t.c.owner == owner, t.c.state == RUNNING)
+            .values(owner=None, lease_until=None, updated_at=_now())
+        )
+        return self._store._write(
+            "release flow", lambda conn: bool(conn.execute(query).rowcount)
+        )
+
+    def update_waiting(
+        self, flow_id: str, waiting: Mapping[str, Any], *, expected: Mapping[str, Any]
+    ) -> bool:
+        """Replace a parked flow's ``waiting`` if it is still ``expected``."""
+        t = self._table
+
+        def op(conn: sa.Connection) -> bool:
+            row = conn.execute(
+                sa.select(t.c.waiting).where(t.c.id == flow_id, t.c.state == PARKED)
+            ).first()
+            if row is None or row.waiting != dict(expected):
+                return False
+            conn.execute(
+                t.update()
+                .where(t.c.id == flow_id, t.c.state == PARKED)
+                .values(waiting=dict(waiting), updated_at=_now())
+            )
+            return True
+
+        return self._store._write("update waiting flow", op)
+
+    def mark_picked_up(self, server_id: str) -> int:
+        """Note that ``server_id`` read its metadata: its parked flows were
+        picked up.  Returns how many were newly marked."""
+        marked = 0
+        for row in self.find(states=[PARKED], server_id=server_id):
+            waiting = dict(row.waiting or {})
+            if waiting.get("picked_up"):
+                continue
+            assert row.waiting is not None
+            if self.update_waiting(
+                row.id, {**waiting, "picked_up": True}, expected=row.waiting
+            ):
+                marked += 1
+        return marked
+
+    def break_flow(self, flow_id: str, note: str) -> None:
+        """Set a flow aside as BROKEN with ``note`` saying why."""
+        t = self._table
+        self._store._write(
+            "set flow aside",
+            lambda conn: conn.execute(
+                t.update()
+                .where(t.c.id == flow_id)
+                .values(
+                    state=BROKEN,
+                    owner=None,
+                    lease_until=None,
+                    note=note[:2000],
+                    updated_at=_now(),
+                )
+            ),
+        )
+
+    # -- internals --------------------------------------------------------
+    def _select(self) -> sa.Select[Any]:
+        t = self._table
+        d = self._store.tables.deployments
+        return sa.select(t, d.c.status, d.c.generation).select_from(
+            t.outerjoin(d, d.c.id == t.c.deployment_id)
+        )
+
+    @staticmethod
+    def _from_row(row: Any) -> FlowRow:
+        return FlowRow(
+            id=row.id,
+            kind=row.kind,
+            deployment_id=row.deployment_id,
+            server_id=row.server_id,
+            state=row.state,
+            owner=row.owner,
+            lease_until=row.lease_until,
+            waiting=row.waiting,
+            takeovers=row.takeovers,
+            note=row.note,
+            created_at=row.created_at,
+            deployment_status=row.status,
+            deployment_generation=row.generation,
+        )
+
+
+__all__ = [
+    "BROKEN",
+    "PARKED",
+    "RUNNING",
+    "FlowRegistry",
+    "FlowRow",
+    "new_owner",
+    "owner_is_dead",
+]
