@@ -1,0 +1,283 @@
+"""The runner on the dev cloud: parking, the watcher, timeouts, cancel, resume."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from swflows import conf as sw_conf
+from swflows import exceptions, signals, states
+from swflows.api import Swflows
+from swflows.persistence import flows as flow_rows
+from tests.functional import flowkit
+from tests.functional.fakeserver import FakeServer
+from tests.functional.flowkit import leftovers
+
+sw = flowkit.sw
+
+SCRIPT = "#!/bin/sh\necho $foo > $heat_outputs_path.result\n"
+
+
+@contextlib.contextmanager
+def instance(
+    cloud: dict[str, Any], folder: Path, **overrides: Any
+) -> Iterator[Swflows]:
+    """A Swflows on ``folder``'s database; ``group__name=value`` overrides."""
+    path = flowkit.write_conf(
+        cloud,
+        folder / "swflows.conf",
+        database=f"sqlite:///{folder / 'swflows.sqlite'}",
+    )
+    conf = sw_conf.get_conf(config_files=[str(path)])
+    for key, value in overrides.items():
+        group, _, name = key.rpartition("__")
+        conf.set_override(name, value, group or None)
+    made = Swflows.from_conf(conf)
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(0.05)
+
+
+def script_config(sw: Swflows) -> Any:
+    return sw.create_config(
+        "app",
+        SCRIPT,
+        group="script",
+        inputs=[{"name": "foo", "default": "d"}],
+        outputs=[{"name": "result"}],
+    )
+
+
+def parked(sw: Swflows, deployment_id: str) -> flow_rows.FlowRow | None:
+    for row in sw.list_flows(deployment_id=deployment_id):
+        if row.state == flow_rows.PARKED:
+            return row
+    return None
+
+
+def signal_inputs(sw: Swflows, deployment_id: str) -> dict[str, Any]:
+    dep = sw.show(deployment_id)
+    config = sw.get_config(dep.config_id)
+    return {i.name: i.value for i in config.inputs}
+
+
+def put_signal(sw: Swflows, deployment_id: str, body: dict[str, Any]) -> None:
+    """PUT a signal to a TEMP_URL_SIGNAL deployment's TempURL, as an agent."""
+    inputs = signal_inputs(sw, deployment_id)
+    resp = requests.put(inputs["deploy_signal_id"], data=json.dumps(body), timeout=10)
+    resp.raise_for_status()
+
+
+FINAL = {"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}
+
+
+def test_parked_deployment_holds_no_thread(sw: Swflows) -> None:
+    config = script_config(sw)
+    server = str(uuid.uuid4())
+    dep = sw.deploy(server, config.id, timeout=60, wait=False)
+    row = until(lambda: parked(sw, dep.id), what="the flow to park")
+    assert row.owner is None and row.waiting is not None
+    assert row.waiting["transport"] == "TEMP_URL_SIGNAL"
+    assert sw.runner.driving == 0
+    assert sw.show(dep.id).status == states.IN_PROGRESS
+    put_signal(sw, dep.id, FINAL)
+    done = sw.wait(dep.id, timeout=30)
+    assert done.status == states.COMPLETE
+    assert done.output_values["result"] == "r"
+    assert sw.list_flows(deployment_id=dep.id) == []
+    assert leftovers(sw, dep.id) == {}  # the signal object went with the flow
+    sw.undeploy(dep.id)
+
+
+def test_execution_timeout(sw: Swflows) -> None:
+    config = script_config(sw)
+    dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=1, wait=True)
+    assert dep.status == states.FAILED
+    assert dep.reason["kind"] == states.ReasonKind.TIMEOUT.value
+    assert sw.list_flows(deployment_id=dep.id) == []
+    assert leftovers(sw, dep.id) == {}
+    sw.undeploy(dep.id)
+
+
+def test_never_picked_up(devcloud: dict[str, Any], tmp_path: Path) -> None:
+    with instance(devcloud, tmp_path, delivery_timeout=1) as sw:
+        config = script_config(sw)
+        dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=True)
+        assert dep.status == states.FAILED
+        assert dep.reason["kind"] == states.ReasonKind.NEVER_PICKED_UP.value
+        assert leftovers(sw, dep.id) == {}
+        sw.undeploy(dep.id)
+
+
+def test_started_signal_counts_as_picked_up(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    with instance(devcloud, tmp_path, delivery_timeout=2) as sw:
+        config = script_config(sw)
+        dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        until(lambda: parked(sw, dep.id), what="the flow to park")
+        put_signal(sw, dep.id, signals.progress_payload())
+        until(
+            lambda: (parked(sw, dep.id) or flow_rows.FlowRow).waiting["picked_up"],
+            what="the started signal to be seen",
+        )
+        time.sleep(2.5)  # past the delivery deadline: it was picked up
+        assert sw.show(dep.id).status == states.IN_PROGRESS
+        put_signal(sw, dep.id, FINAL)
+        assert sw.wait(dep.id, timeout=30).status == states.COMPLETE
+        sw.undeploy(dep.id)
+
+
+def test_metadata_read_through_the_api_counts_as_picked_up(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    with instance(devcloud, tmp_path, delivery_timeout=2) as sw:
+        config = script_config(sw)
+        server = str(uuid.uuid4())
+        dep = sw.deploy(
+            server,
+            config.id,
+            timeout=60,
+            wait=False,
+            signal_transport="HEAT_SIGNAL",
+            config_transport="POLL_SERVER_HEAT",
+        )
+        until(lambda: parked(sw, dep.id), what="the flow to park")
+        assert [d["id"] for d in sw.server_metadata(server)] == [
+            sw.show(dep.id).config_id
+        ]
+        time.sleep(2.5)
+        assert sw.show(dep.id).status == states.IN_PROGRESS
+        assert sw.signal(dep.id, FINAL)
+        assert sw.wait(dep.id, timeout=30).status == states.COMPLETE
+        sw.undeploy(dep.id)
+        assert leftovers(sw, dep.id) == {}
+
+
+def test_cancel_then_late_signal_is_ignored_and_swept(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    with instance(devcloud, tmp_path, watcher__sweep_interval=1.0) as sw:
+        config = script_config(sw)
+        dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        until(lambda: parked(sw, dep.id), what="the flow to park")
+        url = signal_inputs(sw, dep.id)["deploy_signal_id"]
+        cancelled = sw.cancel(dep.id, "operator")
+        assert cancelled.status == states.FAILED
+        assert cancelled.reason["kind"] == states.ReasonKind.CANCELLED.value
+        sw.wait(dep.id, timeout=30)
+        assert leftovers(sw, dep.id) == {}
+        with pytest.raises(exceptions.InvalidTransition):
+            sw.cancel(dep.id)
+        # a late agent PUTs anyway: the TempURL is still valid and Swift
+        # recreates the object; the deployment keeps its outcome and the
+        # watcher's sweep removes the object
+        requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
+        assert leftovers(sw, dep.id) != {}
+        until(lambda: leftovers(sw, dep.id) == {}, what="the sweep", timeout=20)
+        assert sw.show(dep.id).reason["kind"] == states.ReasonKind.CANCELLED.value
+        sw.undeploy(dep.id)
+
+
+def test_two_signals_within_one_second_are_both_seen(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    # the watcher only cycles when told to: each cycle below is ours
+    with instance(devcloud, tmp_path, watcher__poll_interval=3600.0) as sw:
+        config = script_config(sw)
+        dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        until(lambda: parked(sw, dep.id), what="the flow to park")
+        watcher = sw.runner.watcher
+        while True:
+            # both PUTs must land within one whole second (Last-Modified's
+            # resolution); start right after a second ticks over
+            until(lambda: time.time() % 1 < 0.3, what="a fresh second")
+            second = int(time.time())
+            put_signal(sw, dep.id, signals.progress_payload())
+            assert watcher.cycle() == []
+            put_signal(sw, dep.id, FINAL)
+            if int(time.time()) == second:
+                break
+            pytest.fail("could not PUT twice within one second")  # pragma: no cover
+        assert watcher.cycle(), "the final signal, in the same second, was missed"
+        assert sw.wait(dep.id, timeout=30).status == states.COMPLETE
+        sw.undeploy(dep.id)
+
+
+def test_a_new_runner_resumes_parked_flows(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    with instance(devcloud, tmp_path) as first:
+        config = script_config(first)
+        server = str(uuid.uuid4())
+        dep = first.deploy(server, config.id, timeout=60, wait=False)
+        until(lambda: parked(first, dep.id), what="the flow to park")
+    # the first runner is gone; its flow waits in the database alone
+    with instance(devcloud, tmp_path) as second:
+        assert parked(second, dep.id) is not None
+        with FakeServer(second, server):
+            done = second.wait(dep.id, timeout=30)
+        assert done.status == states.COMPLETE
+        assert second.list_flows() == []
+        second.undeploy(dep.id)
+        assert leftovers(second, dep.id) == {}
+
+
+def test_two_runners_never_drive_one_flow(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    count = 8
+    with (
+        instance(devcloud, tmp_path) as one,
+        instance(devcloud, tmp_path) as two,
+    ):
+        resumed: dict[str, list[str]] = {}
+        lock = threading.Lock()
+        for runner in (one.runner, two.runner):
+            original = runner._load_and_submit
+
+            def counted(
+                flow_id: str, _original: Any = original, _owner: str = runner.owner
+            ) -> bool:
+                with lock:
+                    resumed.setdefault(flow_id, []).append(_owner)
+                return bool(_original(flow_id))
+
+            runner._load_and_submit = counted  # type: ignore[method-assign]
+        config = script_config(one)
+        deps = [
+            one.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+            for _ in range(count)
+        ]
+        until(lambda: all(parked(one, d.id) for d in deps), what="every flow to park")
+        for dep in deps:
+            put_signal(one, dep.id, FINAL)
+        for dep in deps:
+            assert one.wait(dep.id, timeout=60).status == states.COMPLETE
+        assert len(resumed) == count
+        assert all(len(owners) == 1 for owners in resumed.values()), resumed
+        for dep in deps:
+            one.undeploy(dep.id)
+        assert leftovers(one, *(d.id for d in deps)) == {}
