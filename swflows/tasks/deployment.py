@@ -127,13 +127,17 @@ class CreateDeployment(_PublishingTask):
 class StartAction(_PublishingTask):
     """Point an existing deployment at this action's derived config.
 
-    Provides the config it pointed at before (derived from the previous
-    generation, so a re-run knows it too), which the flow deletes once the
-    new one is published.  A revert, keyed by the generation (so it also
-    undoes an update whose result was never recorded), tells the truth:
+    Provides the config it pointed at before (found by generation, so a
+    re-run knows it too), which the flow deletes once the new one is
+    published.  A revert, keyed by the generation (so it also undoes an
+    update whose result was never recorded), tells the truth:
 
     * an action still running is marked FAILED with the infrastructure
-      error and the row points back at the previous config;
+      error and the row points back at the previous config.  Its generation
+      stays used up: the next action gets a new derived config id and new
+      signal store names, so neither an agent that saw this action's config
+      (Heat's agents skip a config id they have run) nor a late signal to
+      its store can be taken for the next action;
     * an action that already ended (its signal, a timeout or a cancel was
       recorded) keeps its outcome, since the server did run it; only the
       config it replaced is dropped, as the flow would have done.
@@ -152,10 +156,11 @@ class StartAction(_PublishingTask):
         timeout: int,
         source_config_id: str | None,
     ) -> tuple[float, str | None]:
-        previous = derive.derived_config_id(deployment_id, generation - 1)
         current = services.store.get_deployment(deployment_id)
         if current.generation == generation and current.config_id == derived_config_id:
-            return _epoch(current.updated_time), previous  # a re-run
+            # a re-run
+            previous = previous_config(services, deployment_id, generation)
+            return _epoch(current.updated_time), previous
         if current.generation != generation - 1:
             raise exceptions.ConcurrentUpdate(
                 f"deployment {deployment_id} is at generation {current.generation}"
@@ -190,12 +195,13 @@ class StartAction(_PublishingTask):
         flow_failures: Any = None,
         **kwargs: Any,
     ) -> None:
-        previous: str | None = derive.derived_config_id(deployment_id, generation - 1)
-        if result and not base.is_failure(result):
-            previous = result[1]
         why = _failure_text(flow_failures)
 
         def restore() -> None:
+            if result and not base.is_failure(result):
+                previous = result[1]
+            else:  # the update may have happened without its result recorded
+                previous = previous_config(services, deployment_id, generation)
             for _ in range(2):  # once more if a signal ends the action meanwhile
                 try:
                     row = services.store.get_deployment(deployment_id)
@@ -216,7 +222,6 @@ class StartAction(_PublishingTask):
                         status_reason=f"{action} could not start: {why}",
                         reason={"kind": states.ReasonKind.INFRASTRUCTURE.value},
                         config_id=previous,
-                        generation=generation - 1,
                     )
                     return
                 except exceptions.ConcurrentUpdate:
@@ -285,6 +290,23 @@ class DeleteDeployment(_PublishingTask):
                 lambda: identity.delete_stack_user(services, deployment_id),
             )
         self.republish(services, server_id)
+
+
+def previous_config(
+    services: Services, deployment_id: str, generation: int
+) -> str | None:
+    """The derived config of the latest action before ``generation`` that stays.
+
+    Usually generation - 1's; a reverted action used up its generation and
+    its config is gone, so earlier ones are looked at in turn.
+    """
+    for earlier in range(generation - 1, 0, -1):
+        config_id = derive.derived_config_id(deployment_id, earlier)
+        try:
+            return str(services.store.get_config(config_id).id)
+        except exceptions.ConfigNotFound:
+            continue
+    return None
 
 
 def _epoch(when: Any) -> float:
