@@ -20,10 +20,22 @@ import requests
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
+from swflows import exceptions
 from swflows.clients.messaging import Messaging, SignedUrlClient
 from swflows.tasks import metadata
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
+#: consecutive failed polls after which the server gives up
+MAX_FAILED_POLLS = 10
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure the next poll may not meet: a 5xx or a dropped connection."""
+    if isinstance(exc, requests.HTTPError):
+        return exc.response is not None and exc.response.status_code >= 500
+    if isinstance(exc, requests.ConnectionError | requests.Timeout):
+        return True
+    return isinstance(exc, exceptions.CloudError) and exc.retryable
 
 
 def ok_responder(item: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +70,8 @@ class FakeServer:
         self.interval = interval
         self.handled: dict[str, dict[str, Any]] = {}
         self.errors: list[BaseException] = []
+        #: failed polls that were tried again
+        self.transient_errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -88,12 +102,19 @@ class FakeServer:
         return {"deployments": self.sw.server_metadata(self.server_id)}
 
     def _loop(self) -> None:
+        failed_polls = 0
         while not self._stop.is_set():
             try:
                 self.step()
-            except Exception as exc:  # keep the first for the test to see
-                self.errors.append(exc)
-                return
+                failed_polls = 0
+            except Exception as exc:
+                # as an agent does, a poll the cloud fails is tried again
+                # (the dev cloud's Swift answers a rare GET with 503 under load)
+                failed_polls += 1
+                if not _transient(exc) or failed_polls >= MAX_FAILED_POLLS:
+                    self.errors.append(exc)  # the first, for the test to see
+                    return
+                self.transient_errors.append(exc)
             self._stop.wait(self.interval)
 
     def step(self) -> None:
@@ -101,9 +122,10 @@ class FakeServer:
             if item["id"] in self.handled:
                 continue
             answer = self.responder(item)
-            self.handled[item["id"]] = {"item": item, "answer": answer}
             if answer is not None:
                 self.send(item, answer)
+            # only once sent: a send that failed is made again next poll
+            self.handled[item["id"]] = {"item": item, "answer": answer}
 
     def send(self, item: dict[str, Any], answer: dict[str, Any]) -> None:
         inputs = {i["name"]: i.get("value") for i in item["inputs"]}

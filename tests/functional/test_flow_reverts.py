@@ -229,6 +229,11 @@ def test_failure_reverts_leaving_nothing(
             target.run()
         monkeypatch.undo()
         row = assert_truthful(sw, fake, target, transport)
+        if row is not None:
+            # the next action gets a config id the server never saw, and new
+            # signal store names: the reverted action's generation is used up
+            following = derive.derived_config_id(row.id, row.generation + 1)
+            assert following not in fake.handled
         if before is not None and row is not None and row.status == states.COMPLETE:
             # still what it was, or the action that did complete
             assert row.generation in (before.generation, before.generation + 1)
