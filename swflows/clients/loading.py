@@ -25,7 +25,10 @@ when a client is first used.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -45,6 +48,8 @@ from swflows.transports.base import StackUser
 
 #: session timeout (seconds) when a group sets none: never wait forever
 DEFAULT_TIMEOUT: Final = 30.0
+#: stack-user messaging clients kept for reuse (one per waiting deployment)
+STACK_USER_CLIENTS: Final = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,10 +153,18 @@ def _messaging(conf: cfg.ConfigOpts) -> Callable[[], Messaging] | None:
 def _messaging_for(
     conf: cfg.ConfigOpts, auth_url: str | None
 ) -> Callable[[StackUser, str], Messaging] | None:
-    """Zaqar as a stack user (ZAQAR_SIGNAL's credentials mode)."""
+    """Zaqar as a stack user (ZAQAR_SIGNAL's credentials mode).
+
+    Clients are kept (the latest :data:`STACK_USER_CLIENTS`), so polling a
+    queue reuses the user's token instead of logging in at every look.
+    """
     if auth_url is None or load_auth(conf, "messaging") is None:
         return None
     where = _Endpoint.of(conf, "messaging")
+    kept: collections.OrderedDict[tuple[str, str, str], Messaging] = (
+        collections.OrderedDict()
+    )
+    lock = threading.Lock()
 
     def build(user: StackUser, password: str) -> Messaging:
         auth = v3.Password(
@@ -167,7 +180,21 @@ def _messaging_for(
             region_name=where.region_name,
         )
 
-    return build
+    def get(user: StackUser, password: str) -> Messaging:
+        digest = hashlib.sha256(password.encode()).hexdigest()
+        key = (user.user_id, user.project_id, digest)
+        with lock:
+            if key in kept:
+                kept.move_to_end(key)
+                return kept[key]
+        client = build(user, password)
+        with lock:
+            kept[key] = client
+            while len(kept) > STACK_USER_CLIENTS:
+                kept.popitem(last=False)
+        return client
+
+    return get
 
 
 def _stack_users(

@@ -139,6 +139,19 @@ class TestFullConfiguration:
         assert auth.auth_methods[0].user_id == "u-1"
         assert auth.auth_methods[0].password == "derived-password"
 
+    def test_stack_user_clients_are_reused(
+        self, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(loading, "STACK_USER_CLIENTS", 2)
+        clients = Clients.from_conf(load(tmp_path, FULL))
+        first, second = StackUser("u-1", "a", "p-1"), StackUser("u-2", "b", "p-2")
+        kept = clients.messaging_for(first, "pw-1")
+        # polling again reuses the client, and so the user's token
+        assert clients.messaging_for(first, "pw-1") is kept
+        assert clients.messaging_for(first, "other") is not kept
+        clients.messaging_for(second, "pw-2")  # the oldest, kept, goes
+        assert clients.messaging_for(first, "pw-1") is not kept
+
     def test_clients_are_built_once(self, tmp_path: pathlib.Path) -> None:
         clients = Clients.from_conf(load(tmp_path, FULL))
         assert clients.messaging is clients.messaging
