@@ -157,24 +157,45 @@ class ObjectStore:
     """One Swift account.
 
     ``connection`` should be made with ``retries=0`` (the classmethods do):
-    retrying is this adapter's job.  Calls are serialised, since a
-    swiftclient connection is not thread-safe.
+    retrying is this adapter's job.  A swiftclient connection is not
+    thread-safe: given ``connect``, a factory of further connections, each
+    thread gets its own (so a runner's threads reach Swift side by side);
+    without it, calls on the one connection are serialised.
     """
 
     def __init__(
         self,
         connection: swift_client.Connection,
         *,
+        connect: Callable[[], swift_client.Connection] | None = None,
         listing_page: int = LISTING_PAGE,
         retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
-        self.connection = connection
+        self._first = connection
+        self._connect = connect
+        self._local = threading.local()
+        self._local.connection = connection
         self.listing_page = listing_page
         self.retry_policy = retry
         #: GET requests made for listings, for reporting requests per poll.
         self.listing_requests = 0
         self._lock = threading.Lock()
         self._tempurl_key: str | None = None
+        #: containers known to exist (made or seen by this client)
+        self._containers: set[str] = set()
+
+    @property
+    def connection(self) -> swift_client.Connection:
+        """The calling thread's connection."""
+        conn = getattr(self._local, "connection", None)
+        if conn is None:
+            if self._connect is None:
+                return self._first
+            conn = self._connect()
+            # reuse the account URL and token the first connection got
+            conn.url, conn.token = self._first.url, self._first.token
+            self._local.connection = conn
+        return conn
 
     @classmethod
     def from_session(
@@ -193,10 +214,13 @@ class ObjectStore:
             options["region_name"] = region_name
         if endpoint_override:
             options["object_storage_url"] = endpoint_override
-        conn = swift_client.Connection(
-            session=session, os_options=options, retries=0, timeout=timeout
-        )
-        return cls(conn, **kwargs)
+
+        def connect() -> swift_client.Connection:
+            return swift_client.Connection(
+                session=session, os_options=options, retries=0, timeout=timeout
+            )
+
+        return cls(connect(), connect=connect, **kwargs)
 
     @classmethod
     def from_tempauth(
@@ -209,20 +233,25 @@ class ObjectStore:
         **kwargs: Any,
     ) -> ObjectStore:
         """Swift's v1 auth (tempauth): ``auth_url`` ends in ``/auth/v1.0``."""
-        conn = swift_client.Connection(
-            authurl=auth_url,
-            user=user,
-            key=key,
-            auth_version="1",
-            retries=0,
-            timeout=timeout,
-        )
-        return cls(conn, **kwargs)
+
+        def connect() -> swift_client.Connection:
+            return swift_client.Connection(
+                authurl=auth_url,
+                user=user,
+                key=key,
+                auth_version="1",
+                retries=0,
+                timeout=timeout,
+            )
+
+        return cls(connect(), connect=connect, **kwargs)
 
     # -- plumbing ---------------------------------------------------------
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
+            if self._connect is not None:  # the calling thread's own
+                return fn(*args, **kwargs)
             with self._lock:
                 return fn(*args, **kwargs)
         except swift_exc.ClientException as exc:
@@ -251,7 +280,10 @@ class ObjectStore:
     @retried
     def ensure_container(self, name: str) -> None:
         _check_container(name)
+        if name in self._containers:
+            return
         self._call(f"create container {name}", self.connection.put_container, name)
+        self._containers.add(name)
 
     @retried
     def container_exists(self, name: str) -> bool:
@@ -330,6 +362,34 @@ class ObjectStore:
             content_type=content_type,
         )
         return str(etag).strip('"')
+
+    @retried
+    def create_object(self, container: str, name: str, body: bytes = b"") -> bool:
+        """Write an object only if absent (one request); False if it existed.
+
+        The container is made first if needed.
+        """
+        for attempt in (1, 2):
+            self.ensure_container(container)
+            try:
+                self._call(
+                    f"create object {container}/{name}",
+                    self.connection.put_object,
+                    container,
+                    name,
+                    body,
+                    headers={"If-None-Match": "*"},
+                )
+            except CloudError as exc:
+                if exc.status == 412:  # it exists
+                    return False
+                if attempt == 1 and is_missing(exc, SERVICE):
+                    # the container was removed since it was made: again
+                    self._containers.discard(container)
+                    continue
+                raise
+            break
+        return True
 
     @retried
     def get_object(

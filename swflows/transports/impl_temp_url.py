@@ -38,10 +38,7 @@ class TempUrlSignal(base.SignalTransport):
     def create_store(
         self, services: Services, ref: base.SignalRef, user: base.StackUser | None
     ) -> base.JsonDict:
-        swift = services.clients.object_store
-        swift.ensure_container(self.container)
-        if swift.head_object(self.container, ref.key) is None:
-            swift.put_object(self.container, ref.key, b"")
+        services.clients.object_store.create_object(self.container, ref.key, b"")
         grace = int(self.options.get("grace", DEFAULT_GRACE))
         return {
             "container": self.container,

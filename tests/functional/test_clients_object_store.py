@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -249,3 +250,31 @@ def test_unreachable_swift_is_retryable(devcloud: dict[str, Any]) -> None:
     with pytest.raises(CloudError) as caught:
         dead.list_containers()
     assert caught.value.retryable and sw["key"] not in str(caught.value)
+
+
+def test_create_object_only_if_absent(store: ObjectStore, prefix: str) -> None:
+    name = f"{prefix}-create"
+    assert store.create_object(name, "a/1", b"") is True  # container made too
+    store.put_object(name, "a/1", b"signal")
+    assert store.create_object(name, "a/1", b"") is False  # left as it was
+    found = store.get_object(name, "a/1")
+    assert found is not None and found.body == b"signal"
+    # the container is removed behind the client's back: made again
+    assert store.delete_container(name, force=True)
+    assert store.create_object(name, "a/2", b"") is True
+    assert [o.name for o in store.list_objects(name)] == ["a/2"]
+    store.delete_container(name, force=True)
+
+
+def test_each_thread_has_its_own_connection(store: ObjectStore) -> None:
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(store.connection))
+    thread.start()
+    thread.join()
+    assert seen[0] is not store.connection
+    # and it works from there
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(store.list_containers()))
+    thread.start()
+    thread.join()
+    assert out and isinstance(out[0], list)
