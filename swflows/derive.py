@@ -71,6 +71,9 @@ HEAT_SIGNAL_INPUTS: Final = (
 #: inputs whose values are secrets: the store encrypts them at rest and
 #: :func:`redact` hides them (for the signed URL: its signature)
 SECRET_INPUTS: Final = frozenset({DEPLOY_PASSWORD, DEPLOY_QUEUE_SIGNED_URL})
+#: inputs the store keeps encrypted: the secrets, and the signal URL, whose
+#: TempURL signature lets whoever holds it forge the server's signal
+SEALED_INPUTS: Final = SECRET_INPUTS | {DEPLOY_SIGNAL_ID}
 REDACTED: Final = "***"
 
 #: keys of the ``deploy_queue_signed_url`` value

@@ -134,7 +134,7 @@ def _secret_inputs() -> frozenset[str]:
         from swflows import derive
     except ImportError:
         return FALLBACK_SECRET_INPUTS
-    names = getattr(derive, "SECRET_INPUTS", None)
+    names = getattr(derive, "SEALED_INPUTS", None)
     if not names:
         return FALLBACK_SECRET_INPUTS
     return frozenset(names) | FALLBACK_SECRET_INPUTS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import threading
@@ -281,3 +282,66 @@ def test_two_runners_never_drive_one_flow(
         for dep in deps:
             one.undeploy(dep.id)
         assert leftovers(one, *(d.id for d in deps)) == {}
+
+
+@pytest.mark.xdist_group("scale")
+def test_a_thousand_parked_deployments_on_a_few_threads(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    count, servers, workers = 1000, 50, 4
+    with instance(
+        devcloud,
+        tmp_path,
+        runner__workers=workers,
+        watcher__poll_interval=0.5,
+        # every deployment's container is the test's own, so the listing
+        # counted below holds exactly these deployments' objects
+        signal_container=f"scale-{uuid.uuid4().hex[:8]}",
+    ) as sw:
+        baseline = threading.active_count()
+        peak = baseline
+        config = script_config(sw)
+        hosts = [str(uuid.uuid4()) for _ in range(servers)]
+        deps = []
+        started = time.monotonic()
+        for i in range(count):
+            deps.append(
+                sw.deploy(
+                    hosts[i % servers],
+                    config.id,
+                    timeout=600,
+                    wait=False,
+                    config_transport="POLL_SERVER_HEAT",
+                )
+            )
+            peak = max(peak, threading.active_count())
+
+        def all_parked() -> bool:
+            nonlocal peak
+            peak = max(peak, threading.active_count())
+            rows = sw.list_flows()
+            return len(rows) == count and all(r.state == flow_rows.PARKED for r in rows)
+
+        until(all_parked, timeout=600, what="every flow to park")
+        parked_after = time.monotonic() - started
+        # runner threads, the watcher, the lease renewer: nothing per flow
+        assert peak - baseline <= workers + 2, (baseline, peak)
+        assert sw.runner.driving == 0
+        swift = sw.services.clients.object_store
+        before = swift.listing_requests
+        assert sw.runner.watcher.cycle() == []
+        assert swift.listing_requests - before == 1  # one listing for all
+
+        signalled = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda d: put_signal(sw, d.id, FINAL), deps))
+        until(lambda: sw.list_flows() == [], timeout=600, what="every flow to end")
+        finished = time.monotonic() - signalled
+        statuses = {sw.show(d.id).status for d in deps}
+        assert statuses == {states.COMPLETE}
+        print(
+            f"\n{count} deployments parked in {parked_after:.1f} s, "
+            f"finished {finished:.1f} s after their signals; "
+            f"threads {baseline} -> peak {peak}"
+        )
+        assert leftovers(sw, *(d.id for d in deps[:20])) == {}

@@ -571,6 +571,18 @@ class StoreContract:
             item["inputs"]
         )
 
+    def test_signal_url_encrypted_at_rest(self, store: Store) -> None:
+        # a TempURL's signature lets whoever holds it forge the signal
+        url = "http://swift/v1/AUTH_x/c/o?temp_url_sig=0123456789abcdef&x=1"
+        config = store.create_config(
+            model.Config.create(
+                "d", "", inputs=[{"name": "deploy_signal_id", "value": url}]
+            ),
+            derived=True,
+        )
+        assert "0123456789abcdef" not in raw_text(store, store.tables.configs)
+        assert store.get_config(config.id).input("deploy_signal_id").value == url
+
     def test_values_shaped_like_sealed_ones_round_trip(self, store: Store) -> None:
         lookalike = {"$swflows_secret": "not a token"}
         config = store.create_config(

@@ -1,0 +1,147 @@
+"""No secret made during a run is in clear in the database or the logs.
+
+The run deploys through every signal transport that makes a secret: stack
+users' passwords (HEAT_SIGNAL, ZAQAR_SIGNAL with credentials), the account
+TempURL key and the TempURLs' signatures (TEMP_URL_SIGNAL, POLL_TEMP_URL),
+and Zaqar signed URLs' signatures (ZAQAR_SIGNAL, ZAQAR_MESSAGE).  swflows
+makes no EC2 credentials (CFN_SIGNAL is refused), so there are none to look
+for.  Every table is read, the TaskFlow logbook's included, while the flows
+are parked (their logbooks exist) and again once they ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from swflows import derive, states
+from swflows.api import Swflows
+from swflows.persistence import flows as flow_rows
+from swflows.transports import impl_heat
+from tests.functional.fakeserver import FakeServer
+from tests.functional.test_runner import instance, script_config, until
+
+#: (signal transport, config transport, zaqar auth)
+RUNS = [
+    ("TEMP_URL_SIGNAL", "POLL_TEMP_URL", "signed_url"),
+    ("ZAQAR_SIGNAL", "ZAQAR_MESSAGE", "signed_url"),
+    ("ZAQAR_SIGNAL", "POLL_SERVER_HEAT", "credentials"),
+    ("HEAT_SIGNAL", "POLL_SERVER_HEAT", "signed_url"),
+]
+
+
+def dump(database: Path) -> dict[str, str]:
+    """Every row of every table, as text, by table."""
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        tables = [
+            row[0]
+            for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        assert {"logbooks", "flowdetails", "atomdetails"} <= set(tables)
+        return {
+            table: "\n".join(
+                " ".join(str(v) for v in row)
+                for row in db.execute(f'SELECT * FROM "{table}"')  # noqa: S608
+            )
+            for table in tables
+        }
+
+
+def secrets_of(sw: Swflows, deployment_id: str) -> set[str]:
+    """The secrets a deployment's derived config hands its agent."""
+    dep = sw.show(deployment_id)
+    inputs = {i.name: i.value for i in sw.get_config(dep.config_id).inputs}
+    found = {impl_heat.stack_user_password(sw.services, deployment_id)}
+    signal_id = inputs.get(derive.DEPLOY_SIGNAL_ID)
+    if isinstance(signal_id, str) and "temp_url_sig" in signal_id:
+        found.add(parse_qs(urlsplit(signal_id).query)["temp_url_sig"][0])
+    signed = inputs.get(derive.DEPLOY_QUEUE_SIGNED_URL)
+    if signed:
+        signed = json.loads(signed) if isinstance(signed, str) else signed
+        found.add(signed["signature"])
+    return found
+
+
+def server_secrets(sw: Swflows, server_id: str) -> set[str]:
+    channel = sw.services.store.get_server(server_id).channel or {}
+    collect = channel.get("os-collect-config", {})
+    found = set()
+    if "request" in collect:
+        url = collect["request"]["metadata_url"]
+        found.add(parse_qs(urlsplit(url).query)["temp_url_sig"][0])
+    if "zaqar" in collect:
+        found.add(collect["zaqar"]["signed_url"]["signature"])
+    return found
+
+
+def test_no_secret_in_clear(
+    devcloud: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    database = tmp_path / "swflows.sqlite"
+    secrets: set[str] = set()
+    for signal, config_transport, auth in RUNS:
+        folder = tmp_path / f"{signal}-{config_transport}-{auth}"
+        folder.mkdir()
+        with instance(devcloud, folder, zaqar_signal_auth=auth) as sw:
+            database = folder / "swflows.sqlite"
+            config = script_config(sw)
+            server = str(uuid.uuid4())
+            dep = sw.deploy(
+                server,
+                config.id,
+                timeout=60,
+                wait=False,
+                signal_transport=signal,
+                config_transport=config_transport,
+            )
+            until(
+                lambda: any(
+                    r.state == flow_rows.PARKED
+                    for r in sw.list_flows(deployment_id=dep.id)  # noqa: B023
+                ),
+                what="the flow to park",
+            )
+            made = secrets_of(sw, dep.id) | server_secrets(sw, server)
+            made.add(sw.services.clients.object_store.tempurl_key())
+            assert all(len(s) >= 16 for s in made), "too short to search for"
+            secrets |= made
+            parked_dump = dump(database)
+            with FakeServer(sw, server):
+                assert sw.wait(dep.id, timeout=60).status == states.COMPLETE
+            time.sleep(0.2)
+            for tables in (parked_dump, dump(database)):
+                leaked = [
+                    (table, secret[:6])
+                    for secret in made
+                    for table, text in tables.items()
+                    if secret in text
+                ]
+                assert leaked == [], f"{signal}/{config_transport}: secret in clear"
+            sw.undeploy(dep.id)
+    # the test's own agent GETs and PUTs TempURLs, whose request lines
+    # urllib3 logs at DEBUG; swflows itself never requests a TempURL
+    logged = [
+        (r.name, r.getMessage())
+        for r in caplog.records
+        if r.name != "urllib3.connectionpool"
+    ]
+    assert logged, "nothing was logged: the log check would prove nothing"
+    leaked = sorted(
+        {
+            (name, secret[:6])
+            for name, text in logged
+            for secret in secrets
+            if secret in text
+        }
+    )
+    assert leaked == []
