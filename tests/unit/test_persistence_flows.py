@@ -1,0 +1,168 @@
+"""The flows table: claims, leases, parking, takeovers (SQLite)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from swflows import model, states
+from swflows.persistence import Store
+from swflows.persistence import flows as flow_rows
+
+NOW = 1_000_000.0
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as made:
+        yield made
+
+
+@pytest.fixture
+def registry(store: Store) -> flow_rows.FlowRegistry:
+    return flow_rows.FlowRegistry(store)
+
+
+def add(registry: flow_rows.FlowRegistry, flow_id: str = "f1", **kw: object) -> None:
+    values: dict[str, object] = {
+        "kind": "deploy",
+        "deployment_id": "d1",
+        "server_id": "s1",
+        "owner": "a",
+        "lease_until": NOW + 30,
+    }
+    values.update(kw)
+    registry.add(flow_id, **values)  # type: ignore[arg-type]
+
+
+def test_a_running_flow_is_held_until_its_lease_runs_out(
+    registry: flow_rows.FlowRegistry,
+) -> None:
+    add(registry)
+    assert not registry.claim("f1", "b", lease_until=NOW + 60, now=NOW)
+    assert registry.claim("f1", "b", lease_until=NOW + 60, now=NOW + 31)
+    row = registry.get("f1")
+    assert row is not None
+    assert (row.owner, row.lease_until, row.takeovers) == ("b", NOW + 60, 1)
+    # its old owner lost it: renewing keeps nothing for it
+    assert registry.renew("a", ["f1"], NOW + 90) == set()
+    assert registry.renew("b", ["f1"], NOW + 90) == {"f1"}
+    assert registry.get("f1").lease_until == NOW + 90  # type: ignore[union-attr]
+
+
+def test_a_dead_owner_is_taken_over_at_once(registry: flow_rows.FlowRegistry) -> None:
+    add(registry)
+    assert registry.claim("f1", "b", lease_until=NOW + 60, now=NOW, dead_owner="a")
+    assert not registry.claim("f1", "c", lease_until=NOW + 60, now=NOW, dead_owner="a")
+
+
+def test_parking_frees_the_flow_for_one_claimant(
+    registry: flow_rows.FlowRegistry,
+) -> None:
+    add(registry)
+    assert not registry.park("f1", "b", {"x": 1})  # only its owner parks it
+    assert registry.park("f1", "a", {"x": 1})
+    row = registry.get("f1")
+    assert row is not None
+    assert (row.state, row.owner, row.waiting) == (flow_rows.PARKED, None, {"x": 1})
+    assert [r.id for r in registry.parked()] == ["f1"]
+    wins = []
+    barrier = threading.Barrier(4)
+
+    def claim(owner: str) -> None:
+        barrier.wait()
+        if registry.claim(
+            "f1",
+            owner,
+            lease_until=NOW + 60,
+            now=NOW,
+            from_states=(flow_rows.PARKED,),
+        ):
+            wins.append(owner)
+
+    threads = [threading.Thread(target=claim, args=(f"o{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(wins) == 1
+    row = registry.get("f1")
+    assert row is not None
+    assert (row.state, row.owner, row.takeovers) == (flow_rows.RUNNING, wins[0], 0)
+
+
+def test_waiting_updates_compare_and_set(registry: flow_rows.FlowRegistry) -> None:
+    add(registry)
+    registry.park("f1", "a", {"picked_up": False})
+    assert registry.update_waiting(
+        "f1", {"picked_up": True}, expected={"picked_up": False}
+    )
+    assert not registry.update_waiting(
+        "f1", {"picked_up": False}, expected={"picked_up": False}
+    )
+    assert registry.get("f1").waiting == {"picked_up": True}  # type: ignore[union-attr]
+
+
+def test_metadata_read_marks_the_servers_parked_flows(
+    registry: flow_rows.FlowRegistry,
+) -> None:
+    add(registry, "f1")
+    add(registry, "f2", server_id="s2")
+    add(registry, "f3")
+    for flow_id in ("f1", "f2"):
+        registry.park(flow_id, "a", {"picked_up": False})
+    assert registry.mark_picked_up("s1") == 1  # f3 is not parked
+    assert registry.mark_picked_up("s1") == 0
+    assert registry.get("f1").waiting == {"picked_up": True}  # type: ignore[union-attr]
+    assert registry.get("f2").waiting == {"picked_up": False}  # type: ignore[union-attr]
+
+
+def test_rows_come_with_their_deployment(
+    store: Store, registry: flow_rows.FlowRegistry
+) -> None:
+    dep = store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="s1",
+            config_id=None,
+            source_config_id=None,
+            action="CREATE",
+            status=states.IN_PROGRESS,
+        )
+    )
+    add(registry, deployment_id=dep.id)
+    [row] = registry.find(deployment_id=dep.id)
+    assert (row.deployment_status, row.deployment_generation) == (
+        dep.status,
+        dep.generation,
+    )
+    assert registry.any_for_deployment(dep.id)
+    assert registry.remove("f1") and not registry.remove("f1")
+    assert not registry.any_for_deployment(dep.id)
+
+
+def test_broken_flows_are_not_claimed(registry: flow_rows.FlowRegistry) -> None:
+    add(registry)
+    registry.break_flow("f1", "its flow changed version")
+    row = registry.get("f1")
+    assert row is not None and row.state == flow_rows.BROKEN
+    assert row.note == "its flow changed version"
+    assert not registry.claim("f1", "b", lease_until=NOW + 60, now=NOW + 1000)
+
+
+def test_owner_names_and_dead_owners() -> None:
+    me = flow_rows.new_owner("t")
+    host, pid, token = me.split(":")
+    assert (host, int(pid), token) == (socket.gethostname(), os.getpid(), "t")
+    assert not flow_rows.owner_is_dead(me)
+    assert flow_rows.owner_is_dead(None)
+    # a process of this host that is gone
+    gone = 2**22 + 12345
+    assert flow_rows.owner_is_dead(f"{socket.gethostname()}:{gone}:x")
+    # another host: only its lease tells
+    assert not flow_rows.owner_is_dead(f"elsewhere-{host}:{gone}:x")
