@@ -345,3 +345,30 @@ def test_a_thousand_parked_deployments_on_a_few_threads(
             f"threads {baseline} -> peak {peak}"
         )
         assert leftovers(sw, *(d.id for d in deps[:20])) == {}
+
+
+def test_a_flow_stored_by_another_version_is_set_aside(
+    devcloud: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with instance(devcloud, tmp_path) as first:
+        config = script_config(first)
+        dep = first.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        until(lambda: parked(first, dep.id), what="the flow to park")
+        url = signal_inputs(first, dep.id)["deploy_signal_id"]
+    # the signal lands while no runner runs
+    requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
+    from swflows import flows
+
+    monkeypatch.setitem(flows.VERSIONS, "deploy", flows.VERSIONS["deploy"] + 1)
+    with instance(devcloud, tmp_path) as second:
+        [row] = until(
+            lambda: [r for r in second.list_flows() if r.state == flow_rows.BROKEN],
+            what="the flow to be set aside",
+        )
+        assert "version" in (row.note or "")
+        assert [r.id for r in second.list_interrupted()] == [row.id]
+        with pytest.raises(exceptions.FlowError, match="version"):
+            second.wait(dep.id, timeout=5)
+        # the outcome was recorded; only the flow's own cleanup is held back
+        assert second.show(dep.id).status == states.COMPLETE
+        assert second.resume() == []  # a BROKEN flow is never resumed blindly
