@@ -1,0 +1,191 @@
+"""Running a hook's process: output to files, a time limit, a clean stop.
+
+stdout and stderr go to files, not pipes, so a hook that writes a lot (or
+leaves a background child holding its output open) can neither fill the
+agent's memory nor hang it; only their ends are read back.  The hook runs
+in its own session, so a time limit or an agent stopping kills its whole
+process group.  On Linux the hook is also killed when the agent dies (a
+parent-death signal), so an agent restarted after a crash never runs a
+hook twice at the same time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from swflows import exceptions
+
+LOG = logging.getLogger(__name__)
+
+#: seconds between SIGTERM and SIGKILL when a hook must stop
+KILL_GRACE: Final = 5.0
+_POLL: Final = 0.05
+_PR_SET_PDEATHSIG: Final = 1
+
+
+class Interrupted(exceptions.SwflowsError):
+    """The agent is stopping; the hook was killed and must run again later."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """How a hook's process ended, with the ends of its output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def status_code(self) -> int:
+        """The exit status as a shell reports it (128 + N when killed by N)."""
+        if self.returncode < 0:
+            return 128 - self.returncode
+        return self.returncode
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    out_base: Path,
+    stdin: bytes | None = None,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+    keep: int = 1 << 20,
+    cwd: Path | None = None,
+) -> Finished:
+    """Run ``argv`` to its end and return how it ended.
+
+    Output goes to ``out_base.stdout`` and ``out_base.stderr`` (removed
+    afterwards); at most the last ``keep`` bytes of each are returned.  Past
+    ``timeout`` seconds the process group is killed and ``timed_out`` set.
+    When ``stop`` is set the process group is killed and Interrupted raised.
+    OSError when the program cannot be started at all.
+    """
+    paths = {
+        name: out_base.with_name(f"{out_base.name}.{name}")
+        for name in ("stdin", "stdout", "stderr")
+    }
+    try:
+        with contextlib.ExitStack() as stack:
+            stdin_file: Any = subprocess.DEVNULL
+            if stdin is not None:
+                paths["stdin"].write_bytes(stdin)
+                os.chmod(paths["stdin"], 0o600)
+                stdin_file = stack.enter_context(paths["stdin"].open("rb"))
+            out = stack.enter_context(_open_new(paths["stdout"]))
+            err = stack.enter_context(_open_new(paths["stderr"]))
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=stdin_file,
+                stdout=out,
+                stderr=err,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
+            timed_out = _wait(proc, timeout, stop)
+        return Finished(
+            proc.returncode,
+            _tail(paths["stdout"], keep),
+            _tail(paths["stderr"], keep),
+            timed_out,
+        )
+    finally:
+        for path in paths.values():
+            path.unlink(missing_ok=True)
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], timeout: float | None, stop: threading.Event | None
+) -> bool:
+    deadline = None if not timeout else time.monotonic() + timeout
+    while True:
+        try:
+            proc.wait(_POLL)
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        if stop is not None and stop.is_set():
+            _kill_group(proc)
+            raise Interrupted("the agent is stopping; the hook was killed")
+        if deadline is not None and time.monotonic() >= deadline:
+            _kill_group(proc)
+            return True
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the hook's process group, then SIGKILL it after a grace."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, KILL_GRACE)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # what is left of the group (children that ignored SIGTERM) goes too
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _open_new(path: Path) -> Any:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    return os.fdopen(fd, "wb")
+
+
+def _tail(path: Path, keep: int) -> str:
+    """The last ``keep`` bytes of a file, as text."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - keep)
+            handle.seek(start)
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if start:
+        # a cut through a multi-byte character leaves replacement characters
+        text = text.lstrip("\ufffd")
+    return text
+
+
+@functools.cache
+def _prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with_parent(parent: int) -> Any:
+    """A preexec function asking Linux to SIGKILL the hook when the agent dies."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the agent died before prctl took hold
+            os._exit(137)
+
+    return preexec
