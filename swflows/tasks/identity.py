@@ -73,13 +73,36 @@ class DeleteStackUser(base.Task):
 
 
 def delete_stack_user(services: Services, deployment_id: str) -> None:
+    """Remove the deployment's stack user and project, and first the queues
+    of that project: Zaqar keeps them when Keystone deletes the project, and
+    once the user is gone nothing can reach them (ZAQAR_SIGNAL's credentials
+    mode makes its queues there; an agent's late signal makes them again)."""
     users = services.clients.stack_users
     name = user_name(deployment_id)
     found = users.find_user(name)
+    project = users.find_project(name)
+    if found is not None and project is not None:
+        user = StackUser(found.id, name, project.id)
+        base.revert_quietly(
+            f"queues of stack project {name}",
+            lambda: purge_queues(services, user, deployment_id),
+        )
     if found is not None:
         base.revert_quietly(f"stack user {name}", lambda: users.delete_user(found.id))
-    project = users.find_project(name)
     if project is not None:
         base.revert_quietly(
             f"stack project {name}", lambda: users.delete_project(project.id)
         )
+
+
+def purge_queues(services: Services, user: StackUser, deployment_id: str) -> None:
+    """Delete every queue of the stack user's project, as that user."""
+    try:
+        zaqar = services.clients.messaging_for(
+            user, impl_heat.stack_user_password(services, deployment_id)
+        )
+    except exceptions.NotSupported:
+        return  # no Zaqar configured: no queue was made there
+    for queue in zaqar.list_queues():
+        zaqar.delete_queue(queue)
+        LOG.info("deleted queue %s of stack project %s", queue, user.username)

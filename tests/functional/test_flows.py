@@ -385,6 +385,13 @@ def test_zaqar_credentials_mode(sw: Swflows) -> None:
         assert queues_seen["UPDATE"] == (project, [f"{project}/sws-{dep.id}-2"])
         assert leftovers(sw, dep.id) == held
 
+        # an agent signalling late makes its queue again (Zaqar creates
+        # queues on a post); removing the user must not strand it
+        FakeServer.as_stack_user(values).post(
+            values[derive.DEPLOY_QUEUE_ID], {"deploy_status_code": 0}, ttl=600
+        )
+        assert flowkit.zaqar_queues(dep.id) == [f"{project}/sws-{dep.id}-1"]
+
         sw.undeploy(dep.id)  # runs DELETE the same way first
     assert queues_seen["DELETE"] == (project, [f"{project}/sws-{dep.id}-3"])
     assert sw.list_deployments(server_id=server) == []
