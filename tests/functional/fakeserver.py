@@ -74,6 +74,19 @@ class FakeServer:
         self.transient_errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        #: held while answering; :meth:`pause` takes it to stop answers
+        self._answering = threading.Lock()
+        self._paused = False
+
+    def pause(self) -> None:
+        """Answer nothing more until :meth:`resume`; an answer being sent
+        is finished first, so none lands after this returns."""
+        with self._answering:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._answering:
+            self._paused = False
 
     def __enter__(self) -> FakeServer:
         self._thread.start()
@@ -119,13 +132,14 @@ class FakeServer:
 
     def step(self) -> None:
         for item in self.read_metadata().get("deployments", []):
-            if item["id"] in self.handled:
-                continue
-            answer = self.responder(item)
-            if answer is not None:
-                self.send(item, answer)
-            # only once sent: a send that failed is made again next poll
-            self.handled[item["id"]] = {"item": item, "answer": answer}
+            with self._answering:
+                if self._paused or item["id"] in self.handled:
+                    continue
+                answer = self.responder(item)
+                if answer is not None:
+                    self.send(item, answer)
+                # only once sent: a send that failed is made again next poll
+                self.handled[item["id"]] = {"item": item, "answer": answer}
 
     def send(self, item: dict[str, Any], answer: dict[str, Any]) -> None:
         inputs = {i["name"]: i.get("value") for i in item["inputs"]}

@@ -82,14 +82,22 @@ def case_id(operation: str, transport: str, name: str, cls: type) -> str:
     return f"{operation}-{transport}-{name.rsplit('.', 1)[-1]}"
 
 
-def fail_after(monkeypatch: pytest.MonkeyPatch, cls: type, atom: str) -> None:
-    """Make the atom named ``atom`` (of class ``cls``) fail after its work."""
+def fail_after(
+    monkeypatch: pytest.MonkeyPatch, cls: type, atom: str, fake: FakeServer
+) -> None:
+    """Make the atom named ``atom`` (of class ``cls``) fail after its work.
+
+    The server is paused first, so its answers never race the revert: what
+    is checked afterwards is what the flow itself left (a signal sent late
+    by an agent, after its store was removed, is the watcher's to sweep).
+    """
     real = cls.execute
 
     @functools.wraps(real)  # keeps the signature TaskFlow reads requirements from
     def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = real(self, *args, **kwargs)
         if self.name == atom:
+            fake.pause()
             raise Injected(f"injected after {atom}")
         return result
 
@@ -224,7 +232,7 @@ def test_failure_reverts_leaving_nothing(
             sw, operation, PLANS[transport].signal_transport, server, monkeypatch
         )
         before = sw.show(target.deployment_id) if target.existed else None
-        fail_after(monkeypatch, cls, atom)
+        fail_after(monkeypatch, cls, atom, fake)
         with pytest.raises(Injected):
             target.run()
         monkeypatch.undo()
@@ -242,6 +250,7 @@ def test_failure_reverts_leaving_nothing(
         if operation == "redeploy":
             assert row is not None, "a reverted redeploy removed the deployment"
         # what is left can still be undeployed, the trigger's original too
+        fake.resume()
         for left in sw.list_deployments(server_id=server):
             sw.undeploy(left.id)
     assert sw.list_deployments(server_id=server) == []
