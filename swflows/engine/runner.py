@@ -21,6 +21,7 @@ is idempotent), and a flow that was waiting stays parked.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -53,6 +54,8 @@ TERMINAL_FLOW_STATES = frozenset(
 #: a flow taken over this many times is set aside as BROKEN, not resumed
 #: again: something in it kills or stops every runner that drives it
 MAX_TAKEOVERS = 5
+#: how many ended flows' outcomes a runner keeps for a wait() that comes late
+FINISHED_KEPT = 1024
 
 
 class _Drive:
@@ -89,6 +92,9 @@ class Runner:
         self._lock = threading.Lock()
         self._drives: dict[str, _Drive] = {}
         self._futures: dict[str, concurrent.futures.Future[str]] = {}
+        self._finished: collections.OrderedDict[str, concurrent.futures.Future[str]] = (
+            collections.OrderedDict()
+        )
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         from swflows.engine.watcher import Watcher
@@ -239,11 +245,16 @@ class Runner:
         drive.engine.compile()
         drive.engine.prepare()
         storage = drive.engine.storage
-        for name in drive.park_after:
+        for name, wait_atom in drive.park_after.items():
             if storage.get_atom_state(name) != tf_states.SUCCESS:
                 continue
+            if storage.get_atom_state(wait_atom.name) != tf_states.PENDING:
+                return False  # past its wait, or reverting: run on
             waiting = self._waiting(drive)
-            status = self.services.store.get_deployment(waiting["deployment_id"])
+            try:
+                status = self.services.store.get_deployment(waiting["deployment_id"])
+            except exceptions.DeploymentNotFound:
+                return False
             if status.is_terminal or status.generation != waiting["generation"]:
                 return False  # it ended meanwhile: run on
             drive.parking = True
@@ -278,6 +289,10 @@ class Runner:
     def _finish(self, flow_id: str, error: BaseException | None) -> None:
         with self._lock:
             future = self._futures.pop(flow_id, None)
+            if future is not None:
+                self._finished[flow_id] = future
+                while len(self._finished) > FINISHED_KEPT:
+                    self._finished.popitem(last=False)
         if future is None or future.done():
             return
         if error is None:
@@ -439,7 +454,7 @@ class Runner:
         interval = float(self.conf.watcher.poll_interval)
         while True:
             with self._lock:
-                future = self._futures.get(flow_id)
+                future = self._futures.get(flow_id) or self._finished.get(flow_id)
             if future is not None:
                 try:
                     future.result(interval)
@@ -451,9 +466,10 @@ class Runner:
             row = self.registry.get(flow_id)
             if row is None:
                 with self._lock:
-                    future = self._futures.get(flow_id)
-                if future is not None and future.done():
-                    future.result()
+                    future = self._futures.get(flow_id) or self._finished.get(flow_id)
+                if future is not None:  # ended here: its outcome is being set
+                    with contextlib.suppress(concurrent.futures.TimeoutError):
+                        future.result(interval)
                 return
             if row.state == flow_rows.BROKEN:
                 raise exceptions.FlowError(None, f"flow {flow_id}: {row.note}")

@@ -1,0 +1,106 @@
+"""Runner corners the crash matrix (tests/crash) found: resuming a flow that
+was reverting past its wait, and a wait() that comes after its flow ended."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from taskflow import states as tf_states
+
+from swflows import conf as sw_conf
+from swflows.engine import runner as runner_mod
+from swflows.persistence import Store
+from swflows.services import Clients, Services
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        services = Services(
+            store=store,
+            conf=sw_conf.get_conf(config_files=[]),
+            clients=Clients(),
+            secret=b"k" * 32,
+        )
+        made = runner_mod.Runner(services, workers=1)  # not started: no threads
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+class FakeStorage:
+    def __init__(self, atom_states: dict[str, str]) -> None:
+        self.atom_states = atom_states
+        self.values = {
+            "deployment_id": "gone",
+            "generation": 2,
+            "timeout": 60,
+            "action_started": 0.0,
+            "signal_store": {},
+        }
+
+    def get_atom_state(self, name: str) -> str:
+        return self.atom_states[name]
+
+    def fetch(self, name: str) -> Any:
+        return self.values[name]
+
+
+class FakeEngine:
+    def __init__(self, storage: FakeStorage) -> None:
+        self.storage = storage
+
+    def compile(self) -> None:
+        pass
+
+    def prepare(self) -> None:
+        pass
+
+
+class WaitAtom:
+    name = "wait"
+    parks = True
+    transport_name = "TEMP_URL_SIGNAL"
+    transport_options: dict[str, Any] = {}
+
+
+def drive(atom_states: dict[str, str]) -> runner_mod._Drive:
+    engine = FakeEngine(FakeStorage(atom_states))
+    return runner_mod._Drive("f1", engine, {"publish": WaitAtom()})
+
+
+@pytest.mark.parametrize("wait_state", [tf_states.REVERTING, tf_states.SUCCESS])
+def test_a_flow_past_its_wait_is_not_parked_again(
+    runner: runner_mod.Runner, wait_state: str
+) -> None:
+    # e.g. an undeploy killed while reverting: its row is gone, and the step
+    # before the wait is still SUCCESS because it is reverted later
+    resumed = drive({"publish": tf_states.SUCCESS, "wait": wait_state})
+    assert runner._park_if_waiting(resumed) is False
+    assert resumed.parking is False
+
+
+def test_a_flow_whose_deployment_is_gone_runs_on(runner: runner_mod.Runner) -> None:
+    resumed = drive({"publish": tf_states.SUCCESS, "wait": tf_states.PENDING})
+    assert runner._park_if_waiting(resumed) is False
+    assert resumed.parking is False
+
+
+def test_wait_after_the_flow_ended_raises_its_error(
+    runner: runner_mod.Runner,
+) -> None:
+    # a resumed flow can revert and be forgotten before anyone waits for it
+    runner._future("f1")
+    runner._finish("f1", RuntimeError("reverted"))
+    with pytest.raises(RuntimeError, match="reverted"):
+        runner.wait("f1", timeout=1)
+
+
+def test_wait_after_the_flow_ended_returns(runner: runner_mod.Runner) -> None:
+    runner._future("f2")
+    runner._finish("f2", None)
+    runner.wait("f2", timeout=1)
