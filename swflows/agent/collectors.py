@@ -1,8 +1,11 @@
 """Collectors: how the agent reads its server's metadata document.
 
 ``request`` (config transport POLL_TEMP_URL, and any URL serving the
-document): a GET with ``If-None-Match`` and ``If-Modified-Since``, so an
-unchanged document costs a 304 and no body.  ``zaqar`` (ZAQAR_MESSAGE):
+document): a conditional GET, so an unchanged document costs a 304 and no
+body: ``If-None-Match`` with the last ETag, or ``If-Modified-Since`` when
+the server gives no ETag.  Never both: Swift answers 304 when either
+matches, and ``Last-Modified`` has whole seconds, so two writes within one
+second would look unchanged.  ``zaqar`` (ZAQAR_MESSAGE):
 the newest message of the server's queue, read without claiming or
 deleting it (Heat's collector pops it, so a restarted agent lost it), with
 a signed URL or as a Keystone user.  Section names and keys are
@@ -74,7 +77,7 @@ class RequestCollector(Collector):
         headers = {}
         if self._etag:
             headers["If-None-Match"] = self._etag
-        if self._modified:
+        elif self._modified:
             headers["If-Modified-Since"] = self._modified
         resp = http.request(
             self.session,

@@ -15,13 +15,19 @@ from tests.unit.agent_http import FakeHttp, Seen, fake_http
 __all__ = ["fake_http"]
 
 
-def swift_like(doc: dict[str, Any], etag: str = "e1") -> Any:
-    """Answers as Swift does: 304 when If-None-Match names the current ETag."""
+MODIFIED = "Sat, 21 Nov 2026 10:00:00 GMT"
+
+
+def swift_like(doc: dict[str, Any], etag: str = "e1", modified: str = MODIFIED) -> Any:
+    """Answers as Swift does: 304 when If-None-Match names the current ETag,
+    or when If-Modified-Since is not older than Last-Modified (either one)."""
 
     def answer(seen: Seen) -> tuple[int, dict[str, str], bytes]:
         if seen.headers.get("if-none-match") == etag:
             return 304, {"ETag": etag}, b""
-        headers = {"ETag": etag, "Last-Modified": "Sat, 21 Nov 2026 10:00:00 GMT"}
+        if seen.headers.get("if-modified-since") == modified:
+            return 304, {"ETag": etag}, b""
+        headers = {"ETag": etag, "Last-Modified": modified}
         return 200, headers, json.dumps(doc).encode()
 
     return answer
@@ -40,7 +46,26 @@ class TestRequestCollector:
         first, second, _third = fake_http.seen
         assert "if-none-match" not in first.headers
         assert second.headers["if-none-match"] == "e1"
-        assert second.headers["if-modified-since"] == "Sat, 21 Nov 2026 10:00:00 GMT"
+        # never both: Swift would answer 304 to a change within the same second
+        assert "if-modified-since" not in second.headers
+
+    def test_change_within_the_same_second(self, fake_http: FakeHttp) -> None:
+        fake_http.answers = [swift_like({"n": 1}, "e1"), swift_like({"n": 2}, "e2")]
+        collector = collectors.RequestCollector(
+            fake_http.url, session=requests.Session()
+        )
+        assert json.loads(collector.collect() or b"") == {"n": 1}
+        assert json.loads(collector.collect() or b"") == {"n": 2}
+
+    def test_if_modified_since_without_etags(self, fake_http: FakeHttp) -> None:
+        headers = {"Last-Modified": MODIFIED}
+        fake_http.answers = [(200, headers, b"{}"), (304, headers, b"")]
+        collector = collectors.RequestCollector(
+            fake_http.url, session=requests.Session()
+        )
+        assert collector.collect() == b"{}"
+        assert collector.collect() is None
+        assert fake_http.seen[1].headers["if-modified-since"] == MODIFIED
 
     def test_server_ignoring_conditions(self, fake_http: FakeHttp) -> None:
         fake_http.answers = [(200, {"ETag": "e"}, b"{}"), (200, {"ETag": "e"}, b"{}")]

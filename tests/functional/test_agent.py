@@ -1,0 +1,451 @@
+"""swflows' agent as a real process (``swflows-agent``) against the dev cloud.
+
+Each test enrolls a fresh server (its metadata channel is made, as on its
+first deployment), writes the agent's configuration from the channel's
+``os-collect-config`` section, as an embedder would put it in the
+server's user data, and starts the agent; hooks run on this machine.
+HEAT_SIGNAL is not tested here: swflows has no HTTP API for an agent to
+signal (its notifier is pluggable and unit tested).
+
+Each test's swflows keeps its TEMP_URL_SIGNAL objects in a container of its
+own and does not sweep: a watcher's sweep removes every signal object whose
+deployment its own store does not know, so swflows instances with other
+stores on the same Swift account (other test runs) would otherwise delete
+these tests' signals.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from swflows import model, states
+from swflows.agent import collectors
+from swflows.api import Swflows
+from swflows.tasks import metadata
+from swflows.transports import names
+from tests.functional.flowkit import leftovers
+from tests.functional.test_runner import instance, until
+
+#: the agent's settings in these tests: poll fast, give up fast
+AGENT_OPTIONS = {
+    "interval": 0.2,
+    "min_interval": 0.2,
+    "jitter": 0.2,
+    "notify_backoff": 0.1,
+    "hook_dirs": [],
+}
+WAIT = 90
+
+
+@contextlib.contextmanager
+def isolated(
+    cloud: dict[str, Any], folder: Path, **overrides: Any
+) -> Iterator[Swflows]:
+    """A Swflows with its own signal container, which never sweeps."""
+    container = f"swflows-agent-{uuid.uuid4().hex[:12]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with instance(
+        cloud,
+        folder,
+        signal_container=container,
+        watcher__sweep_interval=86400,
+        **overrides,
+    ) as made:
+        try:
+            yield made
+        finally:
+            made.services.clients.object_store.delete_container(container, force=True)
+
+
+@pytest.fixture
+def sw(devcloud: dict[str, Any], tmp_path: Path) -> Iterator[Swflows]:
+    with isolated(devcloud, tmp_path / "swflows") as made:
+        yield made
+
+
+def agent_command() -> list[str]:
+    """The console script beside this interpreter, else ``python -m``."""
+    script = Path(sys.executable).with_name("swflows-agent")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "swflows.agent"]
+
+
+@dataclasses.dataclass
+class AgentProcess:
+    conf: Path
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> AgentProcess:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [*agent_command(), "--config-file", str(self.conf)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        """SIGTERM, as systemd stops it; the agent's exit status."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise AssertionError("the agent did not stop on SIGTERM") from None
+        return int(self.proc.returncode)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclasses.dataclass
+class Server:
+    id: str
+    agent: AgentProcess
+    state_dir: Path
+    folder: Path
+
+
+@contextlib.contextmanager
+def agent_server(
+    sw: Swflows, folder: Path, transport: str = names.POLL_TEMP_URL, **options: Any
+) -> Iterator[Server]:
+    """A new server on ``transport``, its agent running until the block ends."""
+    server_id = str(uuid.uuid4())
+    folder.mkdir(parents=True, exist_ok=True)
+    metadata.publish_server(sw.services, server_id, transport, {})
+    channel = metadata.find_server(sw.services, server_id).channel
+    state_dir = folder / "agent-state"
+    conf = folder / "agent.json"
+    conf.touch(mode=0o600)
+    body = {
+        "agent": {**AGENT_OPTIONS, "state_dir": str(state_dir), **options},
+        **channel["os-collect-config"],
+    }
+    conf.write_text(json.dumps(body))
+    agent = AgentProcess(conf, folder / "agent.log").start()
+    try:
+        yield Server(server_id, agent, state_dir, folder)
+        assert agent.stop() == 0, agent.text()[-3000:]
+    except BaseException:
+        agent.stop()
+        print(f"--- agent log ---\n{agent.text()[-6000:]}")
+        raise
+    finally:
+        sw.services.config_transport(transport).remove_channel(
+            sw.services, server_id, channel
+        )
+    assert "Traceback" not in agent.text(), agent.text()[-6000:]
+
+
+def script_config(sw: Swflows, script: str, **kwargs: Any) -> model.Config:
+    return sw.create_config(
+        "app",
+        script,
+        group="script",
+        inputs=kwargs.pop("inputs", [{"name": "foo", "default": "d"}]),
+        outputs=kwargs.pop("outputs", [{"name": "result"}]),
+        **kwargs,
+    )
+
+
+def test_script_inputs_and_outputs(sw: Swflows, tmp_path: Path) -> None:
+    config = script_config(
+        sw,
+        "#!/bin/sh\n"
+        'echo "deploying $foo"\n'
+        'printf \'%s/%s/%s\' "$foo" "$count" "$flag" > $heat_outputs_path.result\n'
+        "printf '%s' \"$data\" > $heat_outputs_path.data\n",
+        inputs=[
+            {"name": "foo", "default": "d"},
+            {"name": "count", "type": "Number", "default": 1},
+            {"name": "flag", "type": "Boolean", "default": False},
+            {"name": "data", "type": "Json", "default": {}},
+        ],
+        outputs=[{"name": "result"}, {"name": "data"}],
+    )
+    with agent_server(sw, tmp_path) as server:
+        dep = sw.deploy(
+            server.id,
+            config.id,
+            input_values={"foo": "bar", "count": 3, "flag": True, "data": {"k": [1]}},
+            timeout=WAIT,
+        )
+        assert dep.status == states.COMPLETE, dep.status_reason
+        assert dep.output_values == {
+            "result": "bar/3/true",
+            "data": '{"k": [1]}',
+            "deploy_stdout": "deploying bar\n",
+            "deploy_stderr": "",
+            "deploy_status_code": 0,
+        }
+        marker = server.state_dir / "deployed" / f"{dep.config_id}.json"
+        assert json.loads(marker.read_text())["status_code"] == 0
+        sw.undeploy(dep.id)
+        assert leftovers(sw, dep.id) == {}
+
+
+def test_failing_script_over_zaqar(sw: Swflows, tmp_path: Path) -> None:
+    """FAILED with its stderr; a stdout bigger than a Zaqar message is
+    trimmed from the left to fit (Heat's agent would have its post refused)."""
+    config = script_config(
+        sw,
+        "#!/bin/sh\n"
+        "head -c 600000 /dev/zero | tr '\\0' x\n"
+        "echo END\n"
+        "echo partial > $heat_outputs_path.result\n"
+        'echo "cannot configure $foo" >&2\n'
+        "exit 3\n",
+    )
+    with agent_server(sw, tmp_path, names.ZAQAR_MESSAGE) as server:
+        dep = sw.deploy(
+            server.id,
+            config.id,
+            input_values={"foo": "db"},
+            signal_transport=names.ZAQAR_SIGNAL,
+            timeout=WAIT,
+        )
+        assert dep.status == states.FAILED
+        assert dep.reason == {"kind": "exit_code", "exit_code": 3}
+        assert dep.output_values["deploy_stderr"] == "cannot configure db\n"
+        assert dep.output_values["result"] == "partial\n"
+        stdout = dep.output_values["deploy_stdout"]
+        assert stdout.endswith("xxxxEND\n") and 100_000 < len(stdout) < 256 * 1024
+        sw.undeploy(dep.id)
+        assert leftovers(sw, dep.id) == {}
+
+
+def test_zaqar_signal_as_stack_user(devcloud: dict[str, Any], tmp_path: Path) -> None:
+    """Heat's ZAQAR_SIGNAL form: the agent logs in to Keystone as the stack
+    user and finds Zaqar in the catalogue."""
+    with isolated(devcloud, tmp_path, zaqar_signal_auth="credentials") as made:
+        config = script_config(
+            made, '#!/bin/sh\nprintf %s "$foo!" > $heat_outputs_path.result\n'
+        )
+        with agent_server(made, tmp_path / "server") as server:
+            dep = made.deploy(
+                server.id,
+                config.id,
+                input_values={"foo": "zq"},
+                signal_transport=names.ZAQAR_SIGNAL,
+                timeout=WAIT,
+            )
+            assert dep.status == states.COMPLETE, dep.status_reason
+            assert dep.output_values["result"] == "zq!"
+            made.undeploy(dep.id)
+            assert leftovers(made, dep.id) == {}
+
+
+def test_unknown_group_fails_naming_it(sw: Swflows, tmp_path: Path) -> None:
+    config = sw.create_config("site", "class { 'x': }", group="puppet")
+    with agent_server(sw, tmp_path) as server:
+        dep = sw.deploy(server.id, config.id, timeout=WAIT)
+        assert dep.status == states.FAILED
+        assert dep.output_values["deploy_status_code"] == 127
+        assert "no hook for group 'puppet'" in dep.output_values["deploy_stderr"]
+        sw.undeploy(dep.id)
+
+
+def component_config(sw: Swflows, log: Path) -> model.Config:
+    """A component whose every action appends ``<action> <foo>`` to ``log``."""
+    step = (
+        "#!/bin/sh\n"
+        'echo "$deploy_action $foo" >> "$log"\n'
+        'printf %s "$deploy_action:$foo" > $heat_outputs_path.result\n'
+    )
+    return sw.create_config(
+        "db",
+        {
+            "configs": [
+                {"actions": ["CREATE", "UPDATE"], "config": step, "tool": "script"},
+                {"actions": ["BACKUP"], "config": step, "tool": "script"},
+                {"actions": ["DELETE"], "config": step, "tool": "script"},
+            ]
+        },
+        group="component",
+        inputs=[{"name": "foo", "default": "x"}, {"name": "log", "default": str(log)}],
+        outputs=[{"name": "result"}],
+    )
+
+
+def test_trigger_backup_with_an_overridden_input(sw: Swflows, tmp_path: Path) -> None:
+    log = tmp_path / "actions.log"
+    config = component_config(sw, log)
+    with agent_server(sw, tmp_path / "server") as server:
+        dep = sw.deploy(
+            server.id, config.id, input_values={"foo": "prod"}, timeout=WAIT
+        )
+        assert dep.status == states.COMPLETE, dep.status_reason
+        backup = sw.trigger(dep.id, "BACKUP", input_values={"foo": "nightly"})
+        assert backup.status == states.COMPLETE, backup.status_reason
+        assert backup.output_values["result"] == "BACKUP:nightly"
+        assert sw.show(dep.id).output_values["result"] == "CREATE:prod"
+        sw.undeploy(backup.id)  # a trigger's record: no DELETE run
+        assert log.read_text() == "CREATE prod\nBACKUP nightly\n"
+        sw.undeploy(dep.id)
+
+
+def test_undeploy_runs_the_delete_action(sw: Swflows, tmp_path: Path) -> None:
+    log = tmp_path / "actions.log"
+    config = component_config(sw, log)
+    with agent_server(sw, tmp_path / "server") as server:
+        dep = sw.deploy(server.id, config.id, input_values={"foo": "app"}, timeout=WAIT)
+        assert dep.status == states.COMPLETE, dep.status_reason
+        assert sw.undeploy(dep.id) is None
+        assert log.read_text() == "CREATE app\nDELETE app\n"
+        assert sw.list_deployments(server_id=server.id) == []
+        assert leftovers(sw, dep.id) == {}
+
+
+def test_killed_mid_hook_runs_it_again_after_restart(
+    sw: Swflows, tmp_path: Path
+) -> None:
+    """No marker before the signal: the hook runs again, the deployment
+    completes once, and the killed agent's hook died with it."""
+    runs, release = tmp_path / "runs", tmp_path / "release"
+    config = script_config(
+        sw,
+        "#!/bin/sh\n"
+        'echo "run $$" >> "$runs"\n'
+        'while [ ! -e "$release" ]; do sleep 0.05; done\n'
+        "printf done > $heat_outputs_path.result\n",
+        inputs=[{"name": "runs"}, {"name": "release"}],
+    )
+
+    def started() -> list[int]:
+        text = runs.read_text() if runs.exists() else ""
+        return [int(line.split()[1]) for line in text.splitlines()]
+
+    with agent_server(sw, tmp_path / "server") as server:
+        dep = sw.deploy(
+            server.id,
+            config.id,
+            input_values={"runs": str(runs), "release": str(release)},
+            timeout=WAIT,
+            wait=False,
+        )
+        [first] = until(started, WAIT, "the hook to start")
+        server.agent.kill()
+        until(lambda: not _alive(first), 10, "the hook to die with its agent")
+        assert not (server.state_dir / "deployed" / f"{dep.config_id}.json").exists()
+        assert sw.show(dep.id).status == states.IN_PROGRESS
+
+        server.agent.start()  # the same configuration and state
+        until(lambda: len(started()) == 2, WAIT, "the hook to run again")
+        release.touch()
+        done = sw.wait(dep.id, WAIT)
+        assert done.status == states.COMPLETE, done.status_reason
+        assert done.output_values["result"] == "done"
+        time.sleep(1)  # a few more polls: it is not run a third time
+        assert len(started()) == 2
+        assert (server.state_dir / "deployed" / f"{dep.config_id}.json").exists()
+        sw.undeploy(dep.id)
+
+
+def test_twenty_deployments_to_one_server_in_parallel(
+    sw: Swflows, tmp_path: Path
+) -> None:
+    ran = tmp_path / "ran"
+    config = script_config(
+        sw,
+        "#!/bin/sh\n"
+        'echo "$foo" >> "$ran"\n'
+        'printf %s "out-$foo" > $heat_outputs_path.result\n',
+        inputs=[{"name": "foo"}, {"name": "ran", "default": str(ran)}],
+    )
+    with agent_server(sw, tmp_path / "server") as server:
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            futures = [
+                pool.submit(
+                    sw.deploy,
+                    server.id,
+                    config.id,
+                    input_values={"foo": f"n{i}"},
+                    name=f"app-{i:02d}",
+                    timeout=WAIT,
+                    wait_timeout=WAIT,
+                )
+                for i in range(20)
+            ]
+            deps = [f.result() for f in futures]
+        for i, dep in enumerate(deps):
+            assert dep.status == states.COMPLETE, (dep.name, dep.status_reason)
+            assert dep.output_values["result"] == f"out-n{i}"
+        assert sorted(ran.read_text().split()) == sorted(f"n{i}" for i in range(20))
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(sw.undeploy, [d.id for d in deps]))
+        assert sw.list_deployments(server_id=server.id) == []
+
+
+def test_started_signal_tells_running_from_never_picked_up(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    """A hook running longer than the delivery timeout is not "never picked
+    up": the agent said "started" (Heat's agents cannot)."""
+    with isolated(devcloud, tmp_path, delivery_timeout=1) as made:
+        config = script_config(
+            made, "#!/bin/sh\nsleep 2\nprintf ok > $heat_outputs_path.result\n"
+        )
+        with agent_server(made, tmp_path / "server") as server:
+            dep = made.deploy(server.id, config.id, timeout=WAIT)
+            assert dep.status == states.COMPLETE, dep.status_reason
+            assert dep.output_values["result"] == "ok"
+            made.undeploy(dep.id)
+
+
+def test_request_collector_sees_two_writes_within_one_second(sw: Swflows) -> None:
+    """Against the real Swift, whose Last-Modified has whole seconds (and
+    which answers 304 when If-Modified-Since alone matches)."""
+    swift = sw.services.clients.object_store
+    name = f"agent-probe-{uuid.uuid4()}"
+    swift.ensure_container("swflows-metadata")
+    try:
+        url = swift.temp_url("swflows-metadata", name, "GET", 2**31 - 1)
+        collector = collectors.RequestCollector(url, session=requests.Session())
+        for _ in range(10):
+            swift.put_object("swflows-metadata", name, b'{"n": 1}')
+            assert collector.collect() == b'{"n": 1}'
+            first = requests.head(url, timeout=10).headers["Last-Modified"]
+            swift.put_object("swflows-metadata", name, b'{"n": 2}')
+            second = requests.head(url, timeout=10).headers["Last-Modified"]
+            assert collector.collect() == b'{"n": 2}'
+            assert collector.collect() is None
+            if first == second:
+                break  # both writes fell in one second: the case that matters
+        else:
+            raise AssertionError("never managed two writes within one second")
+    finally:
+        swift.delete_object("swflows-metadata", name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
