@@ -174,6 +174,12 @@ class Agent:
                 LOG.info("metadata changed: %d deployment(s)", len(self.items))
             except exceptions.ValidationError as exc:
                 LOG.error("ignoring a malformed metadata document: %s", exc)
+            else:
+                # deployments gone from the document are no longer retried
+                present = {items.item_id(raw) for raw in self.items}
+                self._retry = {k: v for k, v in self._retry.items() if k in present}
+                if len(self._reported) > 1000:
+                    self._reported.clear()
         ran = self.deploy_all()
         return changed or ran
 

@@ -79,8 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         LOG.info("signal %d: stopping", signum)
         stop.set()
 
-    signal.signal(signal.SIGTERM, stopping)
-    signal.signal(signal.SIGINT, stopping)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, stopping)
     try:
         return Agent(conf, stop=stop).run(once=args.once)
     except AgentLocked as exc:
