@@ -307,6 +307,8 @@ def _read_outputs(base: Path, names: Sequence[str], keep: int) -> dict[str, Any]
     found: dict[str, Any] = {}
     for name in names:
         path = base.with_name(f"{base.name}.{name}")
+        if not path.is_file():  # absent, or a FIFO or device that could block
+            continue
         try:
             with path.open("rb") as handle:
                 data = handle.read(keep + 1)

@@ -86,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentLocked as exc:
         LOG.error("%s", exc)
         return EXIT_LOCKED
+    except OSError as exc:
+        LOG.error("cannot use state directory %s: %s", conf.state_dir, exc)
+        return EXIT_CONFIG
     except exceptions.ValidationError as exc:
         LOG.error("%s", exc)
         return EXIT_CONFIG

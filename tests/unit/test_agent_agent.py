@@ -367,6 +367,12 @@ class TestCommand:
         with sd.lock():
             assert main.main(["--config-file", str(conf), "--once"]) == main.EXIT_LOCKED
 
+    def test_unusable_state_dir_exits_2(self, tmp_path: Path) -> None:
+        (tmp_path / "file").write_text("")
+        conf = write_conf(tmp_path, {"request": {"metadata_url": "http://x"}})
+        args = ["--config-file", str(conf), "--state-dir", str(tmp_path / "file")]
+        assert main.main([*args, "--once"]) == main.EXIT_CONFIG
+
     def test_stop_flag_ends_the_loop(self, tmp_path: Path) -> None:
         ag, _, _ = make(tmp_path)
         threading.Timer(0.3, ag.stop.set).start()

@@ -105,6 +105,13 @@ class TestScriptHook:
         payload = run(item, context)
         assert "../../x" not in payload
 
+    def test_output_that_is_a_fifo_is_not_read(
+        self, context: hooks.HookContext
+    ) -> None:
+        script = "#!/bin/sh\nmkfifo $heat_outputs_path.result\n"
+        payload = run(script_item(script), context)
+        assert "result" not in payload and payload["deploy_status_code"] == 0
+
     def test_no_interpreter_line(self, context: hooks.HookContext) -> None:
         payload = run(script_item("echo hi\n"), context)
         assert payload["deploy_status_code"] == hooks.CANNOT_RUN
