@@ -49,6 +49,7 @@ HOOK_FAILED: Final = 70
 
 SCRIPT: Final = "script"
 _EXECUTABLE_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 _ENV_NAME: Final = re.compile(r"^[^=\x00]+$")
 
 
@@ -247,10 +248,12 @@ class Hooks:
         return self._loaded[group]
 
     def _executable(self, group: str) -> Hook | None:
-        if not _EXECUTABLE_NAME.match(group):
+        # as Heat's agent names hook files: the group without other characters
+        name = _UNSAFE.sub("", group)
+        if not _EXECUTABLE_NAME.match(name):
             return None
         for folder in self.hook_dirs:
-            path = folder / group
+            path = folder / name
             if _is_executable(path):
                 return ExecutableHook(path)
         return None
