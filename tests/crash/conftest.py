@@ -1,7 +1,8 @@
 """Fixtures of the crash matrix, and its summary line.
 
 ``devcloud`` is the functional tests' fixture (the dev cloud's cloud.json);
-``fork_context`` is one fork server per pytest worker.
+``fork_context`` is one fork server per pytest worker, ``crash_clients``
+the worker's cloud clients.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ MATRIX_TEST = "tests/crash/test_crash_matrix.py::test_kill_and_resume["
 @pytest.fixture(scope="session")
 def fork_context() -> Any:
     return scenarios.fork_server()
+
+
+@pytest.fixture(scope="session")
+def crash_clients(devcloud: dict[str, Any], tmp_path_factory: Any) -> Any:
+    return scenarios.cloud_clients(devcloud, tmp_path_factory.mktemp("clients"))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

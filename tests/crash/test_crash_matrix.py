@@ -37,6 +37,7 @@ def test_kill_and_resume(
     point: matrix.KillPoint,
     devcloud: dict[str, Any],
     fork_context: Any,
+    crash_clients: Any,
     tmp_path: Path,
 ) -> None:
-    scenarios.run_case(point, devcloud, tmp_path, fork_context)
+    scenarios.run_case(point, devcloud, tmp_path, fork_context, crash_clients)
