@@ -16,7 +16,9 @@ object whose ETag moved).  A flow may go on when:
 A "started" progress signal, or the server reading its metadata through the
 API, counts as picked up.  Every ``sweep_interval`` the watcher also
 removes signal stores no flow waits on: a TempURL PUT or a queue post sent
-after its deployment ended recreates a store nobody would read.
+after its deployment ended recreates a store nobody would read.  Only
+stores of deployments in its own database are swept, never those of
+another installation sharing the account.
 """
 
 from __future__ import annotations
@@ -251,13 +253,19 @@ class Watcher:
         return removed
 
     def _stray(self, key: str, live: set[str]) -> bool:
+        """Whether a store is this installation's, and nothing will read it.
+
+        A store of a deployment this database does not hold is left alone:
+        another installation sharing the Swift account or Zaqar project may
+        be waiting on it.
+        """
         ref = _ref_of(key)
         if ref is None or ref.deployment_id in live:
             return False
         try:
             deployment = self.services.store.get_deployment(ref.deployment_id)
         except exceptions.DeploymentNotFound:
-            return True
+            return False
         return deployment.is_terminal or deployment.generation != ref.generation
 
     def _options(self, name: str) -> dict[str, Any]:

@@ -284,67 +284,95 @@ def test_two_runners_never_drive_one_flow(
         assert leftovers(one, *(d.id for d in deps)) == {}
 
 
+def runner_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("swflows-"))
+
+
 @pytest.mark.xdist_group("scale")
 def test_a_thousand_parked_deployments_on_a_few_threads(
     devcloud: dict[str, Any], tmp_path: Path
 ) -> None:
-    count, servers, workers = 1000, 50, 4
+    """1,000 deployments wait at once; the runner's threads stay few.
+
+    A sample of them is then signalled: the watcher finds each among the
+    thousand with one container listing per cycle, and resumes it.  The
+    rest are left parked in the test's database, which is thrown away with
+    the test's own signal container.
+    """
+    count, servers, workers, sample = 1000, 50, 4, 40
+    container = f"scale-{uuid.uuid4().hex[:8]}"
     with instance(
         devcloud,
         tmp_path,
         runner__workers=workers,
-        watcher__poll_interval=0.5,
-        # every deployment's container is the test's own, so the listing
-        # counted below holds exactly these deployments' objects
-        signal_container=f"scale-{uuid.uuid4().hex[:8]}",
+        # the watcher cycles when woken (on each park, and by the test),
+        # so the listings counted below are the test's cycles
+        watcher__poll_interval=3600.0,
+        # the test's own container: the listing holds these objects only
+        signal_container=container,
     ) as sw:
-        baseline = threading.active_count()
-        peak = baseline
-        config = script_config(sw)
-        hosts = [str(uuid.uuid4()) for _ in range(servers)]
-        deps = []
-        started = time.monotonic()
-        for i in range(count):
-            deps.append(
-                sw.deploy(
+        swift = sw.services.clients.object_store
+        try:
+            config = script_config(sw)
+            hosts = [str(uuid.uuid4()) for _ in range(servers)]
+            peak = runner_threads()
+            started = time.monotonic()
+
+            def launch(i: int) -> Any:
+                nonlocal peak
+                dep = sw.deploy(
                     hosts[i % servers],
                     config.id,
                     timeout=600,
                     wait=False,
                     config_transport="POLL_SERVER_HEAT",
                 )
-            )
-            peak = max(peak, threading.active_count())
+                peak = max(peak, runner_threads())
+                return dep
 
-        def all_parked() -> bool:
-            nonlocal peak
-            peak = max(peak, threading.active_count())
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                deps = list(pool.map(launch, range(count)))
+
+            def all_parked() -> bool:
+                nonlocal peak
+                peak = max(peak, runner_threads())
+                rows = sw.list_flows()
+                return len(rows) == count and all(
+                    r.state == flow_rows.PARKED for r in rows
+                )
+
+            until(all_parked, timeout=900, what="every flow to park")
+            parked_after = time.monotonic() - started
+            time.sleep(1)  # the cycle woken by the last park is over
+            # its workers, the watcher, the lease renewer: nothing per flow
+            assert peak <= workers + 2, peak
+            assert sw.runner.driving == 0
+            before = swift.listing_requests
+            assert sw.runner.watcher.cycle() == []
+            assert swift.listing_requests - before == 1  # one listing for all
+
+            chosen = deps[:: count // sample]
+            signalled = time.monotonic()
+            for dep in chosen:
+                put_signal(sw, dep.id, FINAL)
+            before = swift.listing_requests
+            resumed = sw.runner.watcher.cycle()
+            assert swift.listing_requests - before == 1
+            assert len(resumed) == len(chosen)
+            for dep in chosen:
+                assert sw.wait(dep.id, timeout=300).status == states.COMPLETE
+            finished = time.monotonic() - signalled
             rows = sw.list_flows()
-            return len(rows) == count and all(r.state == flow_rows.PARKED for r in rows)
-
-        until(all_parked, timeout=600, what="every flow to park")
-        parked_after = time.monotonic() - started
-        # runner threads, the watcher, the lease renewer: nothing per flow
-        assert peak - baseline <= workers + 2, (baseline, peak)
-        assert sw.runner.driving == 0
-        swift = sw.services.clients.object_store
-        before = swift.listing_requests
-        assert sw.runner.watcher.cycle() == []
-        assert swift.listing_requests - before == 1  # one listing for all
-
-        signalled = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda d: put_signal(sw, d.id, FINAL), deps))
-        until(lambda: sw.list_flows() == [], timeout=600, what="every flow to end")
-        finished = time.monotonic() - signalled
-        statuses = {sw.show(d.id).status for d in deps}
-        assert statuses == {states.COMPLETE}
-        print(
-            f"\n{count} deployments parked in {parked_after:.1f} s, "
-            f"finished {finished:.1f} s after their signals; "
-            f"threads {baseline} -> peak {peak}"
-        )
-        assert leftovers(sw, *(d.id for d in deps[:20])) == {}
+            assert len(rows) == count - len(chosen)
+            assert {r.state for r in rows} == {flow_rows.PARKED}
+            assert leftovers(sw, *(d.id for d in chosen)) == {}
+            print(
+                f"\n{count} deployments parked in {parked_after:.1f} s; "
+                f"{len(chosen)} of them finished {finished:.1f} s after their "
+                f"signals; runner threads at most {peak}"
+            )
+        finally:
+            swift.delete_container(container, force=True)
 
 
 def test_a_flow_stored_by_another_version_is_set_aside(
@@ -372,3 +400,25 @@ def test_a_flow_stored_by_another_version_is_set_aside(
         # the outcome was recorded; only the flow's own cleanup is held back
         assert second.show(dep.id).status == states.COMPLETE
         assert second.resume() == []  # a BROKEN flow is never resumed blindly
+
+
+def test_a_sweep_leaves_another_installations_stores(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    shared = f"shared-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        instance(devcloud, tmp_path / "a", signal_container=shared) as one,
+        instance(devcloud, tmp_path / "b", signal_container=shared) as two,
+    ):
+        config = script_config(two)
+        dep = two.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        until(lambda: parked(two, dep.id), what="the flow to park")
+        assert one.runner.watcher.sweep() == []
+        assert leftovers(two, dep.id) != {}  # still there, waiting
+        put_signal(two, dep.id, FINAL)
+        assert two.wait(dep.id, timeout=30).status == states.COMPLETE
+        two.undeploy(dep.id)
+        assert leftovers(two, dep.id) == {}
+        one.services.clients.object_store.delete_container(shared, force=True)
