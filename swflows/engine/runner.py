@@ -54,6 +54,9 @@ TERMINAL_FLOW_STATES = frozenset(
 #: a flow taken over this many times is set aside as BROKEN, not resumed
 #: again: something in it kills or stops every runner that drives it
 MAX_TAKEOVERS = 5
+#: states of a waiting step that has not ended: a flow resumed with its wait
+#: in another state is past it or reverting, and is never parked again
+WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
 #: how many ended flows' outcomes a runner keeps for a wait() that comes late
 FINISHED_KEPT = 1024
 
@@ -248,7 +251,7 @@ class Runner:
         for name, wait_atom in drive.park_after.items():
             if storage.get_atom_state(name) != tf_states.SUCCESS:
                 continue
-            if storage.get_atom_state(wait_atom.name) != tf_states.PENDING:
+            if storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE:
                 return False  # past its wait, or reverting: run on
             waiting = self._waiting(drive)
             try:

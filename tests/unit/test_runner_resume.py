@@ -73,7 +73,10 @@ def drive(atom_states: dict[str, str]) -> runner_mod._Drive:
     return runner_mod._Drive("f1", engine, {"publish": WaitAtom()})
 
 
-@pytest.mark.parametrize("wait_state", [tf_states.REVERTING, tf_states.SUCCESS])
+@pytest.mark.parametrize(
+    "wait_state",
+    [tf_states.REVERTING, tf_states.REVERTED, tf_states.FAILURE, tf_states.SUCCESS],
+)
 def test_a_flow_past_its_wait_is_not_parked_again(
     runner: runner_mod.Runner, wait_state: str
 ) -> None:
