@@ -18,7 +18,7 @@ Each case then checks that:
   deployment row, whichever process made it;
 * the metadata the server reads through its config transport lists
   exactly the derived configs of the deployments that remain, and the
-  store holds no other derived config of them;
+  store holds no other derived config;
 * no flow row and no logbook is left;
 * the real Keystone, Swift and Zaqar hold nothing of these deployments
   (counted before the child runs and after the resume).
@@ -358,7 +358,8 @@ def run_case(
                 setup.close()
             assert leftovers(services, *case.rows) == {}
             install_audit(database)
-            flow_id = kill_child(point, case, conf_path, folder, ctx)
+            pid = kill_child(point, case, conf_path, folder, ctx)
+            flow_id = interrupted_flow(store, case.acted_on, pid)
             resumer = Swflows(store, clients, conf)
             try:
                 if point.phase == "revert":
@@ -388,7 +389,7 @@ def remove_server_channel(services: Any, server_id: str) -> None:
 def kill_child(
     point: matrix.KillPoint, case: Case, conf: Path, folder: Path, ctx: Any
 ) -> str:
-    """Run the operation in a child until it is killed; the flow's id."""
+    """Run the operation in a child until it is killed; the child's pid."""
     report = folder / "child-report.txt"
     spec = {
         "conf": str(conf),
@@ -416,24 +417,18 @@ def kill_child(
     assert proc.exitcode == -signal.SIGKILL, (
         f"the child was not killed at {point.id} (exit {proc.exitcode}): {said}"
     )
-    return _flow_of(folder, case.acted_on, proc.pid)
+    return int(proc.pid)
 
 
-def _flow_of(folder: Path, deployment_id: str, pid: int) -> str:
-    """The dead child's flow: RUNNING, owned by the child, left for others."""
-    with contextlib.closing(
-        sqlite3.connect(folder / "swflows.sqlite", timeout=30)
-    ) as db:
-        rows = db.execute(
-            "SELECT id, state, owner FROM swflows_flows WHERE deployment_id = ?",
-            (deployment_id,),
-        ).fetchall()
+def interrupted_flow(store: Store, deployment_id: str, pid: int) -> str:
+    """The dead child's flow: still RUNNING and owned by the child."""
+    rows = flow_rows.FlowRegistry(store).find(deployment_id=deployment_id)
     assert len(rows) == 1, rows
-    flow_id, state, owner = rows[0]
-    assert state == flow_rows.RUNNING, rows
-    assert owner.split(":")[1] == str(pid), (owner, pid)
-    assert flow_rows.owner_is_dead(owner)
-    return str(flow_id)
+    row = rows[0]
+    assert row.state == flow_rows.RUNNING, row
+    assert row.owner is not None and row.owner.split(":")[1] == str(pid), row
+    assert flow_rows.owner_is_dead(row.owner)
+    return row.id
 
 
 def check(sw: Swflows, fake: FakeServer, case: Case, database: Path) -> None:
