@@ -1,0 +1,2 @@
+"""``swflows``: the operator command line (cliff), shaped like
+``openstack software config|deployment``."""

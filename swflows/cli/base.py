@@ -1,0 +1,105 @@
+"""What every ``swflows`` command shares: the Swflows it talks to, errors
+as one line with their exit status, and table cells for nested values."""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import json
+import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cliff import columns, command, lister, show
+
+from swflows import exceptions
+from swflows.cli import parsing
+from swflows.cli.parsing import ExitCode
+
+if TYPE_CHECKING:
+    from swflows.api import Swflows
+
+#: errors that are the caller's to fix: exit status 2
+BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
+    exceptions.ValidationError,
+    exceptions.NotFound,
+    exceptions.NotSupported,
+    exceptions.InvalidTransition,
+    exceptions.ConfigInUse,
+)
+
+
+class JsonColumn(columns.FormattableColumn[Any]):
+    """A nested value: compact JSON in a table, itself in json and yaml."""
+
+    def human_readable(self) -> str:
+        return json.dumps(self._value, sort_keys=True, default=str)
+
+    def machine_readable(self) -> Any:
+        return self._value
+
+
+def cell(value: Any) -> Any:
+    if isinstance(value, Mapping | list | tuple):
+        return JsonColumn(value)
+    return value
+
+
+def row(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(cell(data.get(name)) for name in names)
+
+
+class _Errors:
+    """Run ``take_action`` turning swflows' errors into one line and a status."""
+
+    app: Any
+
+    def _guarded(self, run: Any, parsed_args: argparse.Namespace) -> int:
+        try:
+            result = run(parsed_args)
+        except BAD_INPUT_ERRORS as exc:
+            return self._fail(exc, ExitCode.BAD_INPUT)
+        except exceptions.WaitTimeout as exc:
+            return self._fail(exc, ExitCode.TIMED_OUT)
+        except exceptions.SwflowsError as exc:
+            return self._fail(exc, ExitCode.ERROR)
+        return int(result or 0) or int(getattr(self, "exit_status", 0))
+
+    def _fail(self, exc: BaseException, code: ExitCode) -> int:
+        if self.app.options.debug:
+            traceback.print_exception(exc, file=self.app.stderr)
+        self.app.stderr.write(f"swflows: error: {exc}\n")
+        return int(code)
+
+    @property
+    def sw(self) -> Swflows:
+        return self.app.swflows(resume=False)  # type: ignore[no-any-return]
+
+
+class Command(_Errors, command.Command, metaclass=abc.ABCMeta):
+    """A command printing what it did, not a table."""
+
+    def run(self, parsed_args: argparse.Namespace) -> int:
+        return self._guarded(super().run, parsed_args)
+
+
+class Lister(_Errors, lister.Lister, metaclass=abc.ABCMeta):
+    def run(self, parsed_args: argparse.Namespace) -> int:
+        return self._guarded(super().run, parsed_args)
+
+
+class ShowOne(_Errors, show.ShowOne, metaclass=abc.ABCMeta):
+    #: set by take_action: the status to exit with after the output
+    exit_status: int = 0
+
+    def run(self, parsed_args: argparse.Namespace) -> int:
+        return self._guarded(super().run, parsed_args)
+
+
+def fields(data: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """A ShowOne's columns and values, nested values as JSON cells."""
+    names = tuple(data)
+    return names, row(data, names)
+
+
+__all__ = ["Command", "Lister", "ShowOne", "fields", "parsing", "row"]

@@ -1,0 +1,76 @@
+"""``swflows flow list|resume``: unfinished flows, and taking them over."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from swflows.cli import base, parsing
+
+COLUMNS = ("id", "kind", "deployment_id", "state", "owner", "elapsed", "picked_up")
+LONG_COLUMNS = (*COLUMNS, "server_id", "takeovers", "note")
+
+
+def flow_row(row: Any) -> dict[str, Any]:
+    data: dict[str, Any] = row.to_dict()
+    waiting = row.waiting or {}
+    data["elapsed"] = round(time.time() - row.created_at.timestamp(), 1)
+    data["picked_up"] = waiting.get("picked_up") if row.state == "PARKED" else None
+    return data
+
+
+class ListFlows(base.Lister):
+    """Unfinished flows: running, parked (waiting for a signal) or broken."""
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        parser.add_argument(
+            "--interrupted",
+            action="store_true",
+            help="only those no live runner drives (their runner died, or BROKEN)",
+        )
+        parser.add_argument("--deployment", metavar="ID")
+        parser.add_argument("--long", action="store_true", help="more columns")
+        return parser
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        if parsed_args.interrupted:
+            rows = self.sw.list_interrupted()
+            if parsed_args.deployment:
+                rows = [r for r in rows if r.deployment_id == parsed_args.deployment]
+        else:
+            rows = self.sw.list_flows(deployment_id=parsed_args.deployment)
+        names = LONG_COLUMNS if parsed_args.long else COLUMNS
+        return names, [base.row(flow_row(r), names) for r in rows]
+
+
+class ResumeFlows(base.Command):
+    """Take over interrupted flows now and drive them to their next wait."""
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        parser.add_argument("id", metavar="ID", nargs="?")
+        parser.add_argument("--all", action="store_true", help="every one")
+        return parser
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        if bool(parsed_args.id) == bool(parsed_args.all):
+            raise parsing.BadInput("ID", "give a flow id or --all")
+        sw = self.sw
+        if parsed_args.id and parsed_args.id not in {r.id for r in sw.list_flows()}:
+            raise parsing.BadInput("ID", f"no unfinished flow {parsed_args.id}")
+        resumed = sw.resume(parsed_args.id)
+        for flow_id in resumed:
+            # drive it until it parks or ends before this process exits
+            while any(
+                r.id == flow_id and r.state == "RUNNING" for r in sw.list_flows()
+            ):
+                time.sleep(0.1)
+            self.app.stdout.write(f"flow {flow_id} resumed\n")
+        if parsed_args.id and not resumed:
+            raise parsing.BadInput(
+                "ID", f"flow {parsed_args.id} is not interrupted (a live runner has it)"
+            )
+        if not resumed:
+            self.app.stdout.write("no interrupted flow\n")

@@ -1,0 +1,172 @@
+"""The ``swflows`` application: global options, commands, and the one
+Swflows instance a command talks to."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cliff import app, commandmanager
+from oslo_config import cfg
+
+from swflows.cli import config, deployment, engine, flow, parsing
+
+#: read when neither --config-file nor $SWFLOWS_CONFIG names a file
+DEFAULT_CONFIG_FILE = Path("/etc/swflows/swflows.conf")
+
+COMMANDS: dict[str, type] = {
+    "config create": config.CreateConfig,
+    "config show": config.ShowConfig,
+    "config list": config.ListConfigs,
+    "config delete": config.DeleteConfig,
+    "deployment create": deployment.CreateDeployment,
+    "deployment show": deployment.ShowDeployment,
+    "deployment list": deployment.ListDeployments,
+    "deployment delete": deployment.DeleteDeployment,
+    "deployment redeploy": deployment.RedeployDeployment,
+    "deployment trigger": deployment.TriggerDeployment,
+    "deployment cancel": deployment.CancelDeployment,
+    "deployment watch": deployment.WatchDeployment,
+    "deployment output show": deployment.ShowOutput,
+    "deployment metadata show": deployment.ShowMetadata,
+    "flow list": flow.ListFlows,
+    "flow resume": flow.ResumeFlows,
+    "engine": engine.Engine,
+}
+
+
+class _GlobalParser(argparse.ArgumentParser):
+    """Reads global options only before the command's name.
+
+    A command's own options may share a global's name (``config create
+    --config-file`` is the script, the global one swflows' configuration).
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        argv = list(sys.argv[1:] if args is None else args)
+        index = 0
+        while index < len(argv):
+            arg = argv[index]
+            if not arg.startswith("-") or arg == "--":
+                break
+            action = self._option_string_actions.get(arg.split("=", 1)[0])
+            takes_value = action is not None and action.nargs != 0
+            index += 2 if takes_value and "=" not in arg else 1
+        known, rest = super().parse_known_args(argv[:index], namespace)
+        return known, rest + argv[index:]
+
+
+class SwflowsApp(app.App):
+    def __init__(self) -> None:
+        manager = commandmanager.CommandManager("swflows.cli")
+        for name, command in COMMANDS.items():
+            manager.add_command(name, command)
+        super().__init__(
+            description="Software-config deployments as TaskFlow flows.",
+            version=_version(),
+            command_manager=manager,
+            deferred_help=True,
+        )
+        self._sw: Any = None
+
+    def build_option_parser(
+        self, description: str | None, version: str | None, argparse_kwargs: Any = None
+    ) -> argparse.ArgumentParser:
+        parser = super().build_option_parser(description, version, argparse_kwargs)
+        parser.__class__ = _GlobalParser
+        parser.add_argument(
+            "--config-file",
+            dest="swflows_config",
+            metavar="FILE",
+            action="append",
+            default=[],
+            help="swflows' configuration; repeat to layer several (default: "
+            f"$SWFLOWS_CONFIG, else {DEFAULT_CONFIG_FILE} when it exists)",
+        )
+        parser.add_argument(
+            "--os-cloud",
+            metavar="NAME",
+            default=os.environ.get("OS_CLOUD"),
+            help="a cloud of clouds.yaml for swflows' own login ([identity]); "
+            "default $OS_CLOUD",
+        )
+        return parser
+
+    def configure_logging(self) -> None:
+        """Warnings and errors on stderr; ``-v`` adds INFO, ``-vv`` DEBUG."""
+        super().configure_logging()
+        level = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO}.get(
+            self.options.verbose_level, logging.DEBUG
+        )
+        root = logging.getLogger()
+        for handler in root.handlers:
+            if getattr(handler, "stream", None) is self.stderr:
+                handler.setLevel(level)
+        if not self.options.log_file:
+            root.setLevel(level)
+
+    # -- the Swflows instance ----------------------------------------------
+    def config_files(self) -> list[str]:
+        paths = list(self.options.swflows_config)
+        if not paths and os.environ.get("SWFLOWS_CONFIG"):
+            paths = os.environ["SWFLOWS_CONFIG"].split(os.pathsep)
+        if not paths and DEFAULT_CONFIG_FILE.exists():
+            paths = [str(DEFAULT_CONFIG_FILE)]
+        for path in paths:
+            if not Path(path).is_file():
+                raise parsing.BadInput("--config-file", f"{path}: no such file")
+        return paths
+
+    def swflows(self, *, resume: bool) -> Any:
+        """The Swflows of this command, made at first use.
+
+        ``resume=False`` keeps a short-lived command from taking over
+        interrupted flows when it starts (an engine's or a watcher's job).
+        """
+        if self._sw is None:
+            from swflows import conf as sw_conf
+            from swflows.api import Swflows
+            from swflows.cli import cloud
+
+            try:
+                options = sw_conf.get_conf(config_files=self.config_files())
+            except cfg.Error as exc:
+                raise parsing.BadInput("--config-file", str(exc)) from None
+            if self.options.os_cloud:
+                cloud.apply(options, self.options.os_cloud)
+            if not resume:
+                options.set_override("resume_on_start", False, group="runner")
+            self._sw = Swflows.from_conf(options)
+        return self._sw
+
+    def close_swflows(self) -> None:
+        made, self._sw = self._sw, None
+        if made is not None:
+            made.close()
+            made.store.close()
+
+    def clean_up(self, cmd: Any, result: int, err: BaseException | None) -> None:
+        self.close_swflows()
+
+
+def _version() -> str:
+    try:
+        from importlib import metadata
+
+        return metadata.version("swflows")
+    except Exception:
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        args = ["help"]  # no interactive shell
+    return SwflowsApp().run(args)

@@ -1,0 +1,112 @@
+"""Pure helpers of the command line: arguments in, exit statuses out."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from swflows import exceptions, states
+
+
+class ExitCode(enum.IntEnum):
+    """The ``swflows`` command's exit statuses."""
+
+    #: done; or started, when not waiting
+    OK = 0
+    #: an error that is not the caller's input (a cloud or flow failure)
+    ERROR = 1
+    #: bad input: an unknown id, a malformed argument, a missing file
+    BAD_INPUT = 2
+    #: the deployment ended FAILED (exit code, error output, …)
+    FAILED = 3
+    #: the deployment timed out, or its server never picked it up
+    TIMED_OUT = 4
+    #: the deployment was cancelled
+    CANCELLED = 5
+
+
+#: reason kinds that exit with :attr:`ExitCode.TIMED_OUT`
+TIMEOUT_KINDS = frozenset(
+    {states.ReasonKind.TIMEOUT, states.ReasonKind.NEVER_PICKED_UP}
+)
+
+
+class BadInput(exceptions.ValidationError):
+    """A command-line argument that cannot be used."""
+
+
+def parse_input_values(pairs: Iterable[str] | None) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; the value is everything after the first ``=``.
+
+    Values stay text, as Heat's client sends them; a later key wins.
+    """
+    values: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise BadInput("--input-value", f"{pair!r} is not KEY=VALUE")
+        values[key] = value
+    return values
+
+
+def minutes_to_seconds(minutes: int | None) -> int | None:
+    """``--timeout`` is in minutes, like ``openstack software deployment create``."""
+    if minutes is None:
+        return None
+    if minutes <= 0:
+        raise BadInput("--timeout", "must be a positive number of minutes")
+    return minutes * 60
+
+
+def exit_code(deployment: Any) -> ExitCode:
+    """The exit status a deployment's outcome gives (None: it was removed)."""
+    if deployment is None or deployment.status != states.FAILED:
+        return ExitCode.OK
+    kind = (deployment.reason or {}).get("kind")
+    if kind in TIMEOUT_KINDS:
+        return ExitCode.TIMED_OUT
+    if kind == states.ReasonKind.CANCELLED:
+        return ExitCode.CANCELLED
+    return ExitCode.FAILED
+
+
+def read_text(path: str, option: str) -> str:
+    """A file's text; a missing or unreadable file is bad input."""
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise BadInput(option, f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def read_definition(path: str) -> dict[str, Any]:
+    """A definition file (YAML or JSON): ``inputs``, ``outputs``, ``options``."""
+    try:
+        data = yaml.safe_load(read_text(path, "--definition-file")) or {}
+    except yaml.YAMLError as exc:
+        raise BadInput("--definition-file", f"{path} is not YAML: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise BadInput("--definition-file", f"{path} must hold a mapping")
+    unknown = set(data) - {"inputs", "outputs", "options"}
+    if unknown:
+        raise BadInput(
+            "--definition-file",
+            f"{path}: unknown keys {', '.join(sorted(unknown))} "
+            "(expected inputs, outputs, options)",
+        )
+    return dict(data)
+
+
+def read_config_body(path: str, group: str) -> Any:
+    """The config's body: text, or for a component a parsed mapping."""
+    text = read_text(path, "--config-file")
+    if group != "component":
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BadInput("--config-file", f"{path} is not YAML: {exc}") from None
