@@ -31,14 +31,17 @@ def crash_clients(devcloud: dict[str, Any], tmp_path_factory: Any) -> Any:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Say how many kill points passed, of how many the flows have."""
-    ran = {
-        outcome: {
-            report.nodeid
+    outcomes = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    reports = {
+        outcome: [
+            report
             for report in terminalreporter.stats.get(outcome, [])
             if getattr(report, "nodeid", "").startswith(MATRIX_TEST)
-        }
-        for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+        ]
+        for outcome in outcomes
     }
+    ran = {outcome: {r.nodeid for r in found} for outcome, found in reports.items()}
+    busy = sum(r.duration for found in reports.values() for r in found)
     if not any(ran.values()):
         return
     total = len(matrix.kill_points())
@@ -49,5 +52,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         f"crash matrix: {len(ran['passed'])} of {total} kill points passed"
         f" ({len(matrix.all_variants())} flow graphs x {len(matrix.PLANS)} "
         f"transports x {len(matrix.PHASES)} boundaries per atom)"
+        f" in {busy:.0f} s of worker time"
         + (f"; {', '.join(others)}" if others else "")
     )
