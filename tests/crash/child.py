@@ -108,7 +108,7 @@ def main(spec: dict[str, Any]) -> None:
     """Run ``spec``'s operation; die at its kill point."""
     report = Path(spec["report"])
     variant = matrix.Variant(spec["kind"], tuple(tuple(a) for a in spec["args"]))
-    plan = matrix.PLANS[spec["transport"]]
+    plan = matrix.ALL_PLANS[spec["plan"]]
     install_hooks(variant.build(plan), spec["atom"], spec["phase"], spec["fail_atom"])
     ids = iter(spec.get("new_ids", []))
     real_new_id = model.new_id

@@ -50,8 +50,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     ]
     terminalreporter.write_line(
         f"crash matrix: {len(ran['passed'])} of {total} kill points passed"
-        f" ({len(matrix.all_variants())} flow graphs x {len(matrix.PLANS)} "
-        f"transports x {len(matrix.PHASES)} boundaries per atom)"
+        f" ({len(matrix.all_variants())} flow graphs x "
+        f"{', '.join(matrix.PLANS)} (+ {', '.join(matrix.EXTRA_PLANS)} for "
+        f"its own atoms) x {len(matrix.PHASES)} boundaries per atom)"
         f" in {busy:.0f} s of worker time"
         + (f"; {', '.join(others)}" if others else "")
     )

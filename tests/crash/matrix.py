@@ -3,7 +3,9 @@
 Every factory of :data:`swflows.flows.FACTORIES` is built with each signal
 transport's :class:`~swflows.flows.common.Plan` (and each value of its own
 boolean arguments, such as undeploy's ``run_delete_action``); every atom of
-the graph it returns gives three kill points:
+the graph it returns gives three kill points (and the atoms only an extra
+plan's graph has, the stack user's of ZAQAR_SIGNAL in credentials mode,
+give theirs with that plan):
 
 ``before``
     at the start of ``execute``, before anything is done;
@@ -32,6 +34,21 @@ PLANS: dict[str, common.Plan] = {
     "TEMP_URL_SIGNAL": common.Plan("TEMP_URL_SIGNAL", "POLL_TEMP_URL"),
     "ZAQAR_SIGNAL": common.Plan("ZAQAR_SIGNAL", "POLL_TEMP_URL"),
 }
+#: plans whose graphs have atoms the plans above do not: those atoms only
+#: are killed with them
+EXTRA_PLANS: dict[str, common.Plan] = {
+    "ZAQAR_SIGNAL-credentials": common.Plan(
+        "ZAQAR_SIGNAL",
+        "POLL_TEMP_URL",
+        signal_options={"auth": "credentials"},
+        needs_stack_user=True,
+    ),
+}
+ALL_PLANS = {**PLANS, **EXTRA_PLANS}
+#: the options a plan needs in the configuration file ([DEFAULT])
+PLAN_OPTIONS: dict[str, dict[str, str]] = {
+    "ZAQAR_SIGNAL-credentials": {"zaqar_signal_auth": "credentials"},
+}
 PHASES = ("before", "after", "revert")
 
 
@@ -58,7 +75,8 @@ class Variant:
 @dataclasses.dataclass(frozen=True)
 class KillPoint:
     variant: Variant
-    transport: str
+    #: a key of :data:`ALL_PLANS`
+    plan: str
     atom: str
     phase: str
     #: the flow's atoms, in order (the last one fails for ``revert``)
@@ -67,7 +85,16 @@ class KillPoint:
     @property
     def id(self) -> str:
         short = self.atom.rsplit(".", 1)[-1]
-        return f"{self.variant.label}-{self.transport}-{short}-{self.phase}"
+        return f"{self.variant.label}-{self.plan}-{short}-{self.phase}"
+
+    @property
+    def signal_transport(self) -> str:
+        return ALL_PLANS[self.plan].signal_transport
+
+    @property
+    def stack_users(self) -> bool:
+        """Whether each deployment has a stack user while it exists."""
+        return ALL_PLANS[self.plan].needs_stack_user
 
     @property
     def fail_atom(self) -> str | None:
@@ -107,9 +134,14 @@ def kill_points() -> list[KillPoint]:
     """Every kill point of every flow, per transport and phase."""
     points = []
     for variant in all_variants():
-        for transport, plan in PLANS.items():
+        covered: set[str] = set()
+        for label, plan in ALL_PLANS.items():
             atoms = tuple(variant.atoms(plan))
             for atom in atoms:
+                if label in EXTRA_PLANS and atom in covered:
+                    continue
                 for phase in PHASES:
-                    points.append(KillPoint(variant, transport, atom, phase, atoms))
+                    points.append(KillPoint(variant, label, atom, phase, atoms))
+            if label in PLANS:
+                covered.update(atoms)
     return points

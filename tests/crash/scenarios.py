@@ -46,7 +46,7 @@ from swflows.api import Swflows
 from swflows.persistence import flows as flow_rows
 from swflows.persistence.store import Store
 from swflows.services import Clients
-from swflows.tasks import metadata
+from swflows.tasks import identity, metadata
 from tests.crash import child, matrix
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
@@ -169,7 +169,7 @@ def setup_deploy(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
         (server, config.id),
         {
             "input_values": {"foo": "a"},
-            "signal_transport": point.transport,
+            "signal_transport": point.signal_transport,
             "timeout": TIMEOUT,
             "deployment_id": new,
         },
@@ -180,7 +180,7 @@ def setup_deploy(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
 
 
 def setup_redeploy(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
-    dep = deployed(sw, server, component_config(sw), point.transport)
+    dep = deployed(sw, server, component_config(sw), point.signal_transport)
     # reverted after its signal, the action stays what the server ran
     return Case(
         server,
@@ -196,7 +196,7 @@ def setup_redeploy(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
 def setup_undeploy(delete_action: bool) -> Callable[..., Case]:
     def setup(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
         config = component_config(sw) if delete_action else script_config(sw)
-        dep = deployed(sw, server, config, point.transport)
+        dep = deployed(sw, server, config, point.signal_transport)
         # reverted or not, a removal that got past the row finishes
         return Case(
             server,
@@ -212,7 +212,7 @@ def setup_undeploy(delete_action: bool) -> Callable[..., Case]:
 
 
 def setup_trigger(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
-    dep = deployed(sw, server, component_config(sw), point.transport)
+    dep = deployed(sw, server, component_config(sw), point.signal_transport)
     new = str(uuid.uuid4())
     reverted = point.phase == "revert"
     return Case(
@@ -289,8 +289,8 @@ def leftovers(services: Any, *deployment_ids: str) -> dict[str, list[str]]:
         return any(d in name for d in deployment_ids)
 
     found = {
-        "users": [u.name for u in users.list_users() if mine(u.name)],
-        "projects": [p.name for p in users.list_projects() if mine(p.name)],
+        "users": sorted(u.name for u in users.list_users() if mine(u.name)),
+        "projects": sorted(p.name for p in users.list_projects() if mine(p.name)),
         "objects": [
             f"{container}/{o.name}"
             for container in sorted(containers)
@@ -313,14 +313,19 @@ def fork_server() -> Any:
     return ctx
 
 
-def write_conf(cloud: dict[str, Any], folder: Path) -> Path:
+def write_conf(
+    cloud: dict[str, Any], folder: Path, options: dict[str, str] | None = None
+) -> Path:
+    """The case's configuration file: its database, a short lease and
+    ``options`` in [DEFAULT]."""
     path = flowkit.write_conf(
         cloud,
         folder / "swflows.conf",
         database=f"sqlite:///{folder / 'swflows.sqlite'}",
     )
     with path.open("a") as out:
-        out.write("[runner]\nlease_seconds = 2\n")
+        out.write("[runner]\nlease_seconds = 2\n\n[DEFAULT]\n")
+        out.writelines(f"{key} = {value}\n" for key, value in (options or {}).items())
     return path
 
 
@@ -339,12 +344,13 @@ def run_case(
     clients: Clients,
 ) -> None:
     """Kill a child at ``point``, resume in this process, check the result."""
-    conf_path = write_conf(cloud, folder)
+    conf_path = write_conf(cloud, folder, matrix.PLAN_OPTIONS.get(point.plan))
     database = folder / "swflows.sqlite"
     conf = sw_conf.get_conf(config_files=[str(conf_path)])
     store = Store.from_conf(conf)
     server_id = str(uuid.uuid4())
     services = None
+    case: Case | None = None
     try:
         setup = Swflows(store, clients, conf)
         services = setup.services
@@ -356,7 +362,8 @@ def run_case(
                 case = SCENARIOS[point.variant.label](setup, point, server_id)
             finally:
                 setup.close()
-            assert leftovers(services, *case.rows) == {}
+            existing = [d for d in case.rows if exists(setup, d)]
+            assert leftovers(services, *case.rows) == owned(existing, point)
             install_audit(database)
             pid = kill_child(point, case, conf_path, folder, ctx)
             flow_id = interrupted_flow(store, case.acted_on, pid)
@@ -367,13 +374,16 @@ def run_case(
                         resumer.runner.wait(flow_id, RESUME_TIMEOUT)
                 else:
                     resumer.runner.wait(flow_id, RESUME_TIMEOUT)
-                check(resumer, fake, case, database)
+                check(resumer, fake, case, database, point)
             finally:
                 resumer.close()
     finally:
         try:
             if services is not None:
                 remove_server_channel(services, server_id)
+                if point.stack_users and case is not None:
+                    for dep_id in case.rows:
+                        identity.delete_stack_user(services, dep_id)
         finally:
             store.close()
 
@@ -396,7 +406,7 @@ def kill_child(
         "report": str(report),
         "kind": point.variant.kind,
         "args": [list(arg) for arg in point.variant.args],
-        "transport": point.transport,
+        "plan": point.plan,
         "atom": point.atom,
         "phase": point.phase,
         "fail_atom": point.fail_atom,
@@ -431,7 +441,30 @@ def interrupted_flow(store: Store, deployment_id: str, pid: int) -> str:
     return row.id
 
 
-def check(sw: Swflows, fake: FakeServer, case: Case, database: Path) -> None:
+def exists(sw: Swflows, deployment_id: str) -> bool:
+    try:
+        sw.show(deployment_id)
+    except exceptions.DeploymentNotFound:
+        return False
+    return True
+
+
+def owned(deployment_ids: list[str], point: matrix.KillPoint) -> dict[str, Any]:
+    """What the cloud holds for these live deployments: their stack users
+    (in credentials mode), nothing else."""
+    if not point.stack_users or not deployment_ids:
+        return {}
+    names = sorted(identity.user_name(d) for d in deployment_ids)
+    return {"users": names, "projects": names}
+
+
+def check(
+    sw: Swflows,
+    fake: FakeServer,
+    case: Case,
+    database: Path,
+    point: matrix.KillPoint,
+) -> None:
     # the rows: right terminal state, or gone
     for dep_id, expected in case.rows.items():
         try:
@@ -467,4 +500,4 @@ def check(sw: Swflows, fake: FakeServer, case: Case, database: Path) -> None:
     with contextlib.closing(sw.runner.backend.get_connection()) as conn:
         assert list(conn.get_logbooks()) == []
     # nothing of these deployments left on Keystone, Swift, Zaqar
-    assert leftovers(sw.services, *case.rows) == {}
+    assert leftovers(sw.services, *case.rows) == owned(sorted(remaining), point)

@@ -22,14 +22,28 @@ def test_every_atom_of_every_flow_is_a_kill_point() -> None:
     assert set(scenarios.SCENARIOS) == {v.label for v in matrix.all_variants()}
     expected = 0
     for variant in matrix.all_variants():
+        base: set[str] = set()
         for plan in matrix.PLANS.values():
             atoms = variant.atoms(plan)
             assert len(atoms) == len(set(atoms)), f"{variant.label}: names repeat"
+            base.update(atoms)
             expected += len(atoms) * len(matrix.PHASES)
+        for plan in matrix.EXTRA_PLANS.values():
+            extra = set(variant.atoms(plan)) - base
+            assert extra, f"{variant.label}: the extra plan adds no atom"
+            expected += len(extra) * len(matrix.PHASES)
     assert len(POINTS) == expected
     assert len({point.id for point in POINTS}) == expected
-    # what each phase needs: undeploy without DELETE has the fewest atoms
-    assert min(len(point.atoms) for point in POINTS) >= 2
+    # every task class of every flow has its kill points
+    for variant in matrix.all_variants():
+        for plan in matrix.ALL_PLANS.values():
+            classes = {type(atom) for atom in variant.build(plan)}
+            killed = {
+                type(atom)
+                for atom in variant.build(plan)
+                if any(p.atom == atom.name and p.variant == variant for p in POINTS)
+            }
+            assert classes == killed, variant.label
 
 
 @pytest.mark.parametrize("point", POINTS, ids=[point.id for point in POINTS])
