@@ -1,0 +1,473 @@
+"""The ``swflows`` executable as a subprocess against the dev cloud.
+
+Each test writes a configuration file into its tmp_path (its own SQLite
+store) and runs the real command with ``--config-file``.  The test's own
+Swflows, on the same file, only enrolls servers and reads the store: its
+runner is closed at once, so every flow is driven by a ``swflows``
+process.  Servers are the real agent (``swflows-agent``), or nobody.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from swflows import conf as sw_conf
+from swflows import states
+from swflows.api import Swflows
+from swflows.cli.parsing import ExitCode
+from tests.functional import flowkit
+from tests.functional.test_agent import agent_server
+from tests.functional.test_runner import until
+
+COMPONENT = {
+    "configs": [
+        {
+            "actions": ["CREATE", "UPDATE"],
+            "tool": "script",
+            "config": '#!/bin/sh\necho "deploy $foo"\n'
+            "printf 'made-%s' \"$foo\" > $heat_outputs_path.result\n",
+        },
+        {
+            "actions": ["BACKUP"],
+            "tool": "script",
+            "config": "#!/bin/sh\nprintf 'backup-%s' \"$foo\" > "
+            "$heat_outputs_path.result\n",
+        },
+    ]
+}
+DEFINITION = {
+    "inputs": [{"name": "foo", "default": "x"}],
+    "outputs": [{"name": "result"}],
+}
+
+
+def command() -> list[str]:
+    script = Path(sys.executable).with_name("swflows")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "swflows.cli"]
+
+
+class Cli:
+    """Runs ``swflows --config-file <conf> ...`` and checks its exit status."""
+
+    def __init__(self, folder: Path, conf: Path) -> None:
+        self.folder = folder
+        self.conf = conf
+        self.env = {k: v for k, v in os.environ.items() if k != "SWFLOWS_CONFIG"}
+
+    def __call__(
+        self, *args: str, rc: int = 0, conf: list[Path] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        files = [self.conf] if conf is None else conf
+        argv = [*command()]
+        for path in files:
+            argv += ["--config-file", str(path)]
+        done = subprocess.run(
+            [*argv, *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == rc, (args, done.returncode, done.stdout, done.stderr)
+        if rc == ExitCode.BAD_INPUT and "--debug" not in args:
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1, done.stderr
+            assert lines[0].startswith("swflows: error: "), done.stderr
+        if "--debug" not in args:
+            assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    def json(self, *args: str, rc: int = 0) -> Any:
+        return json.loads(self(*args, "-f", "json", rc=rc).stdout)
+
+    def popen(self, *args: str, log: Path) -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                [*command(), "--config-file", str(self.conf), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+
+
+@pytest.fixture
+def setup(devcloud: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Cli, Swflows]]:
+    conf = flowkit.write_conf(
+        devcloud,
+        tmp_path / "swflows.conf",
+        database=f"sqlite:///{tmp_path / 'swflows.sqlite'}",
+    )
+    sw = Swflows.from_conf(sw_conf.get_conf(config_files=[str(conf)]))
+    sw.close()  # no runner here: the swflows processes drive every flow
+    try:
+        yield Cli(tmp_path, conf), sw
+    finally:
+        sw.store.close()
+
+
+def write(path: Path, data: Any) -> str:
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return str(path)
+
+
+def test_configs_formats_and_bad_input(setup: tuple[Cli, Swflows]) -> None:
+    cli, sw = setup
+    script = write(cli.folder / "hello.sh", "#!/bin/sh\necho hello\n")
+    definition = write(cli.folder / "def.yaml", DEFINITION)
+    table = cli(
+        "config",
+        "create",
+        "hello",
+        "--config-file",
+        script,
+        "--definition-file",
+        definition,
+        "--group",
+        "script",
+    ).stdout
+    assert "| group " in table and "script" in table
+    config_id = sw.list_configs()[0].id
+    shown = cli.json("config", "show", config_id)
+    assert shown["config"] == "#!/bin/sh\necho hello\n"
+    assert shown["inputs"][0]["name"] == "foo"  # nested values stay JSON
+    listed = yaml.safe_load(cli("config", "list", "-f", "yaml").stdout)
+    assert [c["id"] for c in listed] == [config_id]
+    assert cli("config", "list", "-f", "value", "-c", "name").stdout == "hello\n"
+    assert cli("config", "show", config_id, "--config-only", "-f", "value").stdout == (
+        "#!/bin/sh\necho hello\n\n"
+    )
+
+    # NO_SIGNAL: COMPLETE without a server; metadata, outputs, list, delete
+    server = str(uuid.uuid4())
+    done = cli(
+        "deployment",
+        "create",
+        "web",
+        "--server",
+        server,
+        "--config",
+        config_id,
+        "--input-value",
+        "foo=a=b",
+        "--signal-transport",
+        "NO_SIGNAL",
+        "--wait",
+        "-f",
+        "json",
+    )
+    dep = json.loads(done.stdout)
+    assert dep["status"] == states.COMPLETE and dep["input_values"] == {"foo": "a=b"}
+    assert "COMPLETE" in done.stderr  # progress: plain lines, not a terminal
+    meta = cli.json("deployment", "metadata", "show", server)
+    assert [(m["name"], m["action"], m["inputs"]) for m in meta] == [
+        ("web", "CREATE", {"foo": "a=b"})
+    ]
+    rows = cli(
+        "deployment",
+        "list",
+        "--server",
+        server,
+        "--status",
+        "COMPLETE",
+        "-f",
+        "value",
+        "-c",
+        "id",
+        "-c",
+        "status",
+    ).stdout
+    assert rows == f"{dep['id']} COMPLETE\n"
+    assert cli.json("deployment", "list", "--status", "FAILED") == []
+    assert cli.json("deployment", "output", "show", dep["id"], "--all") == {}
+    table = cli("deployment", "show", dep["id"]).stdout
+    assert "not_waiting" in table
+    assert cli.json("flow", "list") == []
+    assert cli.json("flow", "list", "--interrupted") == []
+    assert cli("flow", "resume", "--all").stdout == "no interrupted flow\n"
+
+    # bad input: one line on stderr, exit 2
+    bad = ExitCode.BAD_INPUT
+    cli("config", "show", "no-such-config", rc=bad)
+    cli("deployment", "create", "x", "--server", server, "--config", "nope", rc=bad)
+    err = cli(
+        "deployment",
+        "create",
+        "x",
+        "--server",
+        server,
+        "--config",
+        config_id,
+        "--input-value",
+        "foo",
+        rc=bad,
+    ).stderr
+    assert "--input-value: 'foo' is not KEY=VALUE" in err
+    err = cli(
+        "deployment",
+        "create",
+        "x",
+        "--server",
+        server,
+        "--config",
+        config_id,
+        "--signal-transport",
+        "CARRIER_PIGEON",
+        rc=bad,
+    ).stderr
+    assert "unknown transport 'CARRIER_PIGEON'" in err
+    err = cli(
+        "config",
+        "create",
+        "y",
+        "--config-file",
+        script,
+        "--definition-file",
+        str(cli.folder / "missing.yaml"),
+        rc=bad,
+    ).stderr
+    assert "missing.yaml" in err
+    cli("config", "create", "y", "--config-file", str(cli.folder / "none.sh"), rc=bad)
+    cli("deployment", "show", "nope", rc=bad)
+    cli("deployment", "output", "show", dep["id"], "nothing", rc=bad)
+    cli("deployment", "output", "show", dep["id"], rc=bad)
+    cli("deployment", "cancel", dep["id"], rc=bad)  # not running
+    cli(
+        "deployment",
+        "create",
+        "x",
+        "--server",
+        server,
+        "--config",
+        config_id,
+        "--timeout",
+        "0",
+        rc=bad,
+    )
+    cli("flow", "resume", "no-such-flow", rc=bad)
+    cli("config", "delete", config_id, rc=bad)  # in use
+    cli("config", "list", rc=bad, conf=[cli.folder / "no-such.conf"])
+    debug = cli("--debug", "config", "show", "nope", rc=bad).stderr
+    assert "Traceback" in debug
+    # SWFLOWS_CONFIG is read when no --config-file is given
+    env = {**cli.env, "SWFLOWS_CONFIG": str(cli.conf)}
+    found = subprocess.run(
+        [*command(), "config", "list", "-f", "value", "-c", "id"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert found.stdout == f"{config_id}\n"
+
+    assert cli("deployment", "delete", dep["id"]).stdout == (
+        f"deployment {dep['id']} deleted\n"
+    )
+    assert cli("config", "delete", config_id).stdout == f"config {config_id} deleted\n"
+    assert sw.list_deployments() == [] and sw.list_configs() == []
+
+
+def test_agent_deploy_trigger_redeploy_and_exit_codes(
+    setup: tuple[Cli, Swflows],
+) -> None:
+    cli, sw = setup
+    body = write(cli.folder / "component.yaml", COMPONENT)
+    definition = write(cli.folder / "def.yaml", DEFINITION)
+    config = cli.json(
+        "config",
+        "create",
+        "db",
+        "--config-file",
+        body,
+        "--definition-file",
+        definition,
+        "--group",
+        "component",
+    )
+    failing = cli.json(
+        "config",
+        "create",
+        "bad",
+        "--group",
+        "script",
+        "--config-file",
+        write(cli.folder / "bad.sh", "#!/bin/sh\necho broken >&2\nexit 3\n"),
+    )
+    with agent_server(sw, cli.folder / "server") as server:
+        done = cli(
+            "deployment",
+            "create",
+            "db",
+            "--server",
+            server.id,
+            "--config",
+            config["id"],
+            "--input-value",
+            "foo=one",
+            "--timeout",
+            "2",
+            "--wait",
+            "-f",
+            "json",
+        )
+        dep = json.loads(done.stdout)
+        assert dep["status"] == states.COMPLETE, done.stderr
+        assert dep["timeout"] == 120
+        assert "waiting for the server's signal (TEMP_URL_SIGNAL)" in done.stderr
+        result = cli(
+            "deployment", "output", "show", dep["id"], "result", "-f", "value"
+        ).stdout
+        assert result == "made-one\n"
+        outputs = cli.json("deployment", "output", "show", dep["id"], "--all")
+        assert outputs["deploy_stdout"] == "deploy one\n"
+
+        backup = cli.json(
+            "deployment",
+            "trigger",
+            dep["id"],
+            "BACKUP",
+            "--input-value",
+            "foo=nightly",
+            "--wait",
+        )
+        assert backup["name"] == "db-BACKUP" and backup["status"] == "COMPLETE"
+        assert backup["output_values"]["result"] == "backup-nightly"
+
+        again = cli.json(
+            "deployment", "redeploy", dep["id"], "--input-value", "foo=two", "--wait"
+        )
+        assert again["action"] == "UPDATE" and again["generation"] == 2
+        assert again["output_values"]["result"] == "made-two"
+
+        err = cli(
+            "deployment",
+            "create",
+            "bad",
+            "--server",
+            server.id,
+            "--config",
+            failing["id"],
+            "--wait",
+            rc=ExitCode.FAILED,
+        ).stderr
+        assert "FAILED (exit_code)" in err
+
+        # an IN_PROGRESS deployment without --wait, watched to its end
+        late = cli.json(
+            "deployment",
+            "create",
+            "late",
+            "--server",
+            server.id,
+            "--config",
+            config["id"],
+            "--input-value",
+            "foo=late",
+        )
+        assert late["status"] == states.IN_PROGRESS
+        watched = cli("deployment", "watch", late["id"], "-f", "value", "-c", "status")
+        assert watched.stdout == "COMPLETE\n"
+
+        ids = [d.id for d in sw.list_deployments(server_id=server.id)]
+        cli("deployment", "delete", *ids)
+        assert sw.list_deployments(server_id=server.id) == []
+    assert flowkit.leftovers(sw, *ids) == {}
+
+
+def test_timeouts_cancel_and_the_engine(setup: tuple[Cli, Swflows]) -> None:
+    cli, sw = setup
+    config = cli.json(
+        "config",
+        "create",
+        "slow",
+        "--group",
+        "script",
+        "--config-file",
+        write(cli.folder / "slow.sh", "#!/bin/sh\nsleep 2\necho done\n"),
+    )
+    nobody = str(uuid.uuid4())  # a server without an agent
+
+    # never picked up: exit 4 (a second --config-file layers the first)
+    quick = cli.folder / "quick.conf"
+    quick.write_text("[DEFAULT]\ndelivery_timeout = 1\n")
+    err = cli(
+        "deployment",
+        "create",
+        "lost",
+        "--server",
+        nobody,
+        "--config",
+        config["id"],
+        "--wait",
+        rc=ExitCode.TIMED_OUT,
+        conf=[cli.conf, quick],
+    ).stderr
+    assert "FAILED (never_picked_up)" in err
+
+    # cancelled: exit 5 for whoever follows it
+    hung = cli.json(
+        "deployment", "create", "hung", "--server", nobody, "--config", config["id"]
+    )
+    assert hung["status"] == states.IN_PROGRESS
+    flows = cli.json("flow", "list", "--long")
+    assert [(f["deployment_id"], f["state"], f["picked_up"]) for f in flows] == [
+        (hung["id"], "PARKED", False)
+    ]
+    cancelled = cli.json("deployment", "cancel", hung["id"], "--reason", "test")
+    assert cancelled["reason"] == {"kind": "cancelled", "by": "test"}
+    err = cli("deployment", "watch", hung["id"], rc=ExitCode.CANCELLED).stderr
+    assert "FAILED (cancelled)" in err
+
+    # the engine: killed while a deployment waits, started again, it ends it
+    with agent_server(sw, cli.folder / "server") as server:
+        log = cli.folder / "engine.log"
+        engine = cli.popen("engine", log=log)
+        try:
+            until(lambda: "running" in log.read_text(), 60, "the engine")
+            dep = cli.json(
+                "deployment",
+                "create",
+                "app",
+                "--server",
+                server.id,
+                "--config",
+                config["id"],
+            )
+            engine.send_signal(signal.SIGKILL)
+            engine.wait(10)
+            engine = cli.popen("engine", log=log)
+            final = until(
+                lambda: (
+                    sw.show(dep["id"]).status != states.IN_PROGRESS
+                    and sw.show(dep["id"])
+                ),
+                60,
+                "the restarted engine",
+            )
+            assert final.status == states.COMPLETE, final.status_reason
+            until(lambda: not sw.list_flows(), 30, "the flow to end")
+            engine.send_signal(signal.SIGTERM)
+            assert engine.wait(30) == 0, log.read_text()
+            assert log.read_text().count("engine stopped") == 1
+        finally:
+            if engine.poll() is None:
+                engine.kill()
+                engine.wait(10)
+        cli(
+            "deployment",
+            "delete",
+            dep["id"],
+            *[d.id for d in sw.list_deployments(server_id=nobody)],
+        )
+    assert sw.list_deployments() == []
