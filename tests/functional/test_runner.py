@@ -22,10 +22,9 @@ from swflows.persistence import flows as flow_rows
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import leftovers
+from tests.functional.test_flows import script_config
 
 sw = flowkit.sw
-
-SCRIPT = "#!/bin/sh\necho $foo > $heat_outputs_path.result\n"
 
 
 @contextlib.contextmanager
@@ -59,16 +58,6 @@ def until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or check}")
         time.sleep(0.05)
-
-
-def script_config(sw: Swflows) -> Any:
-    return sw.create_config(
-        "app",
-        SCRIPT,
-        group="script",
-        inputs=[{"name": "foo", "default": "d"}],
-        outputs=[{"name": "result"}],
-    )
 
 
 def parked(sw: Swflows, deployment_id: str) -> flow_rows.FlowRow | None:
@@ -141,7 +130,10 @@ def test_started_signal_counts_as_picked_up(
         until(lambda: parked(sw, dep.id), what="the flow to park")
         put_signal(sw, dep.id, signals.progress_payload())
         until(
-            lambda: (parked(sw, dep.id) or flow_rows.FlowRow).waiting["picked_up"],
+            lambda: (
+                (row := parked(sw, dep.id)) is not None
+                and (row.waiting or {}).get("picked_up")
+            ),
             what="the started signal to be seen",
         )
         time.sleep(2.5)  # past the delivery deadline: it was picked up
@@ -180,7 +172,8 @@ def test_metadata_read_through_the_api_counts_as_picked_up(
 def test_cancel_then_late_signal_is_ignored_and_swept(
     devcloud: dict[str, Any], tmp_path: Path
 ) -> None:
-    with instance(devcloud, tmp_path, watcher__sweep_interval=1.0) as sw:
+    # sweeps only when the test asks for one
+    with instance(devcloud, tmp_path, watcher__sweep_interval=3600.0) as sw:
         config = script_config(sw)
         dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
         until(lambda: parked(sw, dep.id), what="the flow to park")
@@ -197,7 +190,8 @@ def test_cancel_then_late_signal_is_ignored_and_swept(
         # watcher's sweep removes the object
         requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
         assert leftovers(sw, dep.id) != {}
-        until(lambda: leftovers(sw, dep.id) == {}, what="the sweep", timeout=20)
+        assert sw.runner.watcher.sweep() == [f"{dep.id}/1"]
+        assert leftovers(sw, dep.id) == {}
         assert sw.show(dep.id).reason["kind"] == states.ReasonKind.CANCELLED.value
         sw.undeploy(dep.id)
 

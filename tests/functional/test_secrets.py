@@ -25,10 +25,10 @@ import pytest
 
 from swflows import derive, states
 from swflows.api import Swflows
-from swflows.persistence import flows as flow_rows
 from swflows.transports import impl_heat
 from tests.functional.fakeserver import FakeServer
-from tests.functional.test_runner import instance, script_config, until
+from tests.functional.test_flows import script_config
+from tests.functional.test_runner import instance, parked, until
 
 #: (signal transport, config transport, zaqar auth)
 RUNS = [
@@ -104,13 +104,7 @@ def test_no_secret_in_clear(
                 signal_transport=signal,
                 config_transport=config_transport,
             )
-            until(
-                lambda: any(
-                    r.state == flow_rows.PARKED
-                    for r in sw.list_flows(deployment_id=dep.id)  # noqa: B023
-                ),
-                what="the flow to park",
-            )
+            until(lambda: parked(sw, dep.id), what="the flow to park")  # noqa: B023
             made = secrets_of(sw, dep.id) | server_secrets(sw, server)
             made.add(sw.services.clients.object_store.tempurl_key())
             assert all(len(s) >= 16 for s in made), "too short to search for"
