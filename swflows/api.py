@@ -51,6 +51,7 @@ class Swflows:
         )
         self.store = store
         self.conf = conf
+        self._owns_store = False
         self.runner = Runner(self.services)
         self.runner.start()
 
@@ -62,20 +63,26 @@ class Swflows:
         The store is opened from ``[database]`` unless ``store`` is given, and
         the cloud clients are built from the client groups and ``[stack_user]``
         (:meth:`swflows.services.Clients.from_conf`).  A store opened here is
-        ``sw.store``: close it after the instance.
+        ``sw.store``, closed with the instance.
         """
         from swflows.persistence.store import Store
 
         opened = store if store is not None else Store.from_conf(conf)
         try:
-            return cls(opened, Clients.from_conf(conf), conf)
+            made = cls(opened, Clients.from_conf(conf), conf)
+            made._owns_store = store is None
+            return made
         except BaseException:
             if store is None:
                 opened.close()
             raise
 
     def close(self) -> None:
+        """Stop the runner (running flows are released for the next one),
+        and close the store if :meth:`from_conf` opened it."""
         self.runner.close()
+        if self._owns_store:
+            self.store.close()
 
     def __enter__(self) -> Swflows:
         return self
@@ -201,7 +208,7 @@ class Swflows:
         transport = self._signal_transport(signal_transport)
         plan = self._plan(server_id, transport, config_transport)
         deployment_id = deployment_id or model.new_id()
-        inputs = {
+        inputs: dict[str, Any] = {
             "deployment_id": deployment_id,
             "server_id": server_id,
             "source_config_id": config_id,
@@ -213,6 +220,8 @@ class Swflows:
             "signal_transport": transport,
             "parent_id": None,
         }
+        if actions is not None:
+            inputs["actions"] = list(actions)
         started = self._start("deploy", plan, inputs)
         return self._result(deployment_id, started, wait, wait_timeout)
 

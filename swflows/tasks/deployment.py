@@ -70,6 +70,7 @@ class CreateDeployment(_PublishingTask):
         generation: int,
         signal_transport: str,
         parent_id: str | None = None,
+        actions: list[str] | None = None,
     ) -> float:
         try:
             existing = services.store.get_deployment(deployment_id)
@@ -82,6 +83,7 @@ class CreateDeployment(_PublishingTask):
                 )
             return _epoch(existing.creation_time)
         status, reason_text, reason = _initial_status(self.waits)
+        extra: dict[str, Any] = {"actions": tuple(actions)} if actions else {}
         services.store.create_deployment(
             model.Deployment(
                 id=deployment_id,
@@ -98,6 +100,7 @@ class CreateDeployment(_PublishingTask):
                 generation=generation,
                 timeout=timeout,
                 parent_id=parent_id,
+                **extra,
             )
         )
         return time.time()

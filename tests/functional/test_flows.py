@@ -312,11 +312,6 @@ def test_suspend_refused_when_the_config_has_no_suspend(sw: Swflows) -> None:
         sw.undeploy(dep.id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Swflows.deploy does not store its actions argument: the deployment "
-    "keeps the default CREATE, UPDATE, so SUSPEND is refused",
-)
 def test_suspend_a_script_deployed_with_suspend_in_its_actions(sw: Swflows) -> None:
     config = script_config(sw)
     server = new_server()
