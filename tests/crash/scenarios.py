@@ -313,13 +313,29 @@ def fork_server() -> Any:
     return ctx
 
 
+def own_tenant(cloud: dict[str, Any]) -> dict[str, Any]:
+    """The dev cloud as the crash matrix uses it: as Keystone's admin (so its
+    queues live in the admin project) and Swift's second account.
+
+    A watcher's sweep removes every signal store of its project or account
+    whose deployment its own database does not know; the functional tests,
+    each with its own database, share the demo project and Swift's first
+    account and sweep, and would remove the stores of live crash cases
+    (and see them in their own counts).
+    """
+    keystone = {**cloud["keystone"], "demo": cloud["keystone"]["admin"]}
+    swift = {**cloud["swift"], "user": cloud["swift"]["user2"]}
+    swift["key"] = cloud["swift"]["key2"]
+    return {**cloud, "keystone": keystone, "swift": swift}
+
+
 def write_conf(
     cloud: dict[str, Any], folder: Path, options: dict[str, str] | None = None
 ) -> Path:
     """The case's configuration file: its database, a short lease and
     ``options`` in [DEFAULT]."""
     path = flowkit.write_conf(
-        cloud,
+        own_tenant(cloud),
         folder / "swflows.conf",
         database=f"sqlite:///{folder / 'swflows.sqlite'}",
     )
