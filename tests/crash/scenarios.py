@@ -506,8 +506,11 @@ def check(
     assert all(reason == {"kind": "outputs_received"} for *_, reason in outcomes)
     # what the server reads over the wire, and the store's derived configs
     remaining = {d: r for d, r in case.rows.items() if r is not None}
-    published = {item["id"] for item in fake.read_metadata()["deployments"]}
+    document = fake.read_metadata()
+    published = {item["id"] for item in document["deployments"]}
     assert published == {r.config_id(d) for d, r in remaining.items()}
+    # the latest copy: what the store holds for the server, item by item
+    assert document["deployments"] == sw.store.server_metadata(case.server).deployments
     configs = {c.id for c in sw.list_configs(include_derived=True)}
     derived = configs - {c.id for c in sw.list_configs()}
     assert derived == {r.config_id(d) for d, r in remaining.items()}
