@@ -406,9 +406,11 @@ def test_started_signal_tells_running_from_never_picked_up(
 ) -> None:
     """A hook running longer than the delivery timeout is not "never picked
     up": the agent said "started" (Heat's agents cannot)."""
-    with isolated(devcloud, tmp_path, delivery_timeout=1) as made:
+    # the hook outlasts the delivery timeout twice over; the timeout itself
+    # leaves a loaded machine time to start the hook and say "started"
+    with isolated(devcloud, tmp_path, delivery_timeout=4) as made:
         config = script_config(
-            made, "#!/bin/sh\nsleep 2\nprintf ok > $heat_outputs_path.result\n"
+            made, "#!/bin/sh\nsleep 8\nprintf ok > $heat_outputs_path.result\n"
         )
         with agent_server(made, tmp_path / "server") as server:
             dep = made.deploy(server.id, config.id, timeout=WAIT)
