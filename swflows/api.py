@@ -422,6 +422,19 @@ class Swflows:
         """Unfinished flows: running, parked (waiting) or broken."""
         return self.runner.registry.find(deployment_id=deployment_id)
 
+    def current_step(self, flow_id: str) -> str | None:
+        """The step a flow is running now (``CreateSignalStore``, or
+        ``PublishMetadata (reverting)``), read from its logbook; None when
+        no step is at work (parked, or between steps)."""
+        from swflows.persistence import logbook
+
+        busy = logbook.busy_atoms(self.store.taskflow_backend(), flow_id)
+        if not busy:
+            return None
+        name, state = busy[0]
+        step = name.split(".", 2)[-1]
+        return f"{step} (reverting)" if state == "REVERTING" else step
+
     def list_interrupted(self) -> list[FlowRow]:
         """Flows no live runner drives: their runner died (its lease ran
         out) or they were set aside as BROKEN, with a note saying why."""

@@ -18,8 +18,13 @@ if TYPE_CHECKING:
 INTERVAL = 0.5
 
 
-def describe(deployment: model.Deployment | None, rows: list[Any]) -> str:
-    """What is happening now, without the elapsed time."""
+def describe(
+    deployment: model.Deployment | None, rows: list[Any], step: str | None = None
+) -> str:
+    """What is happening now, without the elapsed time.
+
+    ``step`` is the task a running flow is at, when known.
+    """
     if not rows:
         if deployment is None:
             return "removed"
@@ -37,6 +42,8 @@ def describe(deployment: model.Deployment | None, rows: list[Any]) -> str:
         )
     elif flow.state == "BROKEN":
         parts.append(f"set aside: {flow.note}")
+    elif step:
+        parts.append(f"step {step}")
     return ", ".join(parts)
 
 
@@ -63,7 +70,10 @@ def follow(
             deployment: model.Deployment | None = sw.show(deployment_id)
         except exceptions.DeploymentNotFound:
             deployment = None
-        state = describe(deployment, rows)
+        step = None
+        if rows and rows[0].state == "RUNNING":
+            step = sw.current_step(rows[0].id)
+        state = describe(deployment, rows, step)
         elapsed = time.monotonic() - started
         if tty:
             line = f"[{elapsed:5.0f}s] {state}"

@@ -168,3 +168,21 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
         with migrations.session_lock(self.engine, "taskflow"):
             with contextlib.closing(self.get_connection()) as conn:
                 conn.upgrade()
+
+
+#: atom states in which an atom is at work
+_BUSY = frozenset({"RUNNING", "REVERTING"})
+
+
+def busy_atoms(backend: Backend, flow_id: str) -> list[tuple[str, str]]:
+    """``(atom name, state)`` of a flow's atoms now running or reverting.
+
+    Read from the logbook, so any process sees what the runner driving the
+    flow is doing; an unknown flow has none.
+    """
+    atoms = backend.tables.atomdetails
+    query = sa.select(atoms.c.name, atoms.c.state).where(
+        atoms.c.parent_uuid == flow_id, atoms.c.state.in_(sorted(_BUSY))
+    )
+    with backend.engine.connect() as conn:
+        return [(row.name, row.state) for row in conn.execute(query)]

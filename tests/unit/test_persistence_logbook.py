@@ -191,6 +191,25 @@ class LogbookContract:
             with pytest.raises(Exception, match="No logbook found"):
                 conn.destroy_logbook(book.uuid)
 
+    def test_busy_atoms_name_the_running_step(self, fast: Any) -> None:
+        seen: list[Any] = []
+        flow_ids: list[str] = []
+
+        class Probe(task.Task):  # type: ignore[misc]
+            def execute(self) -> None:
+                seen.append(logbook.busy_atoms(fast, flow_ids[0]))
+
+        book = models.LogBook("probe")
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        flow = linear_flow.Flow("probe").add(Probe(name="probe"))
+        engine = engines.load(flow, book=book, backend=fast)
+        flow_ids.append(engine.storage.flow_uuid)
+        engine.run()
+        assert seen == [[("probe", states.RUNNING)]]
+        assert logbook.busy_atoms(fast, flow_ids[0]) == []
+        assert logbook.busy_atoms(fast, "no-such-flow") == []
+
     def test_flow_suspends_and_resumes(self, fast: Any) -> None:
         run_id = models.uuidutils.generate_uuid()
         book = models.LogBook(f"run-{run_id}")
