@@ -13,8 +13,11 @@ from swflows.tasks import base
 
 LOG = logging.getLogger(__name__)
 
-#: attempts to publish a copy that is still the latest when it lands
-PUBLISH_ATTEMPTS = 8
+#: seconds a publisher keeps trying to leave the latest document published;
+#: a round is only lost to a new change of the server's deployments, so
+#: once the changes stop every writer finishes on its next round, however
+#: many there are and however slow each round is on a loaded machine
+PUBLISH_PATIENCE = 120.0
 
 
 def find_server(services: Services, server_id: str) -> Any:
@@ -52,7 +55,7 @@ def publish_server(
 
     @tenacity.retry(
         retry=tenacity.retry_if_exception_type(exceptions.ConcurrentUpdate),
-        stop=tenacity.stop_after_attempt(PUBLISH_ATTEMPTS),
+        stop=tenacity.stop_after_delay(PUBLISH_PATIENCE),
         wait=tenacity.wait_random_exponential(multiplier=0.05, max=1),
         reraise=True,
     )
