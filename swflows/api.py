@@ -121,7 +121,7 @@ class Swflows:
             requested or self.conf.default_deployment_signal_transport
         )
         if name != names.AUTO:
-            self.services.signal_transport(name, self._signal_options(name))
+            self.services.signal_transport(name, self.services.signal_options(name))
             return name
         offered = {
             names.TEMP_URL_SIGNAL: self.services.clients.offers("object_store"),
@@ -139,18 +139,6 @@ class Swflows:
             "AUTO found no signal transport this cloud offers among "
             + ", ".join(self.conf.auto_signal_transport_order)
         )
-
-    def _signal_options(self, name: str) -> dict[str, Any]:
-        conf = self.conf
-        if name == names.TEMP_URL_SIGNAL:
-            return {
-                "container": conf.signal_container,
-                "digest": conf.tempurl_digest,
-                "grace": conf.tempurl_grace_period,
-            }
-        if name == names.ZAQAR_SIGNAL:
-            return {"auth": conf.zaqar_signal_auth, "grace": conf.tempurl_grace_period}
-        return {}
 
     def _config_transport(self, server_id: str, requested: str | None) -> str:
         server = metadata.find_server(self.services, server_id)
@@ -172,13 +160,13 @@ class Swflows:
         self, server_id: str, signal_transport: str, config_transport: str | None
     ) -> common.Plan:
         transport = self.services.signal_transport(
-            signal_transport, self._signal_options(signal_transport)
+            signal_transport, self.services.signal_options(signal_transport)
         )
         config_name = self._config_transport(server_id, config_transport)
         return common.Plan(
             signal_transport=signal_transport,
             config_transport=config_name,
-            signal_options=self._signal_options(signal_transport),
+            signal_options=self.services.signal_options(signal_transport),
             config_options=self._config_options(config_name),
             needs_stack_user=bool(transport.needs_stack_user),
             waits=bool(transport.waits),

@@ -120,6 +120,21 @@ class Services:
     def __repr__(self) -> str:  # never show the secret
         return f"Services(store={self.store!r})"
 
+    def signal_options(self, name: str) -> dict[str, Any]:
+        """The options a signal transport gets from the configuration."""
+        from swflows.transports import names
+
+        conf = self.conf
+        if name == names.TEMP_URL_SIGNAL:
+            return {
+                "container": conf.signal_container,
+                "digest": conf.tempurl_digest,
+                "grace": conf.tempurl_grace_period,
+            }
+        if name == names.ZAQAR_SIGNAL:
+            return {"auth": conf.zaqar_signal_auth, "grace": conf.tempurl_grace_period}
+        return {}
+
     def signal_transport(
         self, name: str, options: dict[str, Any] | None = None
     ) -> SignalTransport:

@@ -72,6 +72,8 @@ class _Drive:
         self.lost = False
         #: rebuilt from its logbook (not a new flow)
         self.resumed = False
+        #: what it waits for, once known
+        self.waiting: dict[str, Any] | None = None
 
 
 class Runner:
@@ -254,6 +256,7 @@ class Runner:
             if storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE:
                 return False  # past its wait, or reverting: run on
             waiting = self._waiting(drive)
+            drive.waiting = waiting
             try:
                 status = self.services.store.get_deployment(waiting["deployment_id"])
             except exceptions.DeploymentNotFound:
@@ -269,7 +272,8 @@ class Runner:
         if drive.parking and error is None and not drive.lost:
             state = drive.engine.storage.get_flow_state()
             if state in (tf_states.SUSPENDED, tf_states.RUNNING, tf_states.PENDING):
-                if self.registry.park(flow_id, self.owner, self._waiting(drive)):
+                waiting = drive.waiting or self._waiting(drive)
+                if self.registry.park(flow_id, self.owner, waiting):
                     LOG.debug("flow %s parked", flow_id)
                     self.watcher.wake()
                 return
@@ -456,8 +460,7 @@ class Runner:
         started = time.monotonic()
         interval = float(self.conf.watcher.poll_interval)
         while True:
-            with self._lock:
-                future = self._futures.get(flow_id) or self._finished.get(flow_id)
+            future = self._known_future(flow_id)
             if future is not None:
                 try:
                     future.result(interval)
@@ -468,8 +471,7 @@ class Runner:
                 time.sleep(interval)
             row = self.registry.get(flow_id)
             if row is None:
-                with self._lock:
-                    future = self._futures.get(flow_id) or self._finished.get(flow_id)
+                future = self._known_future(flow_id)
                 if future is not None:  # ended here: its outcome is being set
                     with contextlib.suppress(concurrent.futures.TimeoutError):
                         future.result(interval)
@@ -478,6 +480,11 @@ class Runner:
                 raise exceptions.FlowError(None, f"flow {flow_id}: {row.note}")
             if timeout is not None and time.monotonic() - started >= timeout:
                 raise exceptions.WaitTimeout(row.deployment_id, timeout)
+
+    def _known_future(self, flow_id: str) -> concurrent.futures.Future[str] | None:
+        """The future of a flow running here, or of one that recently ended."""
+        with self._lock:
+            return self._futures.get(flow_id) or self._finished.get(flow_id)
 
     @property
     def driving(self) -> int:

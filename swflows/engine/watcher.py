@@ -146,10 +146,7 @@ class Watcher:
         out: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
         for row in rows:
             waiting = row.waiting or {}
-            transport = self.services.signal_transport(
-                waiting["transport"], waiting.get("options")
-            )
-            if not transport.pulled or not waiting.get("store"):
+            if not waiting.get("store"):
                 out.append((row, None))
                 continue
             key = (
@@ -159,6 +156,9 @@ class Watcher:
             groups.setdefault(key, []).append(row)
         for (name, options), members in groups.items():
             transport = self.services.signal_transport(name, json.loads(options))
+            if not transport.pulled:
+                out.extend((row, None) for row in members)
+                continue
             stores = {row.id: row.waiting["store"] for row in members if row.waiting}
             known = {row.id: (row.waiting or {}).get("seen") for row in members}
             try:
@@ -234,7 +234,9 @@ class Watcher:
         for name in SWEPT_TRANSPORTS:
             if not offered[name]:
                 continue
-            transport = self.services.signal_transport(name, self._options(name))
+            transport = self.services.signal_transport(
+                name, self.services.signal_options(name)
+            )
             try:
                 # stores first, flows second: a store made after this listing
                 # belongs to a flow whose row is already written
@@ -267,12 +269,6 @@ class Watcher:
         except exceptions.DeploymentNotFound:
             return False
         return deployment.is_terminal or deployment.generation != ref.generation
-
-    def _options(self, name: str) -> dict[str, Any]:
-        conf = self.services.conf
-        if name == names.TEMP_URL_SIGNAL:
-            return {"container": conf.signal_container}
-        return {"auth": conf.zaqar_signal_auth}
 
 
 def _ref_of(key: str) -> SignalRef | None:
