@@ -92,6 +92,21 @@ class ConfigInUse(SwflowsError):
         self.deployment_ids = deployment_ids
 
 
+class ServerInUse(SwflowsError):
+    """A server cannot be unenrolled while deployments are on it."""
+
+    def __init__(self, server_id: str, deployment_ids: list[str]) -> None:
+        shown = ", ".join(sorted(deployment_ids)[:5])
+        super().__init__(
+            f"server {server_id} still has deployments ({shown}): undeploy "
+            "them first, or force it",
+            server_id=server_id,
+            deployment_ids=deployment_ids,
+        )
+        self.server_id = server_id
+        self.deployment_ids = deployment_ids
+
+
 class InvalidTransition(SwflowsError):
     """A deployment was asked to move to a status its current one forbids."""
 

@@ -1,7 +1,4 @@
-"""Nova: whether a server exists and what state it is in, over python-novaclient.
-
-Only reads for now; booting and deleting servers will join this class.
-"""
+"""Nova over python-novaclient: boot, list, show and delete servers."""
 
 from __future__ import annotations
 
@@ -98,3 +95,51 @@ class Compute:
         """Nova's status of the server, None if it does not exist."""
         server = self.get_server(server_id)
         return server.status if server is not None else None
+
+    @retried
+    def list_servers(self) -> dict[str, str]:
+        """Every server of the project, by id: its status (one call)."""
+        servers = self._call(
+            "list servers", lambda: self.nova.servers.list(detailed=True)
+        )
+        return {str(server.id): str(server.status) for server in servers}
+
+    def create_server(
+        self,
+        name: str,
+        image: str,
+        flavor: str,
+        *,
+        user_data: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> ServerInfo:
+        """Boot a server (not retried: a retry could boot two)."""
+        server = self._call(
+            f"create server {name}",
+            lambda: self.nova.servers.create(
+                name,
+                image,
+                flavor,
+                userdata=user_data,
+                meta=metadata or None,
+            ),
+        )
+        return ServerInfo(
+            id=str(server.id),
+            name=name,
+            status=str(getattr(server, "status", "BUILD")),
+            metadata=dict(metadata or {}),
+        )
+
+    @retried
+    def delete_server(self, server_id: str) -> bool:
+        """Delete a server; False when Nova says it does not exist."""
+        try:
+            self._call(
+                f"delete server {server_id}", self.nova.servers.delete, server_id
+            )
+        except CloudError as exc:
+            if is_missing(exc, SERVICE):
+                return False
+            raise
+        return True

@@ -11,7 +11,11 @@ object whose ETag moved).  A flow may go on when:
   compare-and-set lets only the first outcome in);
 - its deadline passed (FAILED, kind ``timeout``), or its delivery deadline
   passed with no sign that the server picked it up (FAILED, kind
-  ``never_picked_up``).
+  ``never_picked_up``);
+- Nova deleted its server or reports it in ERROR (FAILED, kind
+  ``server_gone``), for servers Nova is known to hold: one server listing
+  at most every ``SERVER_CHECK_INTERVAL`` seconds, whatever the number of
+  flows.
 
 A "started" progress signal, or the server reading its metadata through the
 API, counts as picked up.  Every ``sweep_interval`` the watcher also
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from swflows import exceptions, signals, states
 from swflows.persistence import flows as flow_rows
 from swflows.services import Services
+from swflows.tasks import enrollment
 from swflows.tasks import signal as signal_tasks
 from swflows.transports import names
 from swflows.transports.base import SignalRead, SignalRef
@@ -45,6 +50,8 @@ LOG = logging.getLogger(__name__)
 
 #: transports whose stores a late signal can bring back (swept)
 SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
+#: seconds between two looks at Nova for deleted or broken servers
+SERVER_CHECK_INTERVAL = 2.0
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
@@ -81,6 +88,8 @@ class Watcher:
         self._wake = threading.Event()
         self._last_sweep = time.monotonic()
         self._last_takeover = time.monotonic()
+        self._last_server_check = -SERVER_CHECK_INTERVAL
+        self.server_check_interval = SERVER_CHECK_INTERVAL
         #: cycles run, and flows resumed (for tests and status)
         self.cycles = 0
         self.resumed = 0
@@ -122,8 +131,9 @@ class Watcher:
                 ready.append(row.id)
             else:
                 waiting.append(row)
+        gone = self._servers_gone(waiting)
         for row, read in self._observe(waiting):
-            if self._check(row, read, now):
+            if self._check(row, read, now) or self._gone(row, gone):
                 ready.append(row.id)
         resumed = [flow_id for flow_id in ready if self.runner.resume_parked(flow_id)]
         self.resumed += len(resumed)
@@ -207,6 +217,26 @@ class Watcher:
         if outcome is None:
             return False
         signal_tasks.record_outcome(self.services, deployment_id, generation, outcome)
+        return True
+
+    def _servers_gone(self, rows: list[flow_rows.FlowRow]) -> dict[str, str]:
+        clock = time.monotonic()
+        if not rows or clock - self._last_server_check < self.server_check_interval:
+            return {}
+        self._last_server_check = clock
+        return enrollment.server_gone_check(
+            self.services, {row.server_id for row in rows}
+        )
+
+    def _gone(self, row: flow_rows.FlowRow, gone: dict[str, str]) -> bool:
+        """Fail a flow whose server Nova deleted or broke; whether it did."""
+        if row.server_id not in gone:
+            return False
+        outcome = signals.server_gone_outcome(row.server_id, gone[row.server_id])
+        generation = int((row.waiting or {})["generation"])
+        signal_tasks.record_outcome(
+            self.services, row.deployment_id, generation, outcome
+        )
         return True
 
     # -- housekeeping -------------------------------------------------------

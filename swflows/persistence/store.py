@@ -39,7 +39,7 @@ import datetime as _dt
 import logging
 import pathlib
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Self, TypeVar
 
 import sqlalchemy as sa
@@ -127,6 +127,10 @@ class ServerRecord:
     #: decrypted; it may hold credentials
     channel: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
     updated_time: _dt.datetime | None = None
+    #: when it was enrolled (None: its channel came with a first deployment)
+    enrolled_time: _dt.datetime | None = None
+    #: Nova knows it (its deletion or ERROR fails waiting deployments)
+    in_compute: bool = False
 
 
 def _secret_inputs() -> frozenset[str]:
@@ -730,6 +734,8 @@ class Store:
             config_transport=row.config_transport,
             channel=None if row.channel is None else self._box.decrypt(row.channel),
             updated_time=row.updated_at,
+            enrolled_time=row.enrolled_at,
+            in_compute=bool(row.in_compute),
         )
 
     def get_server(self, server_id: str) -> ServerRecord:
@@ -758,11 +764,17 @@ class Store:
         server_id: str,
         config_transport: str | None,
         channel: Mapping[str, Any] | None,
+        *,
+        enrolled: bool | None = None,
+        in_compute: bool | None = None,
     ) -> ServerRecord:
         """Record how a server gets its metadata; the channel is encrypted.
 
         A changed transport or channel resets ``published_version`` to 0:
         nothing has been published through the new channel yet.
+        ``enrolled`` sets (True) or clears (False) the enrollment time;
+        ``in_compute`` records whether Nova knows the server; None keeps
+        either as it is.
         """
         _check_str("server_id", server_id)
         if config_transport is not None:
@@ -788,12 +800,59 @@ class Store:
             }
             if old != new_channel or row.config_transport != config_transport:
                 values["published_version"] = 0
+            if enrolled is not None:
+                values["enrolled_at"] = (
+                    (row.enrolled_at or model.utcnow()) if enrolled else None
+                )
+            if in_compute is not None:
+                values["in_compute"] = in_compute
             conn.execute(sa.update(s).where(s.c.server_id == server_id).values(values))
             return self._server_from_row(
                 conn.execute(sa.select(s).where(s.c.server_id == server_id)).one()
             )
 
         return self._write("set server channel", op)
+
+    def delete_server(self, server_id: str) -> bool:
+        """Remove a server's row; False if there was none.
+
+        Refused with ServerInUse while deployments are on the server.
+        """
+        s, d = self._tables.servers, self._tables.deployments
+
+        def op(conn: sa.Connection) -> bool:
+            exists = conn.scalar(
+                sa.select(s.c.server_id).where(s.c.server_id == server_id)
+            )
+            if exists is None:
+                return False
+            self._lock_server(conn, server_id)
+            on_it = conn.scalars(
+                sa.select(d.c.id).where(d.c.server_id == server_id).limit(6)
+            ).all()
+            if on_it:
+                raise exceptions.ServerInUse(server_id, list(on_it))
+            conn.execute(sa.delete(s).where(s.c.server_id == server_id))
+            return True
+
+        return self._write("delete server", op)
+
+    def compute_servers(self, server_ids: Iterable[str]) -> set[str]:
+        """Which of ``server_ids`` Nova knows (``in_compute``), in one query."""
+        wanted = sorted(set(server_ids))
+        if not wanted:
+            return set()
+        s = self._tables.servers
+
+        def op(conn: sa.Connection) -> set[str]:
+            rows = conn.scalars(
+                sa.select(s.c.server_id).where(
+                    s.c.server_id.in_(wanted), s.c.in_compute.is_(True)
+                )
+            )
+            return set(rows)
+
+        return self._read("read compute servers", op)
 
     def server_metadata(self, server_id: str) -> ServerMetadata:
         """The server's metadata document and its version, read in one query.

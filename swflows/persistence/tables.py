@@ -101,6 +101,11 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         # a Fernet token of the channel's JSON: it may hold credentials
         sa.Column("channel", sa.Text(), nullable=True),
         sa.Column("updated_at", sa.DateTime(), nullable=True),
+        # set by an explicit enrollment (not by a first deployment)
+        sa.Column("enrolled_at", sa.DateTime(), nullable=True),
+        # Nova knows the server: the watcher fails its waiting deployments
+        # when Nova deletes it or reports it in ERROR
+        sa.Column("in_compute", sa.Boolean(), nullable=True),
     )
     deployments = sa.Table(
         f"{p}deployments",

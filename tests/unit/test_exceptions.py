@@ -25,6 +25,7 @@ SAMPLES: dict[type[exceptions.SwflowsError], tuple[exceptions.SwflowsError, str]
     exceptions.ServerNotFound: (exceptions.ServerNotFound("srv-1"), "srv-1"),
     exceptions.FlowNotFound: (exceptions.FlowNotFound("flow-1"), "flow-1"),
     exceptions.ConfigInUse: (exceptions.ConfigInUse("cfg-2", ["d2", "d1"]), "cfg-2"),
+    exceptions.ServerInUse: (exceptions.ServerInUse("srv-2", ["d3"]), "srv-2"),
     exceptions.InvalidTransition: (
         exceptions.InvalidTransition("dep-2", "COMPLETE", "FAILED"),
         "dep-2",
