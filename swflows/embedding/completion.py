@@ -1,0 +1,155 @@
+"""Completion callbacks: be told when a deployment's flows have ended.
+
+An embedder that does not poll (``check_*_complete``) registers a callback
+for a deployment; one thread per :class:`Completions` looks at the flows
+table (one query for every registered deployment) and calls the callback
+once no flow works on the deployment any more, whichever runner finished
+it.  Waiting deployments hold no thread: the same one serves them all.
+
+Callbacks live in memory: after a restart of the embedder's process, it
+registers again the deployments it still waits for (a deployment already
+finished is reported at the next look).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from swflows import exceptions, model
+from swflows.persistence import flows as flow_rows
+
+if TYPE_CHECKING:
+    from swflows.api import Swflows
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    """How a deployment's flows ended.
+
+    ``deployment`` is its final state, None when the flows removed it (an
+    undeploy).  ``error`` is set when a flow could not finish (it was set
+    aside as broken): the deployment may then still say IN_PROGRESS.
+    """
+
+    deployment_id: str
+    deployment: model.Deployment | None
+    error: str | None = None
+
+    @property
+    def removed(self) -> bool:
+        return self.deployment is None and self.error is None
+
+
+Callback = Callable[[Completion], Any]
+
+
+class Completions:
+    """Calls back when deployments end; one thread for all of them.
+
+    ``interval`` is the seconds between two looks (default: the watcher's
+    poll interval).  Use as a context manager, or :meth:`close` it.
+    """
+
+    def __init__(self, sw: Swflows, *, interval: float | None = None) -> None:
+        self.sw = sw
+        self.interval = float(
+            interval if interval is not None else sw.conf.watcher.poll_interval
+        )
+        self._callbacks: dict[str, list[Callback]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Completions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add(self, deployment_id: str, callback: Callback) -> None:
+        """Call ``callback(Completion)`` once no flow works on the deployment.
+
+        A deployment already finished is reported at the next look.  The
+        callback runs on this object's thread; an exception it raises is
+        logged and dropped.
+        """
+        if self._stop.is_set():
+            raise exceptions.SwflowsError("completions: closed")
+        with self._lock:
+            self._callbacks.setdefault(deployment_id, []).append(callback)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="swflows-completions", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def pending(self) -> list[str]:
+        """Deployments with a callback still to be called."""
+        with self._lock:
+            return sorted(self._callbacks)
+
+    def close(self) -> None:
+        """Stop looking; callbacks not yet called are dropped."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=30)
+
+    def check(self) -> int:
+        """Look once now; returns how many deployments were reported."""
+        with self._lock:
+            watched = list(self._callbacks)
+        if not watched:
+            return 0
+        busy: dict[str, flow_rows.FlowRow] = {}
+        for row in self.sw.list_flows():
+            if row.state != flow_rows.BROKEN or row.deployment_id not in busy:
+                busy[row.deployment_id] = row
+        reported = 0
+        for deployment_id in watched:
+            left = busy.get(deployment_id)
+            if left is not None and left.state != flow_rows.BROKEN:
+                continue
+            completion = self._completion(deployment_id, left)
+            with self._lock:
+                callbacks = self._callbacks.pop(deployment_id, [])
+            for callback in callbacks:
+                try:
+                    callback(completion)
+                except Exception:
+                    LOG.exception("completion callback of %s failed", deployment_id)
+            reported += 1
+        return reported
+
+    def _completion(
+        self, deployment_id: str, broken: flow_rows.FlowRow | None
+    ) -> Completion:
+        try:
+            deployment: model.Deployment | None = self.sw.show(deployment_id)
+        except exceptions.DeploymentNotFound:
+            deployment = None
+        error = None
+        if broken is not None:
+            error = f"flow {broken.id} was set aside: {broken.note or 'broken'}"
+        return Completion(deployment_id, deployment, error)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self.check()
+            except Exception:  # the store is down: look again later
+                LOG.warning("completions: could not read the flows", exc_info=True)
+            self._wake.wait(self.interval)
+
+
+__all__ = ["Callback", "Completion", "Completions"]

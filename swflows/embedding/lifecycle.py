@@ -1,0 +1,195 @@
+"""The lifecycle of a Heat-like resource, mapped onto swflows' flows.
+
+An embedder's resource goes through CREATE, UPDATE, DELETE, SUSPEND and
+RESUME; each maps onto one swflows call, started without waiting, and a
+``check_<action>_complete`` that the embedder polls (Heat's scheduler
+calls it about once a second).  A check costs two small queries; none
+waits.  A check raises :class:`DeploymentFailed` when the action ended
+FAILED, with the machine-readable reason (exit code, timeout, cancelled).
+
+==========  ============================  ==================================
+embedder    swflows                       complete when
+==========  ============================  ==================================
+CREATE      ``deploy``                    no flow left, deployment COMPLETE
+UPDATE      ``redeploy``                  the same (a replaced deployment:
+                                          the new one)
+DELETE      ``undeploy``                  no flow left, deployment gone
+SUSPEND     ``suspend``                   no flow left, deployment COMPLETE
+RESUME      ``resume_deployment``         no flow left, deployment COMPLETE
+==========  ============================  ==================================
+
+As in Heat, an action the config does not handle (SUSPEND of a config
+without it) does nothing: ``handle_suspend`` returns None and the check
+says complete at once.  Waiting for a callback instead of polling: see
+:mod:`swflows.embedding.completion`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from swflows import derive, exceptions, model, states
+
+if TYPE_CHECKING:
+    from swflows.api import Swflows
+
+#: the embedder's action -> the swflows call it maps onto
+ACTIONS: Final = {
+    model.CREATE: "deploy",
+    model.UPDATE: "redeploy",
+    model.DELETE: "undeploy",
+    model.SUSPEND: "suspend",
+    model.RESUME: "resume_deployment",
+}
+
+
+class DeploymentFailed(exceptions.SwflowsError):
+    """A deployment's action ended FAILED; ``kind`` says why (a ReasonKind)."""
+
+    def __init__(self, deployment: model.Deployment) -> None:
+        reason = dict(deployment.reason or {})
+        kind = str(reason.get("kind") or "unknown")
+        super().__init__(
+            f"deployment {deployment.id} {deployment.action} failed: "
+            f"{deployment.status_reason or kind}",
+            deployment_id=deployment.id,
+            kind=kind,
+        )
+        self.deployment = deployment
+        self.kind = kind
+        self.reason = reason
+
+
+class Lifecycle:
+    """``handle_<action>`` starts, ``check_<action>_complete`` polls."""
+
+    def __init__(self, sw: Swflows) -> None:
+        self.sw = sw
+
+    # -- starting ---------------------------------------------------------
+    def handle_create(
+        self,
+        server_id: str,
+        config_id: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        actions: Sequence[str] | None = None,
+        signal_transport: str | None = None,
+        config_transport: str | None = None,
+        timeout: int | None = None,
+        deployment_id: str | None = None,
+    ) -> str | None:
+        """Start the CREATE action; returns the deployment id (the embedder's
+        resource id), None when the config does not handle CREATE."""
+        if not self._handles(config_id, model.CREATE, actions):
+            return None
+        made = self.sw.deploy(
+            server_id,
+            config_id,
+            input_values=input_values,
+            name=name,
+            actions=actions,
+            signal_transport=signal_transport,
+            config_transport=config_transport,
+            timeout=timeout,
+            deployment_id=deployment_id,
+            wait=False,
+        )
+        return made.id
+
+    def handle_update(
+        self,
+        deployment_id: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        config_id: str | None = None,
+        timeout: int | None = None,
+    ) -> str | None:
+        """Start the UPDATE action; returns the deployment id to check (a
+        new one when a ``replace_on_change`` input changed), None when the
+        config does not handle UPDATE."""
+        current = self.sw.show(deployment_id)
+        source = config_id or current.source_config_id
+        if source is None or not self._handles(source, model.UPDATE, current.actions):
+            return None
+        made = self.sw.redeploy(
+            deployment_id,
+            input_values=input_values,
+            config_id=config_id,
+            timeout=timeout,
+            wait=False,
+        )
+        return made.id
+
+    def handle_delete(self, deployment_id: str, *, timeout: int | None = None) -> None:
+        """Start removing the deployment (running its DELETE action, if any).
+
+        A deployment already gone is fine: deleting is idempotent.
+        """
+        try:
+            self.sw.undeploy(deployment_id, timeout=timeout, wait=False)
+        except exceptions.DeploymentNotFound:
+            return
+
+    def handle_suspend(self, deployment_id: str) -> str | None:
+        return self._other(deployment_id, model.SUSPEND)
+
+    def handle_resume(self, deployment_id: str) -> str | None:
+        return self._other(deployment_id, model.RESUME)
+
+    def _other(self, deployment_id: str, action: str) -> str | None:
+        current = self.sw.show(deployment_id)
+        source = current.source_config_id
+        if source is None or not self._handles(source, action, current.actions):
+            return None
+        call = getattr(self.sw, ACTIONS[action])
+        made: model.Deployment = call(deployment_id, wait=False)
+        return made.id
+
+    def _handles(
+        self, config_id: str, action: str, actions: Sequence[str] | None
+    ) -> bool:
+        config = self.sw.get_config(config_id)
+        try:
+            derive.check_action(config, action, actions)
+        except exceptions.ValidationError:
+            return False
+        return True
+
+    # -- checking ---------------------------------------------------------
+    def check_complete(self, deployment_id: str | None) -> bool:
+        """True once the action ended COMPLETE; raises DeploymentFailed when
+        it ended FAILED.  None (nothing was started) is complete."""
+        if deployment_id is None:
+            return True
+        if self.sw.list_flows(deployment_id=deployment_id):
+            return False
+        current = self.sw.show(deployment_id)
+        if current.status == states.FAILED:
+            raise DeploymentFailed(current)
+        return current.status == states.COMPLETE
+
+    check_create_complete = check_complete
+    check_update_complete = check_complete
+    check_suspend_complete = check_complete
+    check_resume_complete = check_complete
+
+    def check_delete_complete(self, deployment_id: str | None) -> bool:
+        """True once the deployment is gone (a FAILED DELETE action removes
+        it too).  Raises FlowError when the removal reverted and left it."""
+        if deployment_id is None:
+            return True
+        if self.sw.list_flows(deployment_id=deployment_id):
+            return False
+        try:
+            self.sw.show(deployment_id)
+        except exceptions.DeploymentNotFound:
+            return True
+        raise exceptions.FlowError(
+            None, f"deployment {deployment_id}: undeploy ended and left it in place"
+        )
+
+
+__all__ = ["ACTIONS", "DeploymentFailed", "Lifecycle"]
