@@ -14,12 +14,12 @@ from typing import Any
 
 import tenacity
 
-from swflows import derive, exceptions, model, signals, states
+from swflows import bootdata, derive, exceptions, model, servers, signals, states
 from swflows.engine import Runner
 from swflows.flows import common
 from swflows.persistence.flows import FlowRow
 from swflows.services import Clients, Services
-from swflows.tasks import metadata
+from swflows.tasks import enrollment, metadata
 from swflows.tasks import signal as signal_tasks
 from swflows.transports import names
 
@@ -484,6 +484,61 @@ class Swflows:
         return metadata.publish_server(
             self.services, server_id, name, self._config_options(name)
         )
+
+    # -- servers (see docs/enrollment.md) --------------------------------
+    def enroll_server(
+        self, server_id: str, config_transport: str | None = None
+    ) -> dict[str, Any]:
+        """Give a server its metadata channel and publish its document.
+
+        Idempotent; another ``config_transport`` moves the server: the new
+        channel is published and the old one removed.  Returns
+        :meth:`show_server`.
+        """
+        servers.check_server_id(server_id)
+        name = names.normalize_config_transport(
+            config_transport or self._config_transport(server_id, None)
+        )
+        enrollment.enroll(self.services, server_id, name, self._config_options(name))
+        return self.show_server(server_id)
+
+    def unenroll_server(self, server_id: str, *, force: bool = False) -> bool:
+        """Remove everything enrolling made; False if the server was unknown.
+
+        Refused (ServerInUse) while deployments are on the server, unless
+        ``force``: then each is undeployed first (a waiting one cancelled).
+        """
+        if force:
+            servers.undeploy_all(self, server_id)
+        return enrollment.unenroll(self.services, server_id)
+
+    def show_server(self, server_id: str) -> dict[str, Any]:
+        """A server's enrollment, channel (no secret) and deployments."""
+        return servers.describe(self, server_id)
+
+    def boot_data(self, server_id: str, agent: str = bootdata.SWFLOWS_AGENT) -> str:
+        """cloud-init user_data starting ``agent`` ("swflows" or "heat")."""
+        return bootdata.user_data(servers.collect_section(self, server_id), agent)
+
+    def agent_config(self, server_id: str, agent: str = bootdata.SWFLOWS_AGENT) -> str:
+        """The agent's configuration file, for a server that already runs."""
+        return bootdata.agent_config(servers.collect_section(self, server_id), agent)
+
+    def create_server(
+        self,
+        name: str,
+        image: str,
+        flavor: str,
+        *,
+        config_transport: str | None = None,
+        agent: str = bootdata.SWFLOWS_AGENT,
+    ) -> dict[str, Any]:
+        """Boot a server through Nova with boot data, and enroll it."""
+        return servers.create(self, name, image, flavor, config_transport, agent)
+
+    def delete_server(self, server_id: str) -> None:
+        """Undeploy what is on the server, unenroll it, and delete it in Nova."""
+        servers.delete(self, server_id)
 
     # -- internals ------------------------------------------------------
     def _timeout(self, timeout: int | None) -> int:

@@ -26,6 +26,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
     exceptions.NotSupported,
     exceptions.InvalidTransition,
     exceptions.ConfigInUse,
+    exceptions.ServerInUse,
 )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from cliff import app, commandmanager
 from oslo_config import cfg
 
-from swflows.cli import config, deployment, engine, flow, parsing
+from swflows.cli import config, deployment, engine, flow, parsing, server
 
 #: read when neither --config-file nor $SWFLOWS_CONFIG names a file
 DEFAULT_CONFIG_FILE = Path("/etc/swflows/swflows.conf")
@@ -34,6 +34,13 @@ COMMANDS: dict[str, type] = {
     "deployment watch": deployment.WatchDeployment,
     "deployment output show": deployment.ShowOutput,
     "deployment metadata show": deployment.ShowMetadata,
+    "server enroll": server.EnrollServer,
+    "server unenroll": server.UnenrollServer,
+    "server show": server.ShowServer,
+    "server boot-data": server.BootData,
+    "server agent-config": server.AgentConfig,
+    "server create": server.CreateServer,
+    "server delete": server.DeleteServer,
     "flow list": flow.ListFlows,
     "flow resume": flow.ResumeFlows,
     "engine": engine.Engine,

@@ -11,11 +11,179 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from swflows import exceptions
+from swflows.clients import identity
+from swflows.persistence.store import ServerRecord
 from swflows.services import Services
+from swflows.tasks import metadata
+from swflows.transports import names
 
 LOG = logging.getLogger(__name__)
+
+#: the channel's entry naming what its resources are named after
+KEY = "key"
+#: the channel's entry holding what agents are told (os-collect-config)
+COLLECT = "os-collect-config"
+#: the os-collect-config sections of every transport Heat knows
+OCC_SECTIONS = ("heat", "zaqar", "request", "cfn")
+#: Nova server metadata naming a booted server's channel, so a server whose
+#: enrollment was interrupted can be adopted (``enroll`` finds its channel)
+NOVA_CHANNEL_KEY = "swflows_channel"
+NOVA_TRANSPORT_KEY = "swflows_config_transport"
+
+
+def server_user_name(key: str) -> str:
+    return f"swflows-server-{key}"
+
+
+def server_user_password(services: Services, key: str) -> str:
+    return identity.derive_password(services.secret, "server-user", key)
+
+
+def make_channel(
+    services: Services,
+    name: str,
+    options: dict[str, Any] | None,
+    key: str,
+    server_id: str,
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Make (or find) the channel named after ``key``; what the store keeps.
+
+    Its ``os-collect-config`` section is Heat's: the transport's collector
+    then ``local``, and the sections an earlier channel used blanked, so an
+    agent told by this document stops polling the old place.
+    """
+    transport = services.config_transport(name, options)
+    channel = dict(transport.ensure_channel(services, key))
+    section = dict(transport.collect_config(services, channel))
+    if name == names.POLL_SERVER_HEAT and services.clients.offers("stack_users"):
+        channel["user"], section = _server_user(services, key, server_id)
+    collectors = [c for c in section.get("collectors") or () if c != "local"]
+    section["collectors"] = [*collectors, "local"]
+    for old, values in (previous or {}).items():
+        if old in OCC_SECTIONS and old not in section and isinstance(values, dict):
+            section[old] = dict.fromkeys(values)
+    return {**channel, KEY: key, COLLECT: section}
+
+
+def _server_user(
+    services: Services, key: str, server_id: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """POLL_SERVER_HEAT: the Keystone user Heat's ``heat`` collector logs in as."""
+    users = services.clients.stack_users
+    name = server_user_name(key)
+    project_id = users.ensure_project(name, f"swflows server {server_id}")
+    password = server_user_password(services, key)
+    user_id = users.ensure_user(name, project_id, password)
+    section = {
+        "collectors": ["heat"],
+        "heat": {
+            "user_id": user_id,
+            "password": password,
+            "auth_url": services.clients.identity_url,
+            "project_id": project_id,
+            "resource_name": server_id,
+        },
+    }
+    return {"user_id": user_id, "project_id": project_id, "name": name}, section
+
+
+def remove_channel(
+    services: Services, name: str | None, channel: dict[str, Any] | None
+) -> None:
+    """Remove what :func:`make_channel` made; what is gone already is fine."""
+    if not name or not channel:
+        return
+    transport = services.config_transport(name)
+    resources = {k: v for k, v in channel.items() if k not in (KEY, COLLECT, "user")}
+    server_id = str(channel.get(KEY) or "")
+    transport.remove_channel(services, server_id, resources)
+    if channel.get("user"):
+        users = services.clients.stack_users
+        users.delete_user(channel["user"]["user_id"])
+        users.delete_project(channel["user"]["project_id"])
+
+
+def nova_view(services: Services, server_id: str) -> tuple[bool | None, str | None]:
+    """Whether Nova holds ``server_id`` (None: no compute, or Nova is down),
+    and the channel key its metadata names (a boot whose enrollment did
+    not finish)."""
+    if not services.clients.offers("compute"):
+        return None, None
+    try:
+        server = services.clients.compute.get_server(server_id)
+    except exceptions.SwflowsError as exc:
+        LOG.warning("could not ask Nova about server %s: %s", server_id, exc)
+        return None, None
+    if server is None:
+        return False, None
+    return True, server.metadata.get(NOVA_CHANNEL_KEY) or None
+
+
+def enroll(
+    services: Services,
+    server_id: str,
+    name: str,
+    options: dict[str, Any] | None = None,
+    *,
+    key: str | None = None,
+    nova: bool | None = None,
+) -> ServerRecord:
+    """Give ``server_id`` its channel on transport ``name``, and publish.
+
+    Idempotent: a server enrolled on ``name`` keeps its channel (and so the
+    boot data already given to it).  On another transport the new channel
+    is made, the old one removed, the new one recorded and published: a
+    crash anywhere leaves a state that enrolling again finishes.
+    ``key`` names the channel's resources (default: the server id).
+    """
+    store = services.store
+    record = metadata.find_server(services, server_id)
+    old_name = record.config_transport if record else None
+    old_channel = record.channel if record else None
+    if nova is None:
+        nova, booted_key = nova_view(services, server_id)
+        key = key or (booted_key if record is None else None)
+    if old_channel is not None and old_name == name:
+        services.config_transport(name, options).ensure_channel(
+            services, str(old_channel.get(KEY) or server_id)
+        )
+        channel = old_channel
+    else:
+        key = str((old_channel or {}).get(KEY) or key or server_id)
+        channel = make_channel(
+            services,
+            name,
+            options,
+            key,
+            server_id,
+            previous=(old_channel or {}).get(COLLECT),
+        )
+        if old_channel is not None:
+            remove_channel(services, old_name, old_channel)
+    store.set_server_channel(server_id, name, channel, enrolled=True, in_compute=nova)
+    metadata.publish_server(services, server_id, name, options)
+    return store.get_server(server_id)  # type: ignore[no-any-return]
+
+
+def unenroll(services: Services, server_id: str) -> bool:
+    """Remove the server's channel and row; False if it was not known.
+
+    Refused with ServerInUse while deployments are on it.
+    """
+    store = services.store
+    record = metadata.find_server(services, server_id)
+    if record is None:
+        return False
+    on_it = store.list_deployments(server_id=server_id, limit=6)
+    if on_it:
+        raise exceptions.ServerInUse(server_id, [d.id for d in on_it])
+    remove_channel(services, record.config_transport, record.channel)
+    return bool(store.delete_server(server_id))
+
 
 #: Nova statuses that end a server's deployments
 GONE_STATUSES = {"DELETED": "server deleted", "SOFT_DELETED": "server deleted"}

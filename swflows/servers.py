@@ -1,0 +1,164 @@
+"""The facade's server operations: show, boot through Nova, delete.
+
+:class:`swflows.api.Swflows` delegates here; enrolling itself is
+:mod:`swflows.tasks.enrollment`.  A server booted through Nova gets its
+channel *before* it exists: Nova chooses the server's id only when it
+boots, and the boot data must already say where to poll.  So the channel
+is named after a key chosen first (kept in the channel and in the server's
+Nova metadata), then recorded under Nova's id once Nova answers, as Heat
+names a server's queue or TempURL object after its resource, not its id.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from swflows import bootdata, exceptions, model, states
+from swflows.persistence import tables
+from swflows.tasks import enrollment, metadata
+from swflows.transports import names
+
+if TYPE_CHECKING:
+    from swflows.api import Swflows
+
+LOG = logging.getLogger(__name__)
+
+#: channel entries that are secret or said elsewhere: never shown
+_HIDDEN = (enrollment.COLLECT, "user")
+
+
+def check_server_id(server_id: Any) -> str:
+    if (
+        not isinstance(server_id, str)
+        or not server_id.strip()
+        or len(server_id) > tables.NAME_LENGTH
+    ):
+        raise exceptions.ValidationError(
+            "server_id", f"must be 1 to {tables.NAME_LENGTH} characters"
+        )
+    return server_id
+
+
+def describe(sw: Swflows, server_id: str) -> dict[str, Any]:
+    """The server's enrollment, channel and deployments, without a secret."""
+    record = sw.store.get_server(server_id)
+    channel = dict(record.channel or {})
+    shown = {k: v for k, v in channel.items() if k not in _HIDDEN}
+    if channel.get("user"):
+        shown["user_id"] = channel["user"]["user_id"]
+        shown["project_id"] = channel["user"]["project_id"]
+    collect = channel.get(enrollment.COLLECT) or {}
+    enrolled = record.enrolled_time
+    return {
+        "server_id": record.server_id,
+        "config_transport": record.config_transport,
+        "enrolled": enrolled is not None,
+        "enrolled_at": enrolled.isoformat() if enrolled else None,
+        "in_compute": record.in_compute,
+        "channel": shown,
+        "collectors": list(collect.get("collectors") or ()),
+        "metadata_version": record.metadata_version,
+        "published_version": record.published_version,
+        "deployments": [d.id for d in sw.store.list_deployments(server_id=server_id)],
+    }
+
+
+def collect_section(sw: Swflows, server_id: str) -> dict[str, Any]:
+    """The ``os-collect-config`` section of the server's channel."""
+    record = sw.store.get_server(server_id)
+    section = (record.channel or {}).get(enrollment.COLLECT)
+    if not section:
+        raise exceptions.ValidationError(
+            "server_id",
+            f"server {server_id} has no metadata channel: enroll it first",
+        )
+    return dict(section)
+
+
+def undeploy_all(sw: Swflows, server_id: str) -> list[str]:
+    """Undeploy every deployment on the server (waiting ones cancelled);
+    the ids removed.  Triggered actions go before what they were run on."""
+    found = sw.store.list_deployments(server_id=server_id)
+    found.sort(key=lambda d: d.parent_id is None)
+    removed = []
+    for dep in found:
+        if dep.status == states.IN_PROGRESS:
+            try:
+                sw.cancel(dep.id, "server removal")
+            except exceptions.InvalidTransition:
+                pass  # it ended meanwhile
+        try:
+            sw.wait(dep.id)
+            sw.undeploy(dep.id)
+        except exceptions.DeploymentNotFound:
+            continue
+        removed.append(dep.id)
+    return removed
+
+
+def create(
+    sw: Swflows,
+    name: str,
+    image: str,
+    flavor: str,
+    config_transport: str | None,
+    agent: str,
+) -> dict[str, Any]:
+    """Boot ``name`` with boot data for ``agent``; enroll it under Nova's id.
+
+    Anything Nova refuses leaves nothing behind: the channel made for the
+    boot is removed.
+    """
+    bootdata.check_agent(agent)
+    for field, value in (("name", name), ("image", image), ("flavor", flavor)):
+        if not isinstance(value, str) or not value.strip():
+            raise exceptions.ValidationError(field, "must not be empty")
+    transport = names.normalize_config_transport(
+        config_transport or sw.conf.default_software_config_transport
+    )
+    services = sw.services
+    compute = services.clients.compute
+    options = sw._config_options(transport)
+    key = model.new_id()
+    channel = enrollment.make_channel(services, transport, options, key, key)
+    try:
+        user_data = bootdata.user_data(channel[enrollment.COLLECT], agent)
+        server = compute.create_server(
+            name,
+            image,
+            flavor,
+            user_data=user_data,
+            metadata={
+                enrollment.NOVA_CHANNEL_KEY: key,
+                enrollment.NOVA_TRANSPORT_KEY: transport,
+            },
+        )
+    except BaseException:
+        enrollment.remove_channel(services, transport, channel)
+        raise
+    try:
+        services.store.set_server_channel(
+            server.id, transport, channel, enrolled=True, in_compute=True
+        )
+        metadata.publish_server(services, server.id, transport, options)
+    except BaseException:
+        LOG.error(
+            "server %s booted but its enrollment did not finish: "
+            "`swflows server enroll %s` finishes it",
+            server.id,
+            server.id,
+        )
+        raise
+    return {"name": name, **describe(sw, server.id)}
+
+
+def delete(sw: Swflows, server_id: str) -> None:
+    """Undeploy, unenroll, then delete the server in Nova."""
+    known = metadata.find_server(sw.services, server_id) is not None
+    if known:
+        undeploy_all(sw, server_id)
+        enrollment.unenroll(sw.services, server_id)
+    deleted = sw.services.clients.compute.delete_server(server_id)
+    if not deleted and not known:
+        raise exceptions.ServerNotFound(server_id)

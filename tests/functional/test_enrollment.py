@@ -1,0 +1,192 @@
+"""Enrolling servers against the dev cloud: channels made, moved and removed.
+
+Servers booted through Nova run against a Nova stand-in of their own
+(:func:`standin`), started from this tree's ``tools/nova_standin.py`` and
+checking tokens with the dev cloud's Keystone: booting there starts a real
+swflows agent process configured from the user_data it received.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from swflows import bootdata, exceptions, states
+from swflows.api import Swflows
+from swflows.tasks import enrollment
+from swflows.transports import impl_zaqar_message, names
+from tests.functional.flowkit import leftovers, zaqar_queues
+from tests.functional.test_agent import isolated, script_config
+from tests.functional.test_runner import put_signal, until
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "tools" / "nova_standin.py"
+NOVA_CREDENTIALS = REPO / ".devcloud" / "state" / "nova" / "keystone.json"
+WAIT = 90
+
+
+@pytest.fixture
+def sw(devcloud: dict[str, Any], tmp_path: Path) -> Iterator[Swflows]:
+    container = f"swflows-enroll-{uuid.uuid4().hex[:12]}"
+    with isolated(devcloud, tmp_path / "swflows", metadata_container=container) as made:
+        try:
+            yield made
+        finally:
+            made.services.clients.object_store.delete_container(container, force=True)
+
+
+def channel_leftovers(sw: Swflows, server_id: str, key: str | None = None) -> list[str]:
+    """What the cloud still holds of a server's channel."""
+    key = key or server_id
+    swift = sw.services.clients.object_store
+    container = sw.conf.metadata_container
+    found = (
+        [
+            f"{container}/{o.name}"
+            for o in swift.list_objects(container)
+            if key in o.name
+        ]
+        if swift.container_exists(container)
+        else []
+    )
+    found += zaqar_queues(impl_zaqar_message.queue_name(key))
+    if sw.services.clients.offers("stack_users"):
+        name = enrollment.server_user_name(key)
+        users = sw.services.clients.stack_users
+        found += [f"user {u.name}" for u in users.list_users() if u.name == name]
+        found += [f"project {p.name}" for p in users.list_projects() if p.name == name]
+    return found
+
+
+def metadata_document(sw: Swflows, server_id: str) -> dict[str, Any]:
+    """The document the server reads, through its own channel (as an agent)."""
+    section = sw.show_server(server_id)
+    record = sw.store.get_server(server_id)
+    channel = record.channel or {}
+    if section["config_transport"] == names.POLL_TEMP_URL:
+        url = channel["os-collect-config"]["request"]["metadata_url"]
+        resp = requests.get(url, timeout=10)
+        resp.raise_for_status()
+        return dict(resp.json())
+    # the newest message: a publisher posts, then deletes the older ones
+    messages = sw.services.clients.messaging.list_messages(channel["queue"])
+    return dict(messages[-1].body)
+
+
+@pytest.mark.parametrize("transport", [names.POLL_TEMP_URL, names.ZAQAR_MESSAGE])
+def test_enroll_deploy_signal_unenroll_leaves_nothing(
+    sw: Swflows, transport: str
+) -> None:
+    server_id = str(uuid.uuid4())
+    shown = sw.enroll_server(server_id, transport)
+    assert shown["enrolled"] and shown["config_transport"] == transport
+    assert shown["in_compute"] is False  # Nova does not know this id
+    assert shown["deployments"] == []
+    assert "os-collect-config" not in shown["channel"]
+    first = sw.boot_data(server_id)
+    doc = metadata_document(sw, server_id)
+    assert doc["deployments"] == []
+    collector = "request" if transport == names.POLL_TEMP_URL else "zaqar"
+    assert doc["os-collect-config"]["collectors"] == [collector, "local"]
+
+    again = sw.enroll_server(server_id)  # idempotent: same channel, same data
+    assert again["channel"] == shown["channel"]
+    assert sw.boot_data(server_id) == first
+
+    config = script_config(sw, "#!/bin/sh\necho hi\n")
+    dep = sw.deploy(
+        server_id, config.id, signal_transport=names.TEMP_URL_SIGNAL, wait=False
+    )
+    until(lambda: metadata_document(sw, server_id)["deployments"], WAIT, "publish")
+    put_signal(sw, dep.id, {"deploy_status_code": 0, "result": "ok"})
+    done = sw.wait(dep.id, WAIT)
+    assert done.status == states.COMPLETE, done.status_reason
+
+    with pytest.raises(exceptions.ServerInUse, match=dep.id):
+        sw.unenroll_server(server_id)
+    assert sw.show_server(server_id)["deployments"] == [dep.id]
+    sw.undeploy(dep.id)
+    assert sw.unenroll_server(server_id) is True
+    assert sw.unenroll_server(server_id) is False
+    with pytest.raises(exceptions.ServerNotFound):
+        sw.show_server(server_id)
+    assert channel_leftovers(sw, server_id) == []
+    assert leftovers(sw, dep.id) == {}
+
+
+def test_forced_unenroll_cancels_and_undeploys(sw: Swflows) -> None:
+    server_id = str(uuid.uuid4())
+    sw.enroll_server(server_id, names.POLL_TEMP_URL)
+    config = script_config(sw, "#!/bin/sh\necho hi\n")
+    dep = sw.deploy(server_id, config.id, wait=False)
+    assert sw.unenroll_server(server_id, force=True) is True
+    with pytest.raises(exceptions.DeploymentNotFound):
+        sw.show(dep.id)
+    assert channel_leftovers(sw, server_id) == []
+    assert leftovers(sw, dep.id) == {}
+
+
+def test_transport_change_moves_the_channel(sw: Swflows) -> None:
+    server_id = str(uuid.uuid4())
+    sw.enroll_server(server_id, names.POLL_TEMP_URL)
+    config = script_config(sw, "#!/bin/sh\necho hi\n")
+    dep = sw.deploy(server_id, config.id, signal_transport=names.NO_SIGNAL)
+    assert dep.status == states.COMPLETE
+    old_object = f"{sw.conf.metadata_container}/{server_id}"
+    assert channel_leftovers(sw, server_id) == [old_object]
+
+    moved = sw.enroll_server(server_id, names.ZAQAR_MESSAGE)
+    assert moved["config_transport"] == names.ZAQAR_MESSAGE
+    queue = impl_zaqar_message.queue_name(server_id)
+    assert moved["channel"] == {"queue": queue, "key": server_id}
+    left = channel_leftovers(sw, server_id)
+    assert old_object not in left and len(left) == 1 and left[0].endswith(queue)
+    doc = metadata_document(sw, server_id)
+    assert [d["id"] for d in doc["deployments"]] == [dep.config_id]
+    occ = doc["os-collect-config"]
+    assert occ["collectors"] == ["zaqar", "local"]
+    assert occ["request"] == {"metadata_url": None}  # Heat's agents stop polling it
+    agent_file = json.loads(sw.agent_config(server_id))
+    assert agent_file["collectors"] == ["zaqar"] and "request" not in agent_file
+
+    sw.undeploy(dep.id)
+    sw.unenroll_server(server_id)
+    assert channel_leftovers(sw, server_id) == []
+
+
+def test_poll_server_heat_makes_the_users_heats_agents_need(sw: Swflows) -> None:
+    server_id = str(uuid.uuid4())
+    shown = sw.enroll_server(server_id, names.POLL_SERVER_HEAT)
+    name = enrollment.server_user_name(server_id)
+    assert channel_leftovers(sw, server_id) == [f"user {name}", f"project {name}"]
+    assert set(shown["channel"]) == {"key", "user_id", "project_id"}
+    ini = sw.agent_config(server_id, bootdata.HEAT_AGENTS)
+    assert "collectors = heat" in ini
+    assert f"user_id = {shown['channel']['user_id']}" in ini
+    users = sw.services.clients.stack_users
+    password = enrollment.server_user_password(sw.services, server_id)
+    assert users.user_token_works(
+        shown["channel"]["user_id"], password, shown["channel"]["project_id"]
+    )
+    with pytest.raises(exceptions.NotSupported):
+        sw.boot_data(server_id, bootdata.SWFLOWS_AGENT)
+    assert sw.unenroll_server(server_id)
+    assert channel_leftovers(sw, server_id) == []
+
+
+def test_bad_input_leaves_nothing(sw: Swflows) -> None:
+    server_id = str(uuid.uuid4())
+    with pytest.raises(exceptions.ValidationError, match="config_transport"):
+        sw.enroll_server(server_id, "POLL_SERVER_CFN")
+    with pytest.raises(exceptions.ValidationError, match="server_id"):
+        sw.enroll_server("")
+    with pytest.raises(exceptions.ServerNotFound):
+        sw.boot_data(server_id)
+    assert sw.store.list_servers() == []
+    assert channel_leftovers(sw, server_id) == []
