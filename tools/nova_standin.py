@@ -28,8 +28,24 @@ projects get 404, users with the ``admin`` role see every server. Without
 every server is visible.
 
 Not Nova: images and flavors are not looked up (any reference is accepted);
-nothing boots; a new server is BUILD for ``--build-seconds`` (default 0),
-then ACTIVE. Test-only control paths, with no token and not part of Nova:
+a new server is BUILD for ``--build-seconds`` (default 0), then ACTIVE.
+
+Booting: no machine starts, but the server's agent does, as cloud-init
+would start it. The ``user_data`` a server is created with is read as
+cloud-init reads it: a MIME multipart whose ``text/cloud-config`` part
+(here it must be written as JSON, which is YAML; swflows' boot data is)
+writes ``/etc/swflows-agent.conf`` and whose ``text/x-shellscript`` part
+starts ``swflows-agent``. The stand-in then starts
+``<--agent-python> -m swflows.agent`` with that configuration, written under
+``--agents-dir/<server id>/`` (its state directory and log there too), and
+with ``--interval`` when ``--agent-interval`` is given. Deleting the server
+stops its agent (SIGTERM) and removes that folder; stopping the stand-in
+(SIGTERM or SIGINT) stops every agent, and a restarted stand-in starts the
+agents of the servers it still holds. User data for other agents (Heat's
+``/etc/os-collect-config.conf``), or none, boots a server with no agent;
+``GET /_standin/servers/{id}`` says why under ``agent``.
+
+Test-only control paths, with no token and not part of Nova:
 
 * ``PUT /_standin/servers/{id}`` with a JSON object: creates the server with
   that id (201) or updates it (200). Fields: ``name``, ``status`` (ACTIVE,
@@ -49,12 +65,16 @@ import argparse
 import base64
 import binascii
 import datetime
+import email
 import hashlib
 import http.server
 import json
 import os
 import re
 import secrets
+import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -303,6 +323,134 @@ class TokenValidator:
                 self._cache.clear()
             self._cache[token] = (time.monotonic() + TOKEN_CACHE_SECONDS, caller)
             return caller
+
+
+# ------------------------------------------------------------------ agents
+
+AGENT_CONFIG_PATH = "/etc/swflows-agent.conf"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def agent_config_from_user_data(user_data: str | None) -> tuple[str | None, str]:
+    """The swflows agent configuration cloud-init would write, and why not.
+
+    ``user_data`` is Nova's base64 text: a MIME multipart with a
+    ``text/cloud-config`` part (JSON) writing the agent's file and a
+    ``text/x-shellscript`` part that starts ``swflows-agent``.
+    """
+    if not user_data:
+        return None, "no user_data"
+    raw = base64.b64decode(user_data)
+    message = email.message_from_bytes(raw)
+    if not message.is_multipart():
+        return None, "the user_data is not a MIME multipart"
+    config, starts = None, False
+    for part in message.walk():
+        if part.is_multipart():
+            continue
+        payload = part.get_payload(decode=True) or b""
+        text = payload.decode("utf-8", "replace")
+        kind = part.get_content_type()
+        if kind == "text/x-shellscript" and "swflows-agent" in text:
+            starts = True
+        if kind != "text/cloud-config":
+            continue
+        header, _, body = text.partition("\n")
+        if header.strip() != "#cloud-config":
+            return None, "a text/cloud-config part without its #cloud-config line"
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return None, "the stand-in reads cloud-config written as JSON only"
+        for item in doc.get("write_files") or ():
+            if item.get("path") == AGENT_CONFIG_PATH:
+                content = item.get("content", "")
+                if item.get("encoding") in ("b64", "base64"):
+                    content = base64.b64decode(content).decode()
+                config = content
+    if config is None:
+        return None, f"no cloud-config part writes {AGENT_CONFIG_PATH}"
+    if not starts:
+        return None, "no shell script part starts swflows-agent"
+    return config, "started"
+
+
+class Agents:
+    """The agent processes of the servers this stand-in "booted"."""
+
+    def __init__(self, folder: str, python: str, interval: float | None) -> None:
+        self.folder = folder
+        self.python = python
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def boot(self, server: dict[str, Any]) -> dict[str, Any]:
+        """Start the server's agent if its user_data says to; what happened."""
+        sid = server["id"]
+        try:
+            config, why = agent_config_from_user_data(server.get("user_data"))
+        except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+            config, why = None, f"unreadable user_data: {exc}"
+        if config is None:
+            return {"running": False, "why": why}
+        home = os.path.join(self.folder, sid)
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        conf = os.path.join(home, "swflows-agent.conf")
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(config)
+        argv = [self.python, "-m", "swflows.agent", "--config-file", conf]
+        argv += ["--state-dir", os.path.join(home, "state")]
+        if self.interval is not None:
+            argv += ["--interval", str(self.interval)]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (REPO, env.get("PYTHONPATH")) if p
+        )
+        log = os.path.join(home, "agent.log")
+        with self.lock, open(log, "ab") as out:
+            self.stop_locked(sid)
+            proc = subprocess.Popen(
+                argv,
+                cwd=home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            self.procs[sid] = proc
+        return {"running": True, "why": why, "pid": proc.pid, "log": log}
+
+    def status(self, sid: str) -> dict[str, Any] | None:
+        proc = self.procs.get(sid)
+        if proc is None:
+            return None
+        code = proc.poll()
+        return {"pid": proc.pid, "running": code is None, "exit_status": code}
+
+    def stop_locked(self, sid: str) -> None:
+        proc = self.procs.pop(sid, None)
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def remove(self, sid: str) -> None:
+        """Stop the server's agent and remove its folder."""
+        with self.lock:
+            self.stop_locked(sid)
+        shutil.rmtree(os.path.join(self.folder, sid), ignore_errors=True)
+
+    def stop_all(self) -> None:
+        with self.lock:
+            for sid in list(self.procs):
+                self.stop_locked(sid)
 
 
 # ------------------------------------------------------------------- store
@@ -703,7 +851,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sid = str(uuid.uuid4())
         build = store.build_seconds
         with store.lock:
-            store.new(
+            server = store.new(
                 sid,
                 name=name,
                 tenant_id=self.caller.project_id,
@@ -716,6 +864,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 build_until=time.time() + build if build > 0 else None,
                 launched_at=None if build > 0 else now_iso(),
             )
+            server["agent"] = self.server.agents.boot(server)
             store.save()
         return Reply(
             202,
@@ -766,6 +915,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.visible(sid)
             del store.servers[sid]
             store.save()
+        self.server.agents.remove(sid)
         return Reply(204)
 
     @route("POST", r"/v2\.1/servers/([^/]+)/action")
@@ -875,7 +1025,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             server = self.server.store.get(sid)
             if server is None:
                 raise not_found(sid)
-            return Reply(200, {"server": server})
+            agent = dict(server.get("agent") or {})
+            agent.update(self.server.agents.status(sid) or {})
+            return Reply(200, {"server": {**server, "agent": agent}})
 
     @route("PUT", r"/_standin/servers/([^/]+)")
     def control_put(self, sid: str) -> Reply:
@@ -916,6 +1068,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if store.servers.pop(sid, None) is None:
                 raise not_found(sid)
             store.save()
+        self.server.agents.remove(sid)
         return Reply(204)
 
 
@@ -930,8 +1083,10 @@ class StandinServer(http.server.ThreadingHTTPServer):
         auth_url: str,
         default_project: str | None,
         default_user: str | None,
+        agents: Agents,
     ) -> None:
         super().__init__(address, Handler)
+        self.agents = agents
         self.store = store
         self.validator = validator
         self.auth_url = auth_url
@@ -956,6 +1111,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-project-id")
     parser.add_argument("--default-user-id")
     parser.add_argument("--build-seconds", type=float, default=0.0)
+    parser.add_argument(
+        "--agent-python",
+        default=sys.executable,
+        help="the Python that runs booted servers' agents (swflows importable)",
+    )
+    parser.add_argument(
+        "--agents-dir", help="booted servers' agent folders (default: beside --data)"
+    )
+    parser.add_argument(
+        "--agent-interval", type=float, help="seconds between an agent's polls"
+    )
     args = parser.parse_args(argv)
 
     validator, auth_url = None, ""
@@ -964,6 +1130,13 @@ def main(argv: list[str] | None = None) -> int:
             conf = json.load(f)
         validator, auth_url = TokenValidator(conf), conf["auth_url"]
     store = Store(os.path.abspath(args.data), args.build_seconds)
+    agents = Agents(
+        os.path.abspath(
+            args.agents_dir or os.path.join(os.path.dirname(store.path), "agents")
+        ),
+        args.agent_python,
+        args.agent_interval,
+    )
     server = StandinServer(
         (args.host, args.port),
         store,
@@ -971,7 +1144,17 @@ def main(argv: list[str] | None = None) -> int:
         auth_url,
         args.default_project_id,
         args.default_user_id,
+        agents,
     )
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    with store.lock:
+        for held in store.servers.values():
+            if held.get("user_data"):
+                held["agent"] = agents.boot(held)
     print(
         f"nova stand-in listening on http://{args.host}:{args.port}"
         f" ({len(store.servers)} servers loaded)",
@@ -983,6 +1166,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         server.server_close()
+        agents.stop_all()
     return 0
 
 

@@ -8,7 +8,12 @@ swflows agent process configured from the user_data it received.
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +28,7 @@ from swflows.tasks import enrollment
 from swflows.transports import impl_zaqar_message, names
 from tests.functional.flowkit import leftovers, zaqar_queues
 from tests.functional.test_agent import isolated, script_config
-from tests.functional.test_runner import put_signal, until
+from tests.functional.test_runner import parked, put_signal, until
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tools" / "nova_standin.py"
@@ -190,3 +195,137 @@ def test_bad_input_leaves_nothing(sw: Swflows) -> None:
         sw.boot_data(server_id)
     assert sw.store.list_servers() == []
     assert channel_leftovers(sw, server_id) == []
+
+
+# -- servers booted through Nova ------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def standin(devcloud: dict[str, Any], tmp_path: Path) -> Iterator[str]:
+    """A Nova stand-in of this test's own; its compute URL."""
+    assert NOVA_CREDENTIALS.is_file(), f"no Nova service login at {NOVA_CREDENTIALS}"
+    port = free_port()
+    folder = tmp_path / "nova"
+    folder.mkdir()
+    log = folder / "standin.log"
+    argv = [sys.executable, str(STANDIN), "--port", str(port)]
+    argv += ["--data", str(folder / "servers.json")]
+    argv += ["--keystone-config", str(NOVA_CREDENTIALS), "--agent-interval", "0.3"]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        try:
+            return requests.get(base + "/", timeout=2).status_code == 200
+        except requests.ConnectionError:
+            assert proc.poll() is None, log.read_text()
+            return False
+
+    try:
+        until(answers, 60, "the Nova stand-in")
+        yield base + "/v2.1"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture
+def nova_sw(
+    devcloud: dict[str, Any], tmp_path: Path, standin: str
+) -> Iterator[Swflows]:
+    container = f"swflows-enroll-{uuid.uuid4().hex[:12]}"
+    with isolated(
+        devcloud,
+        tmp_path / "swflows",
+        metadata_container=container,
+        compute__endpoint_override=standin,
+    ) as made:
+        try:
+            yield made
+        finally:
+            made.services.clients.object_store.delete_container(container, force=True)
+
+
+def standin_record(standin: str, server_id: str) -> dict[str, Any] | None:
+    control = standin.removesuffix("/v2.1") + "/_standin/servers/" + server_id
+    resp = requests.get(control, timeout=10)
+    if resp.status_code == 404:
+        return None
+    resp.raise_for_status()
+    return dict(resp.json()["server"])
+
+
+def test_booted_server_runs_a_deployment_with_no_other_setup(
+    nova_sw: Swflows, standin: str
+) -> None:
+    sw = nova_sw
+    shown = sw.create_server("web-1", "cirros", "m1.tiny")
+    server_id, key = shown["server_id"], shown["channel"]["key"]
+    assert shown["in_compute"] and shown["enrolled"] and server_id != key
+    record = standin_record(standin, server_id)
+    assert record is not None and record["agent"]["running"], record
+    assert record["metadata"] == {
+        enrollment.NOVA_CHANNEL_KEY: key,
+        enrollment.NOVA_TRANSPORT_KEY: names.POLL_TEMP_URL,
+    }
+    assert sw.boot_data(server_id) == base64.b64decode(record["user_data"]).decode()
+
+    config = script_config(
+        sw,
+        "#!/bin/sh\n"
+        'printf "%s on $deploy_server_id" "$foo" > $heat_outputs_path.result\n',
+    )
+    dep = sw.deploy(server_id, config.id, input_values={"foo": "x"}, timeout=WAIT)
+    assert dep.status == states.COMPLETE, dep.status_reason
+    assert dep.output_values["result"] == f"x on {server_id}"
+
+    sw.delete_server(server_id)
+    assert standin_record(standin, server_id) is None
+    with pytest.raises(exceptions.DeploymentNotFound):
+        sw.show(dep.id)
+    with pytest.raises(exceptions.ServerNotFound):
+        sw.show_server(server_id)
+    assert channel_leftovers(sw, server_id, key) == []
+    assert leftovers(sw, dep.id) == {}
+    with pytest.raises(exceptions.ServerNotFound):
+        sw.delete_server(server_id)
+
+
+@pytest.mark.parametrize("how", ["deleted", "ERROR"])
+def test_server_gone_fails_a_waiting_deployment_at_once(
+    nova_sw: Swflows, standin: str, how: str
+) -> None:
+    sw = nova_sw
+    # Heat's agents: the stand-in starts no agent, so the deployment waits
+    shown = sw.create_server("db-1", "cirros", "m1.tiny", agent=bootdata.HEAT_AGENTS)
+    server_id, key = shown["server_id"], shown["channel"]["key"]
+    assert standin_record(standin, server_id)["agent"]["running"] is False
+    config = script_config(sw, "#!/bin/sh\necho never\n")
+    dep = sw.deploy(server_id, config.id, timeout=3600, wait=False)
+    until(lambda: parked(sw, dep.id), WAIT, "the deployment to wait")
+    control = standin.removesuffix("/v2.1") + "/_standin/servers/" + server_id
+    started = time.monotonic()
+    if how == "deleted":
+        assert sw.services.clients.compute.delete_server(server_id)
+    else:
+        requests.put(control, json={"status": "ERROR"}, timeout=10).raise_for_status()
+    done = sw.wait(dep.id, WAIT)
+    took = time.monotonic() - started
+    assert done.status == states.FAILED
+    assert done.reason == {
+        "kind": "server_gone",
+        "server_id": server_id,
+        "detail": "server deleted" if how == "deleted" else "server in ERROR",
+    }
+    assert done.status_reason.endswith(done.reason["detail"])
+    assert took < 30, f"{took:.1f} s"
+    sw.delete_server(server_id)  # undeploys and unenrolls; Nova may be done
+    assert channel_leftovers(sw, server_id, key) == []
+    assert leftovers(sw, dep.id) == {}

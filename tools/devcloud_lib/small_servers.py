@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import sys
 
 from . import httpjson, layout
 from .context import Cloud
@@ -33,8 +34,9 @@ def start_redis(cloud: Cloud) -> Check:
 
 
 def start_nova(cloud: Cloud) -> Check:
-    """Start the stand-in; it validates tokens as the ``nova`` service user
-    and gives servers made by its control path to the demo tenant."""
+    """Start the stand-in; it validates tokens as the ``nova`` service user,
+    gives servers made by its control path to the demo tenant, and starts
+    booted servers' agents with the Python running this script."""
     home = cloud.dir("nova")
     auth = home / "keystone.json"
     layout.write_private(auth, json.dumps(service_credentials(cloud, "nova")))
@@ -43,6 +45,8 @@ def start_nova(cloud: Cloud) -> Check:
     argv += ["--keystone-config", str(auth)]
     argv += ["--default-project-id", cloud.ids["demo_project"]]
     argv += ["--default-user-id", cloud.ids["demo_user"]]
+    # booted servers' agents run with the library's Python, polling each second
+    argv += ["--agent-python", sys.executable, "--agent-interval", "1"]
     started = spawn("nova", argv, port=cloud.ports["nova"], records=cloud.records)
 
     def probe() -> bool:
