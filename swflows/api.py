@@ -16,7 +16,8 @@ import tenacity
 
 from swflows import bootdata, derive, exceptions, model, servers, signals, states
 from swflows.engine import Runner
-from swflows.flows import common
+from swflows.flows import common, compose
+from swflows.persistence import flows as flow_rows
 from swflows.persistence.flows import FlowRow
 from swflows.services import Clients, Services
 from swflows.tasks import enrollment, metadata
@@ -402,8 +403,114 @@ class Swflows:
             left = None
             if timeout is not None:
                 left = max(0.0, timeout - (time.monotonic() - started))
-            self.runner.wait(row.id, left)
+            if row.kind == flow_rows.CUSTOM:
+                # a custom flow goes on after this deployment: its outcome is
+                # what is waited for here (wait_flow waits for the flow)
+                self._wait_outcome(deployment_id, left)
+            else:
+                self.runner.wait(row.id, left)
         return self.show(deployment_id)
+
+    def _wait_outcome(self, deployment_id: str, timeout: float | None) -> None:
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda status: status == states.IN_PROGRESS),
+            wait=tenacity.wait_fixed(float(self.conf.watcher.poll_interval)),
+            stop=(
+                tenacity.stop_after_delay(timeout)
+                if timeout is not None
+                else tenacity.stop_never
+            ),
+        )
+        try:
+            retrying(lambda: self.show(deployment_id).status)
+        except tenacity.RetryError:
+            raise exceptions.WaitTimeout(deployment_id, timeout or 0) from None
+
+    # -- custom flows ---------------------------------------------------
+    def run_flow(
+        self,
+        factory: Any,
+        /,
+        *,
+        wait: bool = False,
+        wait_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Run a developer's flow, built by ``factory(**kwargs)``; its id.
+
+        ``factory`` is a module-level function (or its dotted path) that
+        returns a TaskFlow flow, typically of :mod:`swflows.flows.compose`
+        pieces; ``kwargs`` must be JSON.  Both are checked before anything
+        is stored, and a factory another process could not import by its
+        dotted path is refused (ValidationError).  The flow parks while it
+        awaits a signal, survives a runner restart, and can be cancelled
+        (:meth:`cancel_flow`); :meth:`flow_result` reads its outcome.
+        ``wait=True`` blocks until it ended (raising its error, if any).
+        """
+        flow_id, _ = self.runner.launch_custom(factory, dict(kwargs), self._plans())
+        if wait:
+            self.runner.wait(flow_id, wait_timeout)
+        return flow_id
+
+    def _plans(self) -> dict[str, dict[str, Any]]:
+        """The plan of every signal transport offered here, and the default's,
+        resolved now from the configuration (a custom flow keeps them)."""
+        plans: dict[str, dict[str, Any]] = {}
+        for name in names.CONCRETE_SIGNAL_TRANSPORTS:
+            try:
+                plans[name] = self._plan("", name, None).to_kwargs()
+            except exceptions.SwflowsError:
+                continue  # not offered here
+        default = self._signal_transport(None)
+        plans[compose.DEFAULT_TRANSPORT] = self._plan("", default, None).to_kwargs()
+        return plans
+
+    def wait_flow(self, flow_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """Block until flow ``flow_id`` ended; a custom flow's outcome
+        (:meth:`flow_result`).  Raises the flow's error, if it failed."""
+        self.runner.wait(flow_id, timeout)
+        return self.flow_result(flow_id)
+
+    def flow_result(self, flow_id: str) -> dict[str, Any]:
+        """A custom flow's outcome: ``state`` (SUCCESS or REVERTED once it
+        ended; RUNNING, PARKED or BROKEN before), ``result`` (the values
+        its steps provided under names without a dot), ``error`` and
+        ``factory``.  Raises FlowNotFound for an unknown flow."""
+        ended = self.runner.result_of(flow_id)
+        if ended is not None:
+            return ended
+        row = self.runner.registry.get(flow_id)
+        if row is None:
+            raise exceptions.FlowNotFound(flow_id)
+        return {
+            "id": flow_id,
+            "factory": None,
+            "state": row.state,
+            "result": {},
+            "error": row.note if row.state == flow_rows.BROKEN else None,
+        }
+
+    def forget_flow(self, flow_id: str) -> bool:
+        """Drop an ended custom flow's stored outcome; False if it had none."""
+        return self.runner.forget_result(flow_id)
+
+    def cancel_flow(self, flow_id: str, reason: str | None = None) -> None:
+        """Cancel an unfinished flow.
+
+        A custom flow is stopped at its next step boundary, or woken from
+        its wait (that deployment ends FAILED, kind ``cancelled``), and
+        reverted: every step it ran is undone in reverse order.  A built-in
+        flow's deployment is cancelled (:meth:`cancel`).  Raises
+        FlowNotFound when no such flow is unfinished.
+        """
+        row = self.runner.registry.get(flow_id)
+        if row is None or row.state == flow_rows.BROKEN:
+            raise exceptions.FlowNotFound(flow_id)
+        if row.kind != flow_rows.CUSTOM:
+            self.cancel(row.deployment_id, reason)
+            return
+        if not self.runner.request_cancel(flow_id, reason):
+            raise exceptions.FlowNotFound(flow_id)
 
     # -- flows ----------------------------------------------------------
     def list_flows(self, deployment_id: str | None = None) -> list[FlowRow]:

@@ -17,6 +17,14 @@ After a crash, a runner (the same one restarted, or another) finds the
 flows whose runner is gone and resumes them from their logbooks: steps that
 ended are not run again, the one that was running is run again (every task
 is idempotent), and a flow that was waiting stays parked.
+
+A developer's own flow (:meth:`Runner.launch_custom`, kind ``custom``) is
+run the same way.  It may hold several waits, on several deployments: its
+row names the deployment it awaits now.  It can be cancelled as a whole
+(:meth:`Runner.request_cancel`): it is stopped at its next step boundary,
+or woken from its wait, and reverted.  Its outcome (the values its steps
+provided, or its error) stays in its logbook's meta after it ended, until
+:meth:`Runner.forget_result`.
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import importlib
+import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -34,9 +45,11 @@ from typing import Any
 from taskflow import engines
 from taskflow import states as tf_states
 from taskflow.persistence import models
+from taskflow.types import failure as tf_failure
 from taskflow.types import notifier
 
 from swflows import exceptions, flows
+from swflows.flows import compose
 from swflows.persistence import flows as flow_rows
 from swflows.services import SERVICES_KEY, Services
 
@@ -59,6 +72,16 @@ MAX_TAKEOVERS = 5
 WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
 #: how many ended flows' outcomes a runner keeps for a wait() that comes late
 FINISHED_KEPT = 1024
+#: the flows-table kind of a developer's own flow
+CUSTOM = flow_rows.CUSTOM
+#: stored values never kept in a custom flow's result
+PRIVATE_VALUES = frozenset(
+    {SERVICES_KEY, compose.FLOW_ID_KEY, "signal_store", "stack_user"}
+)
+
+
+class FlowCancelled(exceptions.FlowError):
+    """A custom flow was cancelled: it was stopped and reverted."""
 
 
 class _Drive:
@@ -74,6 +97,10 @@ class _Drive:
         self.resumed = False
         #: what it waits for, once known
         self.waiting: dict[str, Any] | None = None
+        #: a developer's own flow (kind ``custom``)
+        self.custom = False
+        #: stopped at a step boundary because it was cancelled
+        self.cancelling = False
 
 
 class Runner:
@@ -163,25 +190,89 @@ class Runner:
         flow = factory(**plan)
         flow_id = str(uuid.uuid4())
         deployment_id = str(inputs["deployment_id"])
+        meta = {
+            "kind": kind,
+            "version": flows.VERSIONS[kind],
+            "deployment_id": deployment_id,
+        }
+        return self._start(
+            flow_id,
+            flow,
+            factory,
+            plan,
+            inputs,
+            meta,
+            server_id=str(inputs.get("server_id") or ""),
+            book_name=f"swflows-{kind}-{deployment_id}",
+        )
+
+    def launch_custom(
+        self,
+        factory: Any,
+        kwargs: dict[str, Any],
+        plans: dict[str, dict[str, Any]],
+    ) -> tuple[str, concurrent.futures.Future[str]]:
+        """Build a developer's flow with ``factory(**kwargs)`` and start it.
+
+        ``factory`` is a module-level callable or its dotted path, checked
+        (:func:`factory_path`) before anything is written; ``kwargs`` must
+        be JSON; ``plans`` are the signal transports' resolved plans, stored
+        with the flow and used to build it (:func:`~swflows.flows.compose.
+        planning`).  The flow's store holds only its own id.
+        """
+        path = factory_path(factory)
+        check_json("kwargs", kwargs)
+        check_json("plans", plans)
+        made = load_factory(path)
+        with compose.planning(plans):
+            flow = made(**kwargs)
+        if not hasattr(flow, "iter_links"):
+            raise exceptions.ValidationError(
+                "factory", f"{path} returned {type(flow).__name__}, not a flow"
+            )
+        flow_id = str(uuid.uuid4())
+        meta = {"kind": CUSTOM, "factory": path, "plans": plans}
+        return self._start(
+            flow_id,
+            flow,
+            made,
+            kwargs,
+            {compose.FLOW_ID_KEY: flow_id},
+            meta,
+            server_id="",
+            book_name=f"swflows-{CUSTOM}-{flow_id}",
+        )
+
+    def _start(
+        self,
+        flow_id: str,
+        flow: Any,
+        factory: Any,
+        factory_kwargs: dict[str, Any],
+        inputs: dict[str, Any],
+        meta: dict[str, Any],
+        *,
+        server_id: str,
+        book_name: str,
+    ) -> tuple[str, concurrent.futures.Future[str]]:
+        kind = str(meta["kind"])
         self.registry.add(
             flow_id,
             kind=kind,
-            deployment_id=deployment_id,
-            server_id=str(inputs.get("server_id") or ""),
+            deployment_id=str(meta.get("deployment_id") or ""),
+            server_id=server_id,
             owner=self.owner,
             lease_until=time.time() + self.lease_seconds,
         )
         try:
             # one logbook per flow, sharing the flow's id, so it is found by it
-            book = models.LogBook(f"swflows-{kind}-{deployment_id}", uuid=flow_id)
+            book = models.LogBook(book_name, uuid=flow_id)
+            if kind == CUSTOM:  # its outcome joins this once it ended
+                book.meta = {META_KEY: {"kind": kind, "factory": meta["factory"]}}
             detail = models.FlowDetail(flow.name, uuid=flow_id)
             book.add(detail)
-            engines.save_factory_details(detail, factory, [], plan)
-            detail.meta[META_KEY] = {
-                "kind": kind,
-                "version": flows.VERSIONS[kind],
-                "deployment_id": deployment_id,
-            }
+            engines.save_factory_details(detail, factory, [], factory_kwargs)
+            detail.meta[META_KEY] = meta
             with self._connection() as conn:
                 conn.save_logbook(book)
             engine = engines.load(
@@ -189,9 +280,11 @@ class Runner:
             )
         except BaseException:
             self.registry.remove(flow_id)
+            with contextlib.suppress(Exception), self._connection() as conn:
+                conn.destroy_logbook(flow_id)
             raise
         future = self._future(flow_id)
-        self._submit(flow_id, engine, flow)
+        self._submit(flow_id, engine, flow, custom=kind == CUSTOM)
         return flow_id, future
 
     # -- driving ----------------------------------------------------------
@@ -204,11 +297,18 @@ class Runner:
             return future
 
     def _submit(
-        self, flow_id: str, engine: Any, flow: Any, *, resumed: bool = False
+        self,
+        flow_id: str,
+        engine: Any,
+        flow: Any,
+        *,
+        resumed: bool = False,
+        custom: bool = False,
     ) -> None:
         engine.storage.inject({SERVICES_KEY: self.services}, transient=True)
         drive = _Drive(flow_id, engine, parks_after(flow))
         drive.resumed = resumed
+        drive.custom = custom
         engine.atom_notifier.register(notifier.Notifier.ANY, self._on_atom(drive))
         with self._lock:
             self._drives[flow_id] = drive
@@ -221,10 +321,12 @@ class Runner:
 
     def _on_atom(self, drive: _Drive) -> Any:
         def callback(state: str, details: dict[str, Any]) -> None:
-            if (
-                state == tf_states.SUCCESS
-                and details.get("task_name") in drive.park_after
-            ):
+            if state != tf_states.SUCCESS:
+                return
+            if drive.custom and self.registry.cancel_requested(drive.flow_id):
+                drive.cancelling = True
+                drive.engine.suspend()
+            elif details.get("task_name") in drive.park_after:
                 drive.parking = True
                 drive.engine.suspend()
 
@@ -234,7 +336,16 @@ class Runner:
         error: BaseException | None = None
         try:
             if not (drive.resumed and self._park_if_waiting(drive)):
-                drive.engine.run()
+                if drive.custom and self.registry.cancel_requested(drive.flow_id):
+                    drive.cancelling = True
+                while True:
+                    if drive.cancelling and not drive.lost:
+                        drive.parking = False
+                        self._stop_for_cancel(drive)
+                        drive.cancelling = False
+                    drive.engine.run()
+                    if not drive.cancelling or drive.lost or self.stopping:
+                        break
         except BaseException as exc:  # the flow's own error, after its revert
             error = exc
         finally:
@@ -246,26 +357,88 @@ class Runner:
             LOG.exception("flow %s: could not record how it ended", drive.flow_id)
 
     def _park_if_waiting(self, drive: _Drive) -> bool:
-        """Park a resumed flow that is at its waiting step with nothing to do."""
+        """Park a resumed flow that is at its waiting step with nothing to do.
+
+        A flow with several waits reached (parallel branches of a custom
+        flow) runs on if one of them may go on, and parks on one that may
+        not otherwise.
+        """
         drive.engine.compile()
         drive.engine.prepare()
         storage = drive.engine.storage
+        found: dict[str, Any] | None = None
         for name, wait_atom in drive.park_after.items():
             if storage.get_atom_state(name) != tf_states.SUCCESS:
                 continue
-            if storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE:
+            wait_state = storage.get_atom_state(wait_atom.name)
+            if wait_state not in WAIT_NOT_DONE:
+                if drive.custom and wait_state == tf_states.SUCCESS:
+                    continue  # a wait it is past; another may be pending
                 return False  # past its wait, or reverting: run on
-            waiting = self._waiting(drive)
-            drive.waiting = waiting
+            waiting = self._waiting_at(drive, wait_atom)
             try:
                 status = self.services.store.get_deployment(waiting["deployment_id"])
             except exceptions.DeploymentNotFound:
                 return False
             if status.is_terminal or status.generation != waiting["generation"]:
                 return False  # it ended meanwhile: run on
-            drive.parking = True
-            return True
-        return False
+            waiting["server_id"] = status.server_id
+            found = found or waiting
+            if not drive.custom:
+                break
+        if found is None:
+            return False
+        drive.waiting = found
+        drive.parking = True
+        return True
+
+    def _stop_for_cancel(self, drive: _Drive) -> None:
+        """Make a cancelled flow revert when it runs next.
+
+        TaskFlow reverts a flow it finds with a failed step: the first step
+        not yet run whose inputs are all there (its wait, for a parked
+        flow) is recorded as failed with :class:`FlowCancelled`.
+        """
+        engine = drive.engine
+        engine.compile()
+        engine.prepare()
+        storage = engine.storage
+        note = self.registry.cancel_note(drive.flow_id) or "cancelled"
+        error = FlowCancelled(drive.flow_id, f"flow {drive.flow_id}: {note}")
+        waits = [atom for atom in drive.park_after.values()]
+        others = [
+            atom
+            for atom in engine.compilation.execution_graph.nodes
+            if atom not in waits
+        ]
+        for atom in [*waits, *others]:
+            if storage.get_atom_state(atom.name) != tf_states.PENDING:
+                continue
+            if getattr(atom, "parks", False) and not any(
+                before
+                for before, after in drive.park_after.items()
+                if after is atom and storage.get_atom_state(before) == tf_states.SUCCESS
+            ):
+                continue
+            try:
+                storage.fetch_mapped_args(
+                    atom.rebind, atom_name=atom.name, optional_args=atom.optional
+                )
+            except Exception as exc:  # an input is missing: not this one
+                LOG.debug(
+                    "flow %s: %s cannot fail yet: %s", drive.flow_id, atom.name, exc
+                )
+                continue
+            storage.save(
+                atom.name,
+                tf_failure.Failure.from_exception(error),
+                state=tf_states.FAILURE,
+            )
+            LOG.info(
+                "flow %s: cancelled before %s; reverting", drive.flow_id, atom.name
+            )
+            return
+        LOG.info("flow %s: cancelled after its last step", drive.flow_id)
 
     def _after_run(self, drive: _Drive, error: BaseException | None) -> None:
         flow_id = drive.flow_id
@@ -273,13 +446,25 @@ class Runner:
             state = drive.engine.storage.get_flow_state()
             if state in (tf_states.SUSPENDED, tf_states.RUNNING, tf_states.PENDING):
                 waiting = drive.waiting or self._waiting(drive)
-                if self.registry.park(flow_id, self.owner, waiting):
+                if self.registry.park(
+                    flow_id,
+                    self.owner,
+                    waiting,
+                    deployment_id=waiting["deployment_id"] if drive.custom else None,
+                    server_id=waiting.get("server_id") if drive.custom else None,
+                ):
                     LOG.debug("flow %s parked", flow_id)
+                    if drive.custom and self.registry.cancel_requested(flow_id):
+                        end_wait(
+                            self.services, waiting, self.registry.cancel_note(flow_id)
+                        )
                     self.watcher.wake()
                 return
         state = drive.engine.storage.get_flow_state()
         if state in (tf_states.SUCCESS, tf_states.REVERTED):
-            self._forget(flow_id)
+            if drive.custom:
+                self._keep_result(drive, state, error)
+            self._forget(flow_id, keep_book=drive.custom)
             self._finish(flow_id, error)
         elif state == tf_states.FAILURE:
             # a revert failed: keep the logbook for an operator
@@ -308,22 +493,133 @@ class Runner:
             future.set_exception(error)
 
     def _waiting(self, drive: _Drive) -> dict[str, Any]:
-        """What a parked flow waits for, from its stored values."""
-        from swflows.engine import watcher
-
+        """What a parked flow waits for, from its stored values: the first
+        wait reached whose step has not run (a custom flow may have passed
+        others)."""
         storage = drive.engine.storage
-        for name, atom in drive.park_after.items():
-            if storage.get_atom_state(name) == tf_states.SUCCESS:
-                return watcher.waiting_of(self.services, drive.engine, atom)
+        reached = [
+            atom
+            for name, atom in drive.park_after.items()
+            if storage.get_atom_state(name) == tf_states.SUCCESS
+        ]
+        pending = [
+            a for a in reached if storage.get_atom_state(a.name) in WAIT_NOT_DONE
+        ]
+        for atom in pending or reached:
+            waiting = self._waiting_at(drive, atom)
+            if drive.custom:
+                with contextlib.suppress(exceptions.DeploymentNotFound):
+                    found = self.services.store.get_deployment(waiting["deployment_id"])
+                    waiting["server_id"] = found.server_id
+            return waiting
         raise exceptions.FlowError(None, f"flow {drive.flow_id} is not at a wait")
 
-    def _forget(self, flow_id: str) -> None:
+    def _waiting_at(self, drive: _Drive, atom: Any) -> dict[str, Any]:
+        from swflows.engine import watcher
+
+        return watcher.waiting_of(self.services, drive.engine, atom)
+
+    def _forget(self, flow_id: str, *, keep_book: bool = False) -> None:
+        """Remove an ended flow's row and logbook (a custom flow's logbook
+        stays, holding its result, without its steps)."""
         with self._connection() as conn:
             try:
-                conn.destroy_logbook(flow_id)
+                if keep_book:
+                    self._drop_steps(flow_id)
+                else:
+                    conn.destroy_logbook(flow_id)
             except Exception:  # already gone is fine; anything else is logged
                 LOG.debug("logbook %s not removed", flow_id, exc_info=True)
         self.registry.remove(flow_id)
+
+    def _drop_steps(self, flow_id: str) -> None:
+        """Delete a flow's detail and its atoms' details, not its logbook."""
+        tables = self.backend.tables
+        with self.backend.engine.begin() as conn:
+            conn.execute(
+                tables.atomdetails.delete().where(
+                    tables.atomdetails.c.parent_uuid == flow_id
+                )
+            )
+            conn.execute(
+                tables.flowdetails.delete().where(tables.flowdetails.c.uuid == flow_id)
+            )
+
+    def _keep_result(
+        self, drive: _Drive, state: str, error: BaseException | None
+    ) -> None:
+        """Write a custom flow's outcome into its logbook's meta."""
+        storage = drive.engine.storage
+        values: dict[str, Any] = {}
+        if state == tf_states.SUCCESS:
+            for key, value in storage.fetch_all().items():
+                if "." in key or key in PRIVATE_VALUES:
+                    continue
+                try:
+                    values[key] = json.loads(json.dumps(value))
+                except (TypeError, ValueError):
+                    LOG.debug("flow %s: %s is not JSON, not kept", drive.flow_id, key)
+        self._save_result(
+            drive.flow_id,
+            {
+                "state": state,
+                "result": values,
+                "error": None if error is None else f"{type(error).__name__}: {error}",
+                "ended_at": time.time(),
+            },
+        )
+
+    def _save_result(self, flow_id: str, outcome: dict[str, Any]) -> None:
+        with self._connection() as conn:
+            book = conn.get_logbook(flow_id, lazy=True)
+            meta = dict(book.meta or {})
+            meta[META_KEY] = {**dict(meta.get(META_KEY) or {}), **outcome}
+            book.meta = meta
+            conn.save_logbook(book)
+
+    def result_of(self, flow_id: str) -> dict[str, Any] | None:
+        """A custom flow's stored outcome (``state``, ``result``, ``error``,
+        ``factory``); None while it has none (not ended, or unknown)."""
+        try:
+            with self._connection() as conn:
+                book = conn.get_logbook(flow_id, lazy=True)
+        except Exception:
+            return None
+        meta = dict((book.meta or {}).get(META_KEY) or {})
+        if meta.get("kind") != CUSTOM or "state" not in meta:
+            return None
+        return {
+            "id": flow_id,
+            "factory": meta.get("factory"),
+            "state": meta["state"],
+            "result": meta.get("result") or {},
+            "error": meta.get("error"),
+        }
+
+    def forget_result(self, flow_id: str) -> bool:
+        """Remove an ended custom flow's stored outcome; False if none."""
+        if self.result_of(flow_id) is None:
+            return False
+        with self._connection() as conn:
+            conn.destroy_logbook(flow_id)
+        return True
+
+    def request_cancel(self, flow_id: str, reason: str | None = None) -> bool:
+        """Cancel custom flow ``flow_id``: stop it, end its wait, revert it.
+
+        The request is written to its row, so whichever runner drives it
+        sees it at its next step boundary; a parked flow's awaited action is
+        ended FAILED (``cancelled``), which wakes it.  False when the flow
+        is not unfinished.
+        """
+        note = f"cancelled: {reason}" if reason else "cancelled"
+        if not self.registry.request_cancel(flow_id, note):
+            return False
+        row = self.registry.get(flow_id)
+        if row is not None and row.state == flow_rows.PARKED and row.waiting:
+            end_wait(self.services, row.waiting, note)
+        self.wake()
+        return True
 
     # -- resuming ---------------------------------------------------------
     def resume_parked(self, flow_id: str) -> bool:
@@ -407,14 +703,22 @@ class Runner:
         if detail.state in TERMINAL_FLOW_STATES:
             # it ended but was not cleaned up: never load it (REVERTED would
             # run again from the start)
+            custom = (detail.meta.get(META_KEY) or {}).get("kind") == CUSTOM
             if detail.state == tf_states.FAILURE:
                 self.registry.break_flow(flow_id, "a revert failed")
             else:
-                self._forget(flow_id)
+                if custom and "state" not in (book.meta or {}).get(META_KEY, {}):
+                    # ended before its outcome was written: its state at least
+                    self._save_result(
+                        flow_id, {"state": detail.state, "result": {}, "error": None}
+                    )
+                self._forget(flow_id, keep_book=custom)
             self._finish(flow_id, None)
             return False
         meta = detail.meta.get(META_KEY) or {}
         kind = str(meta.get("kind"))
+        if kind == CUSTOM:
+            return self._load_custom(flow_id, detail, meta)
         if kind not in flows.VERSIONS or meta.get("version") != flows.VERSIONS[kind]:
             note = (
                 f"stored flow {kind!r} version {meta.get('version')!r} does not "
@@ -427,6 +731,24 @@ class Runner:
         engine = engines.load(flow, flow_detail=detail, backend=self.backend)
         self._future(flow_id)
         self._submit(flow_id, engine, flow, resumed=True)
+        return True
+
+    def _load_custom(self, flow_id: str, detail: Any, meta: dict[str, Any]) -> bool:
+        """Rebuild a custom flow with its stored factory, kwargs and plans."""
+        try:
+            with compose.planning(dict(meta.get("plans") or {})):
+                flow = engines.flow_from_detail(detail)
+        except Exception as exc:
+            note = (
+                f"custom flow {meta.get('factory')!r} could not be rebuilt: "
+                f"{type(exc).__name__}: {exc}"
+            )
+            self.registry.break_flow(flow_id, note)
+            self._finish(flow_id, exceptions.FlowError(flow_id, note))
+            return False
+        engine = engines.load(flow, flow_detail=detail, backend=self.backend)
+        self._future(flow_id)
+        self._submit(flow_id, engine, flow, resumed=True, custom=True)
         return True
 
     # -- leases -----------------------------------------------------------
@@ -495,12 +817,128 @@ class Runner:
 
 def parks_after(flow: Any) -> dict[str, Any]:
     """The atoms after which ``flow`` parks (by name): those right before a
-    waiting step (a task whose ``parks`` is true), with that step."""
+    waiting step (a task whose ``parks`` is true), with that step; in
+    nested flows too."""
     found = {}
     for before, after, _ in flow.iter_links():
-        if getattr(after, "parks", False):
+        if getattr(after, "parks", False) and not hasattr(before, "iter_links"):
             found[before.name] = after
+    for node, _ in flow.iter_nodes():
+        if hasattr(node, "iter_links"):
+            found.update(parks_after(node))
     return found
 
 
-__all__ = ["META_KEY", "Runner", "parks_after"]
+def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
+    """End a parked flow's awaited action FAILED, kind ``cancelled``."""
+    from swflows import signals
+    from swflows.tasks import signal as signal_tasks
+
+    signal_tasks.record_outcome(
+        services,
+        str(waiting["deployment_id"]),
+        int(waiting["generation"]),
+        signals.cancelled_outcome(note),
+    )
+
+
+def factory_path(factory: Any) -> str:
+    """The dotted path a custom flow's factory is re-imported by.
+
+    Refused (:class:`~swflows.exceptions.ValidationError`) unless that
+    path imports this very callable: a lambda, a closure, a method, a
+    function of ``__main__`` or one defined inside another is refused now,
+    not when the flow resumes in another process.
+    """
+    if isinstance(factory, str):
+        path = factory
+        found = load_factory(path)
+    else:
+        module = getattr(factory, "__module__", None)
+        qualname = getattr(factory, "__qualname__", None)
+        if not callable(factory) or not module or not qualname:
+            raise exceptions.ValidationError(
+                "factory", f"{factory!r} is not a module-level function"
+            )
+        path = f"{module}.{qualname}"
+        if module == "__main__":
+            raise exceptions.ValidationError(
+                "factory",
+                f"{path} lives in __main__: another process cannot import it; "
+                "move it to a module",
+            )
+        if "<" in qualname or "." in qualname:
+            raise exceptions.ValidationError(
+                "factory",
+                f"{path} is not a module-level function (a lambda, closure, "
+                "method or nested function cannot be re-imported by name)",
+            )
+        found = load_factory(path)
+        if found is not factory:
+            raise exceptions.ValidationError(
+                "factory", f"{path} imports another object than the one given"
+            )
+    if not callable(found):
+        raise exceptions.ValidationError("factory", f"{path} is not callable")
+    return path
+
+
+def load_factory(path: str) -> Any:
+    """The callable at dotted ``path`` (``package.module.function``)."""
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute or "<" in path:
+        raise exceptions.ValidationError(
+            "factory", f"{path!r} is not a dotted path module.function"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise exceptions.ValidationError(
+            "factory", f"cannot import {module_name} for {path}: {exc}"
+        ) from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise exceptions.ValidationError(
+            "factory", f"{module_name} has no {attribute}"
+        ) from None
+
+
+def check_json(field: str, value: Any, where: str = "") -> None:
+    """Refuse anything but JSON types (dict with str keys, list, str, int,
+    finite float, bool, None): a custom flow's kwargs are stored as JSON
+    and must come back as they were given."""
+    here = where or field
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise exceptions.ValidationError(field, f"{here} is {value}, not JSON")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            check_json(field, item, f"{here}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise exceptions.ValidationError(
+                    field, f"{here} has key {key!r}: JSON keys are strings"
+                )
+            check_json(field, item, f"{here}.{key}")
+        return
+    raise exceptions.ValidationError(
+        field, f"{here} is a {type(value).__name__}, not JSON"
+    )
+
+
+__all__ = [
+    "CUSTOM",
+    "META_KEY",
+    "FlowCancelled",
+    "Runner",
+    "check_json",
+    "factory_path",
+    "load_factory",
+    "parks_after",
+]

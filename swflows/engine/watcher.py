@@ -55,13 +55,21 @@ SERVER_CHECK_INTERVAL = 2.0
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
-    """What a flow parked before ``atom`` waits for, from its stored values."""
+    """What a flow parked before ``atom`` waits for: the stored values the
+    wait step itself is bound to (a composed flow holding several waits
+    keeps each one's under names of its own)."""
     storage = engine.storage
-    deployment_id = str(storage.fetch("deployment_id"))
-    generation = int(storage.fetch("generation"))
-    timeout = int(storage.fetch("timeout"))
-    started = float(storage.fetch("action_started"))
-    store = dict(storage.fetch("signal_store") or {})
+    if getattr(atom, "rebind", None) is not None:
+        value = storage.fetch_mapped_args(
+            atom.rebind, atom_name=atom.name, optional_args=atom.optional
+        ).__getitem__
+    else:
+        value = storage.fetch
+    deployment_id = str(value("deployment_id"))
+    generation = int(value("generation"))
+    timeout = int(value("timeout"))
+    started = float(value("action_started"))
+    store = dict(value("signal_store") or {})
     delivery = int(services.conf.delivery_timeout or 0)
     return {
         "transport": atom.transport_name,

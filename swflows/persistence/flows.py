@@ -16,6 +16,9 @@ unfinished flow has one.  Its ``state`` is one of:
     it cannot be resumed (its flow changed version, its logbook is gone);
     ``note`` says why.  Only an operator moves it on.
 
+The ``note`` of a RUNNING or PARKED flow says it was asked to cancel
+(``cancelled[: reason]``); only custom flows are.
+
 Claims are compare-and-set updates, so two runners never drive one flow at
 once.  They are the shape of a jobboard's claim, which a conductor-based
 runner can take over.
@@ -39,6 +42,12 @@ RUNNING: Final = "RUNNING"
 PARKED: Final = "PARKED"
 BROKEN: Final = "BROKEN"
 STATES: Final = (RUNNING, PARKED, BROKEN)
+#: the kind of a developer's own flow; its factory's dotted path is in its
+#: logbook's meta, its ``deployment_id`` is the deployment it awaits now
+#: ("" before its first wait)
+CUSTOM: Final = "custom"
+#: how the ``note`` of an unfinished flow says it was asked to cancel
+CANCEL_NOTE: Final = "cancelled"
 
 
 def new_owner(token: str) -> str:
@@ -273,19 +282,35 @@ class FlowRegistry:
 
         return self._store._write("renew leases", op)
 
-    def park(self, flow_id: str, owner: str, waiting: Mapping[str, Any]) -> bool:
-        """Hand a waiting flow over to the watcher; False if not ``owner``'s."""
+    def park(
+        self,
+        flow_id: str,
+        owner: str,
+        waiting: Mapping[str, Any],
+        *,
+        deployment_id: str | None = None,
+        server_id: str | None = None,
+    ) -> bool:
+        """Hand a waiting flow over to the watcher; False if not ``owner``'s.
+
+        A custom flow names the deployment (and server) it awaits now.
+        """
         t = self._table
+        values: dict[str, Any] = {
+            "state": PARKED,
+            "owner": None,
+            "lease_until": None,
+            "waiting": dict(waiting),
+            "updated_at": _now(),
+        }
+        if deployment_id is not None:
+            values["deployment_id"] = deployment_id
+        if server_id is not None:
+            values["server_id"] = server_id
         query = (
             t.update()
             .where(t.c.id == flow_id, t.c.owner == owner, t.c.state == RUNNING)
-            .values(
-                state=PARKED,
-                owner=None,
-                lease_until=None,
-                waiting=dict(waiting),
-                updated_at=_now(),
-            )
+            .values(**values)
         )
         return self._store._write(
             "park flow", lambda conn: bool(conn.execute(query).rowcount)
@@ -339,6 +364,36 @@ class FlowRegistry:
                 marked += 1
         return marked
 
+    def request_cancel(self, flow_id: str, note: str = CANCEL_NOTE) -> bool:
+        """Mark an unfinished (RUNNING or PARKED) flow as asked to cancel."""
+        t = self._table
+        query = (
+            t.update()
+            .where(t.c.id == flow_id, t.c.state.in_([RUNNING, PARKED]))
+            .values(note=note[:2000], updated_at=_now())
+        )
+        return self._store._write(
+            "cancel flow", lambda conn: bool(conn.execute(query).rowcount)
+        )
+
+    def cancel_note(self, flow_id: str) -> str | None:
+        """Why an unfinished flow was asked to cancel; None if it was not."""
+        t = self._table
+
+        def op(conn: sa.Connection) -> str | None:
+            row = conn.execute(
+                sa.select(t.c.note).where(
+                    t.c.id == flow_id, t.c.state.in_([RUNNING, PARKED])
+                )
+            ).first()
+            note = None if row is None else row.note
+            return note if note and note.startswith(CANCEL_NOTE) else None
+
+        return self._store._read("read flow note", op)
+
+    def cancel_requested(self, flow_id: str) -> bool:
+        return self.cancel_note(flow_id) is not None
+
     def break_flow(self, flow_id: str, note: str) -> None:
         """Set a flow aside as BROKEN with ``note`` saying why."""
         t = self._table
@@ -386,6 +441,8 @@ class FlowRegistry:
 
 __all__ = [
     "BROKEN",
+    "CANCEL_NOTE",
+    "CUSTOM",
     "PARKED",
     "RUNNING",
     "FlowRegistry",
