@@ -1,0 +1,1 @@
+"""WSGI applications for swflows used alone (the ``wsgi`` extra)."""

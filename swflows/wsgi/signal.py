@@ -1,0 +1,177 @@
+"""A small WSGI application receiving HEAT_SIGNAL posts, for standalone use.
+
+An embedder with an API of its own passes signals to
+:meth:`swflows.api.Swflows.signal` itself; swflows used alone can serve this
+instead.  Servers post their signal as the deployment's stack user, with a
+Keystone token that keystonemiddleware's ``auth_token`` validates::
+
+    POST /v1/deployments/<deployment id>/signal
+    POST /v1/signal/<derived config id>
+
+The second is what swflows' agent posts to when its ``heat_signal_url`` is
+``http://<host>:<port>/v1/signal/{config_id}``.  The token's user must be
+the deployment's stack user (the ``deploy_user_id`` of its current derived
+config); any other user gets 403, no token or a bad one 401.  Answers are
+JSON: 200 ``{"deployment_id": ..., "accepted": true}`` (false when the
+deployment was not waiting: the signal is ignored, as Heat ignores it; a
+payload swflows cannot use ends the deployment FAILED, kind
+``signal_rejected``), 400 for a payload refused outright, 404 for an
+unknown deployment or config, 413 for a body over ``max_signal_bytes``.
+Tokens, passwords and payloads are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import webob
+from oslo_config import cfg
+
+from swflows import derive, exceptions
+
+if TYPE_CHECKING:
+    from swflows.api import Swflows
+
+LOG = logging.getLogger(__name__)
+
+_ROUTES: Final = (
+    (re.compile(r"^/v1/deployments/([^/]+)/signal/?$"), "deployment"),
+    (re.compile(r"^/v1/signal/([^/]+)/?$"), "config"),
+)
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _answer(status: int, **body: Any) -> webob.Response:
+    return webob.Response(
+        status=status,
+        content_type="application/json",
+        charset="utf-8",
+        body=json.dumps(body).encode(),
+    )
+
+
+def _error(status: int, message: str) -> webob.Response:
+    return _answer(status, error=message)
+
+
+class SignalApp:
+    """The application itself, behind ``auth_token`` (see :func:`make_app`)."""
+
+    def __init__(self, sw: Swflows, *, max_bytes: int | None = None) -> None:
+        self.sw = sw
+        self.max_bytes = int(max_bytes or sw.conf.max_signal_bytes)
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        request = webob.Request(environ)
+        response = self.handle(request)
+        return response(environ, start_response)  # type: ignore[no-any-return]
+
+    def handle(self, request: webob.Request) -> webob.Response:
+        route = _route(request.path_info)
+        if route is None:
+            return _error(404, "no such resource")
+        kind, ident = route
+        if request.method != "POST":
+            response = _error(405, "only POST is allowed")
+            response.allow = ("POST",)
+            return response
+        user_id = request.headers.get("X-User-Id")
+        if request.headers.get("X-Identity-Status") != "Confirmed" or not user_id:
+            return _error(401, "a valid Keystone token is required")
+        try:
+            deployment_id, stack_user = self._find(kind, ident)
+        except exceptions.NotFound as exc:
+            return _error(404, exc.message)
+        if stack_user is None or stack_user != user_id:
+            LOG.warning(
+                "signal for deployment %s refused: user %s is not its stack user",
+                deployment_id,
+                user_id,
+            )
+            return _error(403, "this user may not signal this deployment")
+        length = request.content_length
+        if length is not None and length > self.max_bytes:
+            return _error(413, f"a signal is at most {self.max_bytes} bytes")
+        body = request.body_file.read(self.max_bytes + 1)
+        if len(body) > self.max_bytes:
+            return _error(413, f"a signal is at most {self.max_bytes} bytes")
+        try:
+            accepted = self.sw.signal(deployment_id, body)
+        except exceptions.SignalRejected as exc:
+            return _error(400, exc.message)
+        except exceptions.DeploymentNotFound as exc:
+            return _error(404, exc.message)
+        except exceptions.SwflowsError as exc:
+            LOG.error("signal for deployment %s failed: %s", deployment_id, exc)
+            return _error(503 if exc.retryable else 500, "the signal was not recorded")
+        LOG.info(
+            "signal for deployment %s %s",
+            deployment_id,
+            "accepted" if accepted else "ignored: it is not waiting",
+        )
+        return _answer(200, deployment_id=deployment_id, accepted=accepted)
+
+    def _find(self, kind: str, ident: str) -> tuple[str, str | None]:
+        """The deployment a request is for, and its stack user's id."""
+        if kind == "deployment":
+            deployment = self.sw.show(ident)
+            if deployment.config_id is None:
+                return deployment.id, None
+            config = self.sw.get_config(deployment.config_id)
+            return deployment.id, _input(config, derive.DEPLOY_USER_ID)
+        config = self.sw.get_config(ident)
+        server_id = _input(config, derive.DEPLOY_SERVER_ID)
+        if server_id:
+            for deployment in self.sw.list_deployments(server_id=server_id):
+                if deployment.config_id == config.id:
+                    return deployment.id, _input(config, derive.DEPLOY_USER_ID)
+        raise exceptions.DeploymentNotFound(
+            ident, f"no deployment runs config {ident} now"
+        )
+
+
+def _route(path: str) -> tuple[str, str] | None:
+    """(``deployment`` or ``config``, its id) of a request path."""
+    for pattern, kind in _ROUTES:
+        matched = pattern.match(path)
+        if matched:
+            return kind, matched.group(1)
+    return None
+
+
+def _input(config: Any, name: str) -> str | None:
+    for item in config.inputs:
+        if item.name == name and item.value:
+            return str(item.value)
+    return None
+
+
+def make_app(sw: Swflows, authtoken: Mapping[str, Any]) -> WsgiApp:
+    """:class:`SignalApp` behind keystonemiddleware's ``auth_token``.
+
+    ``authtoken`` holds ``auth_token``'s options as a paste file would
+    (``www_authenticate_uri``, ``auth_type``, ``auth_url``, ``username``,
+    ``password``...: the service user that validates tokens); they are read
+    from it alone, never from the process' global configuration.
+    """
+    from keystonemiddleware import auth_token
+
+    options = {
+        "delay_auth_decision": False,
+        "include_service_catalog": False,
+        **dict(authtoken),
+        # a configuration of its own: nothing is read from, or registered
+        # on, the process' global cfg.CONF
+        "oslo_config_config": cfg.ConfigOpts(),
+    }
+    return auth_token.AuthProtocol(SignalApp(sw), options)  # type: ignore[no-any-return]
+
+
+__all__ = ["SignalApp", "make_app"]

@@ -1,0 +1,183 @@
+"""The HEAT_SIGNAL endpoint behind keystonemiddleware, served by wsgiref,
+against the dev cloud's Keystone: the stack user's token is accepted, any
+other user's refused, and no secret reaches the logs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import uuid
+import wsgiref.simple_server
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+
+from swflows import states
+from swflows.agent import notify
+from swflows.api import Swflows
+from swflows.wsgi.signal import make_app
+from tests.functional import conftest, flowkit
+from tests.functional.test_flows import script_config
+from tests.functional.test_runner import signal_inputs
+
+sw = flowkit.sw
+
+
+class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    server = wsgiref.simple_server.make_server(
+        "127.0.0.1", 0, app, handler_class=_Quiet
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def authtoken(cloud: dict[str, Any]) -> dict[str, Any]:
+    """auth_token's options: Keystone's admin validates the tokens."""
+    ks = cloud["keystone"]
+    admin = ks["admin"]
+    return {
+        "www_authenticate_uri": ks["auth_url"],
+        "auth_type": "password",
+        "auth_url": ks["auth_url"],
+        "username": admin["username"],
+        "password": admin["password"],
+        "project_name": admin["project_name"],
+        "user_domain_id": admin["user_domain_id"],
+        "project_domain_id": admin["project_domain_id"],
+    }
+
+
+@pytest.fixture
+def endpoint(sw: Swflows, devcloud: dict[str, Any]) -> Iterator[str]:
+    with serving(make_app(sw, authtoken(devcloud))) as url:
+        yield url
+
+
+def stack_user_token(inputs: dict[str, Any]) -> str:
+    """The token a server gets with its deployment's ``deploy_*`` inputs."""
+    session = ks_session.Session(
+        auth=v3.Password(
+            auth_url=inputs["deploy_auth_url"],
+            user_id=inputs["deploy_user_id"],
+            password=inputs["deploy_password"],
+            project_id=inputs["deploy_project_id"],
+        )
+    )
+    return str(session.get_token())
+
+
+def waiting(sw: Swflows) -> tuple[str, dict[str, Any]]:
+    """A HEAT_SIGNAL deployment waiting for its signal, and its inputs."""
+    dep = sw.deploy(
+        str(uuid.uuid4()),
+        script_config(sw).id,
+        signal_transport="HEAT_SIGNAL",
+        timeout=120,
+        wait=False,
+    )
+    return dep.id, signal_inputs(sw, dep.id)
+
+
+def post(url: str, token: str | None, body: Any) -> requests.Response:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["X-Auth-Token"] = token
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return requests.post(url, data=data, headers=headers, timeout=30)
+
+
+def test_the_stack_user_signals_and_others_are_refused(
+    sw: Swflows,
+    devcloud: dict[str, Any],
+    endpoint: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    first, first_inputs = waiting(sw)
+    second, second_inputs = waiting(sw)
+    url = f"{endpoint}/v1/deployments/{first}/signal"
+    final = {"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}
+    owner = stack_user_token(first_inputs)
+    other_stack_user = stack_user_token(second_inputs)
+    demo = str(conftest.keystone_session(devcloud, "demo").get_token())
+
+    assert post(url, None, final).status_code == 401
+    assert post(url, "not-a-token", final).status_code == 401
+    for token in (demo, other_stack_user):
+        refused = post(url, token, final)
+        assert refused.status_code == 403, refused.text
+        assert sw.show(first).status == states.IN_PROGRESS
+    missing = post(f"{endpoint}/v1/deployments/{uuid.uuid4()}/signal", owner, final)
+    assert missing.status_code == 404
+    assert post(url, owner, b"x" * (sw.conf.max_signal_bytes + 1)).status_code == 413
+    assert (
+        requests.get(url, headers={"X-Auth-Token": owner}, timeout=30).status_code
+        == 405
+    )
+
+    accepted = post(url, owner, final)
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json() == {"deployment_id": first, "accepted": True}
+    done = sw.wait(first, timeout=60)
+    assert done.status == states.COMPLETE and done.output_values["result"] == "r"
+    late = post(url, owner, {"deploy_status_code": 1})
+    assert late.json() == {"deployment_id": first, "accepted": False}
+    assert sw.show(first).status == states.COMPLETE
+
+    # an unusable signal is a result: the deployment ends FAILED
+    unusable = post(
+        f"{endpoint}/v1/deployments/{second}/signal", other_stack_user, b"[1]"
+    )
+    assert unusable.json() == {"deployment_id": second, "accepted": True}
+    ended = sw.wait(second, timeout=60)
+    assert ended.status == states.FAILED
+    assert ended.reason is not None and ended.reason["kind"] == "signal_rejected"
+    for deployment_id in (first, second):
+        sw.undeploy(deployment_id)
+    secrets = [
+        owner,
+        other_stack_user,
+        demo,
+        first_inputs["deploy_password"],
+        second_inputs["deploy_password"],
+        devcloud["keystone"]["admin"]["password"],
+    ]
+    logged = caplog.text
+    assert "signal for deployment" in logged  # the app did log
+    for secret in secrets:
+        assert secret not in logged
+
+
+def test_the_swflows_agent_signals_through_heat_signal_url(
+    sw: Swflows, endpoint: str
+) -> None:
+    deployment_id, inputs = waiting(sw)
+    config_id = sw.show(deployment_id).config_id
+    assert config_id is not None
+    notifier = notify.HeatSignal(
+        requests.Session(), 30, f"{endpoint}/v1/signal/{{config_id}}"
+    )
+    body = json.dumps({"deploy_status_code": 0, "result": "from the agent"})
+    notifier.send(notify.target_of(config_id, inputs), body.encode())
+    done = sw.wait(deployment_id, timeout=60)
+    assert done.status == states.COMPLETE
+    assert done.output_values["result"] == "from the agent"
+    sw.undeploy(deployment_id)
