@@ -54,6 +54,8 @@ Test-only control paths, with no token and not part of Nova:
   ``--default-user-id``.
 * ``GET /_standin/servers[/{id}]``: the stored records, ``user_data``
   included; ``DELETE /_standin/servers/{id}``.
+* ``GET /_standin/agents``: the agents started, by server id (pid,
+  running, exit status).
 
 Servers are kept in the JSON file given by ``--data``, so a restarted
 stand-in still has them. Standard library only.
@@ -1013,6 +1015,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return Reply(204)
 
     # -- test-only control paths (not Nova)
+    @route("GET", r"/_standin/agents")
+    def control_agents(self) -> Reply:
+        agents = self.server.agents
+        with agents.lock:
+            found = {sid: agents.status(sid) for sid in list(agents.procs)}
+        return Reply(200, {"agents": found})
+
     @route("GET", r"/_standin/servers")
     def control_list(self) -> Reply:
         store = self.server.store
