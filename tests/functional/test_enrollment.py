@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -329,3 +330,58 @@ def test_server_gone_fails_a_waiting_deployment_at_once(
     sw.delete_server(server_id)  # undeploys and unenrolls; Nova may be done
     assert channel_leftovers(sw, server_id, key) == []
     assert leftovers(sw, dep.id) == {}
+
+
+# -- the docs' example --------------------------------------------------------
+
+DOCS = REPO / "docs" / "enrollment.md"
+
+
+def docs_example() -> str:
+    text = DOCS.read_text()
+    match = re.search(r"```python\n(.*?)```", text, re.S)
+    assert match, "docs/enrollment.md has no python block"
+    return match.group(1)
+
+
+def test_docs_example_for_an_existing_server(sw: Swflows, tmp_path: Path) -> None:
+    server_id = str(uuid.uuid4())
+    agents: list[subprocess.Popen[bytes]] = []
+    log = tmp_path / "agent.log"
+
+    def start_agent(path: Path) -> None:
+        argv = [sys.executable, "-m", "swflows.agent", "--config-file", str(path)]
+        argv += ["--state-dir", str(tmp_path / "state"), "--interval", "0.3"]
+        with log.open("ab") as out:
+            agents.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+
+    names_ = {
+        "sw": sw,
+        "server_id": server_id,
+        "agent_file": tmp_path / "agent.json",
+        "start_agent": start_agent,
+    }
+    try:
+        exec(compile(docs_example(), str(DOCS), "exec"), names_)  # noqa: S102
+    finally:
+        for proc in agents:
+            proc.terminate()
+            proc.wait(30)
+    assert "Traceback" not in log.read_text()
+    assert channel_leftovers(sw, server_id) == []
+
+
+@pytest.mark.parametrize("transport", [names.POLL_TEMP_URL, names.ZAQAR_MESSAGE])
+def test_boot_data_size(sw: Swflows, transport: str) -> None:
+    """Well under Nova's limit (the docs say 2.1 to 2.6 KiB)."""
+    server_id = str(uuid.uuid4())
+    sw.enroll_server(server_id, transport)
+    try:
+        for agent in bootdata.AGENTS:
+            if (agent, transport) == (bootdata.HEAT_AGENTS, names.ZAQAR_MESSAGE):
+                continue
+            size = len(base64.b64encode(sw.boot_data(server_id, agent).encode()))
+            print(f"{transport} {agent}: {size} bytes in base64")
+            assert size < 4096
+    finally:
+        sw.unenroll_server(server_id)
