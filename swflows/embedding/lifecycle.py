@@ -82,7 +82,17 @@ class Lifecycle:
         deployment_id: str | None = None,
     ) -> str | None:
         """Start the CREATE action; returns the deployment id (the embedder's
-        resource id), None when the config does not handle CREATE."""
+        resource id), None when the config does not handle CREATE.
+
+        Given the ``deployment_id`` of a deployment that exists already (a
+        create started again after the embedder restarted), nothing new is
+        started and that id is returned.
+        """
+        if deployment_id is not None:
+            try:
+                return self.sw.show(deployment_id).id
+            except exceptions.DeploymentNotFound:
+                pass
         if not self._handles(config_id, model.CREATE, actions):
             return None
         made = self.sw.deploy(
