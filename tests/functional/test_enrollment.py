@@ -9,6 +9,7 @@ swflows agent process configured from the user_data it received.
 from __future__ import annotations
 
 import base64
+import email
 import json
 import re
 import socket
@@ -27,8 +28,10 @@ from swflows import bootdata, exceptions, states
 from swflows.api import Swflows
 from swflows.tasks import enrollment
 from swflows.transports import impl_zaqar_message, names
+from tests.functional import flowkit
 from tests.functional.flowkit import leftovers, zaqar_queues
 from tests.functional.test_agent import isolated, script_config
+from tests.functional.test_cli import Cli
 from tests.functional.test_runner import parked, put_signal, until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -385,3 +388,59 @@ def test_boot_data_size(sw: Swflows, transport: str) -> None:
             assert size < 4096
     finally:
         sw.unenroll_server(server_id)
+
+
+# -- the swflows server commands ---------------------------------------------
+
+
+def test_server_commands(
+    devcloud: dict[str, Any], tmp_path: Path, standin: str
+) -> None:
+    conf = flowkit.write_conf(
+        devcloud,
+        tmp_path / "swflows.conf",
+        database=f"sqlite:///{tmp_path / 'swflows.sqlite'}",
+    )
+    with conf.open("a") as more:
+        more.write(f"[compute]\nendpoint_override = {standin}\n")
+    cli = Cli(tmp_path, conf)
+    server_id = str(uuid.uuid4())
+    shown = cli.json("server", "enroll", server_id)
+    assert shown["config_transport"] == names.POLL_TEMP_URL and shown["enrolled"]
+    assert cli.json("server", "show", server_id)["channel"] == shown["channel"]
+    out = tmp_path / "user-data"
+    cli("server", "boot-data", server_id, "--output", str(out))
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert email.message_from_string(out.read_text()).is_multipart()
+    ini = cli("server", "agent-config", server_id, "--agent", "heat").stdout
+    assert ini.startswith("[DEFAULT]\n") and "[request]\nmetadata_url = http" in ini
+    moved = cli.json(
+        "server", "enroll", server_id, "--config-transport", "zaqar_message"
+    )
+    assert moved["config_transport"] == names.ZAQAR_MESSAGE
+    refused = cli("server", "boot-data", server_id, "--agent", "heat", rc=2)
+    assert "signed URL" in refused.stderr
+    cli("server", "enroll", server_id, "--config-transport", "CFN", rc=2)
+    cli("server", "show", str(uuid.uuid4()), rc=2)
+
+    script = tmp_path / "hi.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    config = cli.json("config", "create", "hi", "--config-file", str(script))
+    dep = cli.json(
+        "deployment", "create", "hi", "--server", server_id,
+        "--config", config["id"], "--signal-transport", "NO_SIGNAL",
+    )  # fmt: skip
+    refused = cli("server", "unenroll", server_id, rc=2)
+    assert dep["id"] in refused.stderr and "force" in refused.stderr
+    done = cli("server", "unenroll", server_id, "--force")
+    assert done.stdout == f"server {server_id} unenrolled\n"
+    assert cli("server", "unenroll", server_id).stdout.endswith("was not enrolled\n")
+
+    booted = cli.json(
+        "server", "create", "cli-1", "--image", "cirros", "--flavor", "m1.tiny"
+    )
+    assert booted["name"] == "cli-1" and booted["in_compute"]
+    assert standin_record(standin, booted["server_id"]) is not None
+    cli("server", "delete", booted["server_id"])
+    assert standin_record(standin, booted["server_id"]) is None
+    cli("server", "delete", booted["server_id"], rc=2)
