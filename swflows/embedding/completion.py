@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from swflows import exceptions, model
 from swflows.persistence import flows as flow_rows
@@ -26,6 +26,17 @@ if TYPE_CHECKING:
     from swflows.api import Swflows
 
 LOG = logging.getLogger(__name__)
+
+#: the flows that run a deployment's action; other flows that name a
+#: deployment (flows a user composed) do not keep its action from ending
+ACTION_FLOWS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
+
+
+def action_flows(
+    sw: Swflows, deployment_id: str | None = None
+) -> list[flow_rows.FlowRow]:
+    """The unfinished flows running a deployment's action (of one, or all)."""
+    return [row for row in sw.list_flows(deployment_id) if row.kind in ACTION_FLOWS]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +122,7 @@ class Completions:
         if not watched:
             return 0
         busy: dict[str, flow_rows.FlowRow] = {}
-        for row in self.sw.list_flows():
+        for row in action_flows(self.sw):
             if row.state != flow_rows.BROKEN or row.deployment_id not in busy:
                 busy[row.deployment_id] = row
         reported = 0
@@ -152,4 +163,4 @@ class Completions:
             self._wake.wait(self.interval)
 
 
-__all__ = ["Callback", "Completion", "Completions"]
+__all__ = ["ACTION_FLOWS", "Callback", "Completion", "Completions", "action_flows"]

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from swflows import derive, exceptions, model, states
+from swflows.embedding.completion import action_flows
 
 if TYPE_CHECKING:
     from swflows.api import Swflows
@@ -174,7 +175,7 @@ class Lifecycle:
         it ended FAILED.  None (nothing was started) is complete."""
         if deployment_id is None:
             return True
-        if self.sw.list_flows(deployment_id=deployment_id):
+        if action_flows(self.sw, deployment_id):
             return False
         current = self.sw.show(deployment_id)
         if current.status == states.FAILED:
@@ -191,7 +192,7 @@ class Lifecycle:
         it too).  Raises FlowError when the removal reverted and left it."""
         if deployment_id is None:
             return True
-        if self.sw.list_flows(deployment_id=deployment_id):
+        if action_flows(self.sw, deployment_id):
             return False
         try:
             self.sw.show(deployment_id)
