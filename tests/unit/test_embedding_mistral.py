@@ -236,3 +236,22 @@ def test_wait_must_be_a_boolean() -> None:
     deploy = mistral.DeployAction("s1", "c1", wait="no")  # type: ignore[arg-type]
     result = deploy.run(ctx())
     assert isinstance(result, types.Result) and result.error["field"] == "wait"
+
+
+def test_an_action_travels_to_a_remote_executor() -> None:
+    """Mistral serializes an action to send it to an executor: its inputs are
+    plain JSON, and it comes back the same."""
+    from mistral_lib import serialization
+
+    serializer = serialization.get_polymorphic_serializer()
+    action = mistral.DeployAction(
+        "s1", "c1", input_values={"foo": [1, 2]}, wait=False, timeout=60
+    )
+    back = serializer.deserialize(serializer.serialize(action))
+    assert isinstance(back, mistral.DeployAction)
+    assert vars(back) == vars(action)
+    assert back.is_sync() is False
+    result = serializer.deserialize(
+        serializer.serialize(types.Result(error={"kind": "timeout"}))
+    )
+    assert result.is_error() and result.error == {"kind": "timeout"}
