@@ -155,6 +155,8 @@ class Swflows:
                 "container": self.conf.metadata_container,
                 "digest": self.conf.tempurl_digest,
             }
+        if name == names.ZAQAR_MESSAGE:
+            return {"auth": self.conf.zaqar_message_auth}
         return {}
 
     def _plan(

@@ -112,8 +112,9 @@ def collector_of(section: Mapping[str, Any], agent: str) -> str:
             if not all(section[name].get(k) for k in _ZAQAR_CREDENTIALS):
                 raise exceptions.NotSupported(
                     "Heat's zaqar collector logs in to Keystone and cannot "
-                    "read this server's signed URL: enroll it with "
-                    "POLL_TEMP_URL for Heat's agents, or use swflows' agent"
+                    "read this server's signed URL: enroll it again with "
+                    "zaqar_message_auth = credentials, or on POLL_TEMP_URL, "
+                    "or use swflows' agent"
                 )
         return str(name)
     if agent == SWFLOWS_AGENT and _filled(section.get("heat")):

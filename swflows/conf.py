@@ -162,6 +162,22 @@ default_opts: Final[list[cfg.Opt]] = [
         ],
         help="How a ZAQAR_SIGNAL agent is allowed to post to its queue.",
     ),
+    cfg.StrOpt(
+        "zaqar_message_auth",
+        default=names.ZAQAR_AUTH_SIGNED_URL,
+        choices=[
+            (
+                names.ZAQAR_AUTH_SIGNED_URL,
+                "the agent reads with a signed URL (swflows' agent only)",
+            ),
+            (
+                names.ZAQAR_AUTH_CREDENTIALS,
+                "the server gets a Keystone user and the queue lives in its "
+                "project, as in Heat (Heat's zaqar collector needs it)",
+            ),
+        ],
+        help="How a ZAQAR_MESSAGE server reads its metadata queue.",
+    ),
     cfg.IntOpt(
         "max_signal_bytes",
         default=1048576,

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from swflows import exceptions
-from swflows.clients import identity
 from swflows.persistence.store import ServerRecord
 from swflows.services import Services
 from swflows.tasks import metadata
-from swflows.transports import names
+from swflows.transports import names, server_user
+from swflows.transports.base import StackUser
 
 LOG = logging.getLogger(__name__)
 
@@ -32,14 +32,6 @@ OCC_SECTIONS = ("heat", "zaqar", "request", "cfn")
 #: enrollment was interrupted can be adopted (``enroll`` finds its channel)
 NOVA_CHANNEL_KEY = "swflows_channel"
 NOVA_TRANSPORT_KEY = "swflows_config_transport"
-
-
-def server_user_name(key: str) -> str:
-    return f"swflows-server-{key}"
-
-
-def server_user_password(services: Services, key: str) -> str:
-    return identity.derive_password(services.secret, "server-user", key)
 
 
 def make_channel(
@@ -73,22 +65,15 @@ def _server_user(
     services: Services, key: str, server_id: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """POLL_SERVER_HEAT: the Keystone user Heat's ``heat`` collector logs in as."""
-    users = services.clients.stack_users
-    name = server_user_name(key)
-    project_id = users.ensure_project(name, f"swflows server {server_id}")
-    password = server_user_password(services, key)
-    user_id = users.ensure_user(name, project_id, password)
+    user = server_user.ensure(services, key, server_user.HEAT, server_id)
     section = {
         "collectors": ["heat"],
         "heat": {
-            "user_id": user_id,
-            "password": password,
-            "auth_url": services.clients.identity_url,
-            "project_id": project_id,
+            **server_user.credentials(services, user, key, server_user.HEAT),
             "resource_name": server_id,
         },
     }
-    return {"user_id": user_id, "project_id": project_id, "name": name}, section
+    return user.to_dict(), section
 
 
 def remove_channel(
@@ -98,13 +83,11 @@ def remove_channel(
     if not name or not channel:
         return
     transport = services.config_transport(name)
-    resources = {k: v for k, v in channel.items() if k not in (KEY, COLLECT, "user")}
-    server_id = str(channel.get(KEY) or "")
-    transport.remove_channel(services, server_id, resources)
-    if channel.get("user"):
-        users = services.clients.stack_users
-        users.delete_user(channel["user"]["user_id"])
-        users.delete_project(channel["user"]["project_id"])
+    resources = {k: v for k, v in channel.items() if k != COLLECT}
+    transport.remove_channel(services, str(channel.get(KEY) or ""), resources)
+    user = StackUser.from_dict(channel.get("user"))
+    if name == names.POLL_SERVER_HEAT and user is not None:
+        server_user.remove(services, user)
 
 
 def nova_view(services: Services, server_id: str) -> tuple[bool | None, str | None]:
@@ -135,9 +118,11 @@ def enroll(
     """Give ``server_id`` its channel on transport ``name``, and publish.
 
     Idempotent: a server enrolled on ``name`` keeps its channel (and so the
-    boot data already given to it).  On another transport the new channel
-    is made, the old one removed, the new one recorded and published: a
-    crash anywhere leaves a state that enrolling again finishes.
+    boot data already given to it), and it is published again.  On another
+    transport, or when the options would now make another channel (another
+    container, another Zaqar auth), the new channel is made, the old one
+    removed, the new one recorded and published: a crash anywhere leaves a
+    state that enrolling again finishes.
     ``key`` names the channel's resources (default: the server id).
     """
     store = services.store
@@ -147,10 +132,7 @@ def enroll(
     if nova is None:
         nova, booted_key = nova_view(services, server_id)
         key = key or (booted_key if record is None else None)
-    if old_channel is not None and old_name == name:
-        services.config_transport(name, options).ensure_channel(
-            services, str(old_channel.get(KEY) or server_id)
-        )
+    if old_channel is not None and old_name == name and _same(options, old_channel):
         channel = old_channel
     else:
         key = str((old_channel or {}).get(KEY) or key or server_id)
@@ -167,6 +149,18 @@ def enroll(
     store.set_server_channel(server_id, name, channel, enrolled=True, in_compute=nova)
     metadata.publish_server(services, server_id, name, options)
     return store.get_server(server_id)  # type: ignore[no-any-return]
+
+
+def _same(options: dict[str, Any] | None, channel: dict[str, Any]) -> bool:
+    """Whether ``channel`` is what ``options`` would make now (same container,
+    same Zaqar auth); if not, enrolling again moves the server to a new one."""
+    options = options or {}
+    if options.get("container") and channel.get("container"):
+        return bool(options["container"] == channel["container"])
+    if options.get("auth") and channel.get("queue"):
+        credentials = bool(options["auth"] == names.ZAQAR_AUTH_CREDENTIALS)
+        return credentials == bool(channel.get("user"))
+    return True
 
 
 def unenroll(services: Services, server_id: str) -> bool:

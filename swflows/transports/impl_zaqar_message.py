@@ -3,16 +3,23 @@
 Each publish replaces the queue's content with one message holding the whole
 document, so a reader always finds the latest copy.  The server reads it with
 a signed URL (GET on the queue's messages), so no Keystone user is needed.
+With ``auth: credentials`` the server gets a Keystone user of its own
+(:mod:`swflows.transports.server_user`) and the queue lives in that user's
+project, as Heat does: Heat's ``zaqar`` collector logs in and cannot read a
+signed URL.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from swflows.transports import base, names
+from swflows.transports import base, names, server_user
 
 if TYPE_CHECKING:
+    from swflows.clients.messaging import Messaging
     from swflows.services import Services
+
+CREDENTIALS = names.ZAQAR_AUTH_CREDENTIALS
 
 QUEUE_PREFIX = "swm-"
 #: Zaqar's default upper bound on a message's lifetime (14 days)
@@ -30,8 +37,20 @@ class ZaqarMessage(base.ConfigTransport):
 
     def ensure_channel(self, services: Services, server_id: str) -> base.JsonDict:
         queue = queue_name(server_id)
-        services.clients.messaging.ensure_queue(queue)
-        return {"queue": queue}
+        channel: base.JsonDict = {"queue": queue}
+        if self.options.get("auth") == CREDENTIALS:
+            user = server_user.ensure(services, server_id, server_user.ZAQAR, server_id)
+            channel.update(key=server_id, user=user.to_dict())
+        self._client(services, channel).ensure_queue(queue)
+        return channel
+
+    @staticmethod
+    def _client(services: Services, channel: base.JsonDict) -> Messaging:
+        user = base.StackUser.from_dict(channel.get("user"))
+        if user is None:
+            return services.clients.messaging
+        password = server_user.password(services, channel["key"], server_user.ZAQAR)
+        return services.clients.messaging_for(user, password)
 
     def publish(
         self,
@@ -40,7 +59,7 @@ class ZaqarMessage(base.ConfigTransport):
         channel: base.JsonDict,
         document: base.JsonDict,
     ) -> None:
-        messaging = services.clients.messaging
+        messaging = self._client(services, channel)
         queue = channel["queue"]
         stale = messaging.list_messages(queue)
         messaging.post(queue, document, ttl=int(self.options.get("ttl", DEFAULT_TTL)))
@@ -50,11 +69,26 @@ class ZaqarMessage(base.ConfigTransport):
     def remove_channel(
         self, services: Services, server_id: str, channel: base.JsonDict
     ) -> None:
-        services.clients.messaging.delete_queue(channel["queue"])
+        user = base.StackUser.from_dict(channel.get("user"))
+        if user is None:
+            services.clients.messaging.delete_queue(channel["queue"])
+            return
+        # the queue is reachable only as its user: gone with it, it was
+        # deleted first
+        if services.clients.stack_users.find_user(user.username) is not None:
+            self._client(services, channel).delete_queue(channel["queue"])
+        server_user.remove(services, user)
 
     def collect_config(
         self, services: Services, channel: base.JsonDict
     ) -> base.JsonDict:
+        user = base.StackUser.from_dict(channel.get("user"))
+        if user is not None:
+            section = server_user.credentials(
+                services, user, channel["key"], server_user.ZAQAR
+            )
+            section["queue_id"] = channel["queue"]
+            return {"collectors": ["zaqar"], "zaqar": section}
         signed = services.clients.messaging.signed_url(
             channel["queue"],
             paths=("messages",),

@@ -9,6 +9,7 @@ swflows agent process configured from the user_data it received.
 from __future__ import annotations
 
 import base64
+import configparser
 import email
 import json
 import re
@@ -27,7 +28,7 @@ import requests
 from swflows import bootdata, exceptions, states
 from swflows.api import Swflows
 from swflows.tasks import enrollment
-from swflows.transports import impl_zaqar_message, names
+from swflows.transports import impl_zaqar_message, names, server_user
 from tests.functional import flowkit
 from tests.functional.flowkit import leftovers, zaqar_queues
 from tests.functional.test_agent import isolated, script_config
@@ -38,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tools" / "nova_standin.py"
 NOVA_CREDENTIALS = REPO / ".devcloud" / "state" / "nova" / "keystone.json"
 WAIT = 90
+KINDS = (server_user.HEAT, server_user.ZAQAR)
 
 
 @pytest.fixture
@@ -66,10 +68,12 @@ def channel_leftovers(sw: Swflows, server_id: str, key: str | None = None) -> li
     )
     found += zaqar_queues(impl_zaqar_message.queue_name(key))
     if sw.services.clients.offers("stack_users"):
-        name = enrollment.server_user_name(key)
+        wanted = {server_user.name(key, kind) for kind in KINDS}
         users = sw.services.clients.stack_users
-        found += [f"user {u.name}" for u in users.list_users() if u.name == name]
-        found += [f"project {p.name}" for p in users.list_projects() if p.name == name]
+        found += [f"user {u.name}" for u in users.list_users() if u.name in wanted]
+        found += [
+            f"project {p.name}" for p in users.list_projects() if p.name in wanted
+        ]
     return found
 
 
@@ -172,14 +176,14 @@ def test_transport_change_moves_the_channel(sw: Swflows) -> None:
 def test_poll_server_heat_makes_the_users_heats_agents_need(sw: Swflows) -> None:
     server_id = str(uuid.uuid4())
     shown = sw.enroll_server(server_id, names.POLL_SERVER_HEAT)
-    name = enrollment.server_user_name(server_id)
+    name = server_user.name(server_id, server_user.HEAT)
     assert channel_leftovers(sw, server_id) == [f"user {name}", f"project {name}"]
     assert set(shown["channel"]) == {"key", "user_id", "project_id"}
     ini = sw.agent_config(server_id, bootdata.HEAT_AGENTS)
     assert "collectors = heat" in ini
     assert f"user_id = {shown['channel']['user_id']}" in ini
     users = sw.services.clients.stack_users
-    password = enrollment.server_user_password(sw.services, server_id)
+    password = server_user.password(sw.services, server_id, server_user.HEAT)
     assert users.user_token_works(
         shown["channel"]["user_id"], password, shown["channel"]["project_id"]
     )
@@ -444,3 +448,56 @@ def test_server_commands(
     cli("server", "delete", booted["server_id"])
     assert standin_record(standin, booted["server_id"]) is None
     cli("server", "delete", booted["server_id"], rc=2)
+
+
+def test_zaqar_message_with_credentials_for_heats_agents(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    """``zaqar_message_auth = credentials``: the server's own Keystone user
+    reads a queue in its project, as Heat's zaqar collector needs; swflows'
+    agent reads it the same way and runs a deployment."""
+    with isolated(
+        devcloud, tmp_path / "swflows", zaqar_message_auth="credentials"
+    ) as sw:
+        server_id = str(uuid.uuid4())
+        shown = sw.enroll_server(server_id, names.ZAQAR_MESSAGE)
+        assert set(shown["channel"]) == {"key", "queue", "user_id", "project_id"}
+        queue = impl_zaqar_message.queue_name(server_id)
+        user = server_user.name(server_id, server_user.ZAQAR)
+        assert channel_leftovers(sw, server_id) == [
+            f"{shown['channel']['project_id']}/{queue}",
+            f"user {user}",
+            f"project {user}",
+        ]
+        ini = configparser.ConfigParser(interpolation=None)
+        ini.read_string(sw.agent_config(server_id, bootdata.HEAT_AGENTS))
+        assert ini.get("DEFAULT", "collectors") == "zaqar"
+        assert ini.get("zaqar", "queue_id") == queue
+        assert ini.get("zaqar", "user_id") == shown["channel"]["user_id"]
+        assert "signed_url" not in ini["zaqar"]
+        assert email.message_from_string(
+            sw.boot_data(server_id, bootdata.HEAT_AGENTS)
+        ).is_multipart()
+
+        conf = tmp_path / "agent.json"
+        conf.write_text(sw.agent_config(server_id))
+        argv = [sys.executable, "-m", "swflows.agent", "--config-file", str(conf)]
+        argv += ["--state-dir", str(tmp_path / "state"), "--interval", "0.3"]
+        log = tmp_path / "agent.log"
+        with log.open("ab") as out:
+            agent = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            config = script_config(
+                sw, "#!/bin/sh\nprintf ok > $heat_outputs_path.result\n"
+            )
+            dep = sw.deploy(server_id, config.id, timeout=WAIT)
+            assert dep.status == states.COMPLETE, (dep.status_reason, log.read_text())
+            assert dep.output_values["result"] == "ok"
+            sw.undeploy(dep.id)
+        finally:
+            agent.terminate()
+            agent.wait(30)
+        assert sw.enroll_server(server_id)["channel"] == shown["channel"]
+        assert sw.unenroll_server(server_id)
+        assert channel_leftovers(sw, server_id) == []
+        assert leftovers(sw, dep.id) == {}
