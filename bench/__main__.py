@@ -1,99 +1,181 @@
-"""Benchmarks, printed as ratios against a baseline measured in the same run.
+"""swflows' benchmarks on the dev cloud, beside baselines measured in the same run.
 
-Now: the cost of persisting a flow.  The same linear flow of five trivial
-tasks runs with TaskFlow's stock SQLAlchemy logbook and with swflows'
-store-backed logbook, on the same database, alternating, and the table
-shows ms per flow and the ratio.  ``--database`` picks SQLite (a temporary
-file, the default) or a PostgreSQL URL.
+    python -m bench [--quick] [--json PATH] [--no-postgresql]
+
+1. Swift requests per poll cycle, swflows' watcher against a Heat-style
+   poller (HEAD per deployment, GET on change), counted by a proxy in front
+   of Swift (:mod:`bench.proxy`);
+2. signal landed -> deployment COMPLETE, p50/p99, TEMP_URL_SIGNAL and
+   ZAQAR_SIGNAL, with the whole population waiting;
+3. threads and RSS of one runner holding the population, and a larger one
+   made of synthetic rows (labelled);
+4. flow overhead: swflows' deploy flow against the same tasks on bare
+   TaskFlow with its stock SQLAlchemy logbook, cloud calls excluded, on
+   SQLite and PostgreSQL (:mod:`bench.overhead`);
+5. resume: a fresh runner takes over the population's interrupted flows.
+
+Prints one table and writes the same figures as JSON.  ``--quick`` runs
+every measurement at a small size (for the smoke test).  Everything the
+bench makes in the cloud and the databases is removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import statistics
+import os
+import pathlib
+import platform
+import sys
 import tempfile
 import time
 from typing import Any
 
-from taskflow import engines, task
-from taskflow.patterns import linear_flow
-from taskflow.persistence import backends, models
+from bench import cloud as bcloud
+from bench import overhead, waiting
+from bench.proxy import CountingProxy
 
-from swflows.persistence.store import Store
-
-
-class Step(task.Task):  # type: ignore[misc]
-    def execute(self, value: int) -> int:
-        return value + 1
+DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
+QUICK = waiting.Sizes(
+    small=10, large=30, synthetic=300, sample=5, spacing=0.05, poll_interval=0.5
+)
 
 
-def make_flow() -> linear_flow.Flow:
-    flow = linear_flow.Flow("bench")
-    for i in range(5):
-        flow.add(
-            Step(
-                f"step{i}",
-                rebind={"value": "v0" if i == 0 else f"v{i}"},
-                provides=f"v{i + 1}",
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _requests(side: dict[str, Any]) -> str:
+    return f"{side['requests']} ({side['s'] * 1000:.0f} ms)"
+
+
+def table(results: dict[str, Any]) -> str:
+    """The figures of ``results`` as one plain-text table."""
+    rows: list[tuple[str, str, str, str]] = []
+
+    def add(what: str, ours: str, base: str, ratio: str = "") -> None:
+        rows.append((what, ours, base, ratio))
+
+    w = results.get("waiting", {})
+    for n, found in w.get("requests", {}).items():
+        for label in ("idle", "signals"):
+            one = found[label]
+            tag = "idle" if label == "idle" else f"{one['landed']} signals landed"
+            add(
+                f"1. Swift requests per poll cycle, {n} waiting, {tag}",
+                _requests(one["swflows"]),
+                _requests(one["heat_style"]),
+                f"{one['ratio']:.0f}x fewer" if one["ratio"] else "",
             )
+    lat = w.get("latency", {})
+    for transport in ("TEMP_URL_SIGNAL", "ZAQAR_SIGNAL"):
+        if transport in lat:
+            one = lat[transport]
+            add(
+                f"2. signal -> COMPLETE, {transport}, {one['signals']} signals "
+                f"at {one['per_s']:.0f}/s, "
+                f"{one['waiting']} waiting, poll {lat['poll_interval_s']} s",
+                f"p50 {one['p50_s']:.2f} s, p99 {one['p99_s']:.2f} s",
+                "",
+            )
+    for n, one in w.get("held", {}).items():
+        if n == "rss_before_kib":
+            continue
+        add(
+            f"3. one runner holding {one['parked']} parked ({one['how']})",
+            f"{one['threads']['runner']} runner threads "
+            f"({one['threads']['total']} in process), RSS "
+            f"{one['rss_kib']['rss'] / 1024:.0f} MiB; cycle "
+            f"{one['cycle_s'] * 1000:.0f} ms, {one['cycle_requests']} Swift requests",
+            "",
         )
-    return flow
-
-
-def one_flow(backend: Any) -> float:
-    started = time.perf_counter()
-    book = models.LogBook("bench")
-    with contextlib.closing(backend.get_connection()) as conn:
-        conn.save_logbook(book)
-    engine = engines.load(make_flow(), store={"v0": 0}, book=book, backend=backend)
-    engine.run()
-    assert engine.storage.fetch("v5") == 5
-    return (time.perf_counter() - started) * 1000
-
-
-def measure(backends_: dict[str, Any], flows: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {name: [] for name in backends_}
-    for _ in range(flows):  # alternate, so load on the machine hits both alike
-        for name, backend in backends_.items():
-            times[name].append(one_flow(backend))
-    return times
+    for db, found in results.get("overhead", {}).items():
+        for label, what in (
+            ("deploy", "full deploy flow, cloud calls excluded"),
+            ("linear5", "5 trivial tasks (persistence alone)"),
+        ):
+            one = found[label]
+            add(
+                f"4. {what}, {db}, {one['swflows']['flows']} flows, ms/flow median",
+                f"{one['swflows']['median_ms']:.1f}",
+                f"{one['stock']['median_ms']:.1f} (stock logbook)",
+                f"{one['ratio_median']:.1f}x cheaper",
+            )
+    if "resume" in w:
+        one = w["resume"]
+        add(
+            f"5. resume {one['flows']} interrupted flows, fresh runner",
+            f"{one['all_parked_s']:.1f} s until all parked "
+            f"({one['flows'] / one['all_parked_s']:.0f} flows/s)",
+            "",
+        )
+    head = ("measurement", "swflows", "baseline", "ratio")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--flows", type=int, default=40)
-    parser.add_argument("--database", default=None, help="SQLAlchemy URL")
-    parser.add_argument("--json", default=None, help="also write figures here")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--json", default=str(DEFAULT_JSON), help="figures, as JSON")
+    parser.add_argument("--flows", type=int, default=None, help="flows per side (4)")
+    parser.add_argument("--no-postgresql", action="store_true", help="skip it in 4")
+    parser.add_argument(
+        "--only", choices=("waiting", "overhead"), default=None, help="one part only"
+    )
+    parser.add_argument("--cloud", default=None, help="cloud.json of the dev cloud")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        url = args.database or f"sqlite:///{tmp}/bench.sqlite"
-        store = Store(url, secret_key_file=f"{tmp}/key")
-        ours = store.taskflow_backend()
-        stock = backends.fetch({"connection": url})
-        with contextlib.closing(stock.get_connection()) as conn:
-            conn.upgrade()
-        measure({"stock": stock, "swflows": ours}, 3)  # warm up
-        times = measure({"stock": stock, "swflows": ours}, args.flows)
-        store.close()
-    medians = {name: statistics.median(v) for name, v in times.items()}
-    means = {name: statistics.fmean(v) for name, v in times.items()}
-
-    def ratio(m: dict[str, float]) -> float:
-        return m["stock"] / m["swflows"]
-
-    kind = url.split(":")[0]
-    print(f"flow persistence, 5-task linear flow, {args.flows} flows each, {kind}")
-    print(f"{'logbook':<10}{'median ms':>12}{'mean ms':>12}")
-    for name in times:
-        print(f"{name:<10}{medians[name]:>12.1f}{means[name]:>12.1f}")
-    print(f"stock/swflows: {ratio(medians):.1f}x (median), {ratio(means):.1f}x (mean)")
+    sizes = QUICK if args.quick else waiting.Sizes()
+    flows = args.flows or (3 if args.quick else 60)
+    results: dict[str, Any] = {
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(),
+        "load_before": bcloud.load_average(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="swflows-bench-") as tmp:
+        folder = pathlib.Path(tmp)
+        if args.only in (None, "overhead"):
+            print(f"4. flow overhead, {flows} flows per side", flush=True)
+            results["overhead"] = overhead.run(
+                folder, flows, postgresql=not args.no_postgresql
+            )
+        if args.only in (None, "waiting"):
+            cloud = bcloud.load_cloud(args.cloud)
+            with CountingProxy(cloud["swift"]["proxy_url"]) as proxy:
+                results["waiting"] = waiting.run(
+                    cloud,
+                    proxy,
+                    folder,
+                    sizes,
+                    log=lambda m: print(f"... {m}", flush=True),
+                )
+    if pathlib.Path(tmp).exists():
+        raise RuntimeError(f"{tmp} was not removed")
+    results["load_after"] = bcloud.load_average()
+    results["seconds"] = time.monotonic() - started
+    print()
+    print(table(results))
+    print(
+        f"\nload average {results['load_before']} before, "
+        f"{results['load_after']} after; {results['seconds']:.0f} s; "
+        f"{results['machine']['cpus']} CPUs"
+    )
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"median_ms": medians, "mean_ms": means}, out, indent=2)
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"figures written to {args.json}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""swflows on the dev cloud for the benchmarks: configuration, instances, probes.
+
+Swift is reached through the bench's counting proxy; Keystone and Zaqar
+directly.  The configuration logs in as the dev cloud's demo user and uses
+the bench's own signal container, so every object the bench makes is in a
+container it removes at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from swflows import conf as sw_conf
+from swflows.api import Swflows
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CLOUD_JSON = REPO / ".devcloud" / "cloud.json"
+
+
+def load_cloud(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The dev cloud's cloud.json (``$SWFLOWS_DEVCLOUD`` or .devcloud/)."""
+    where = pathlib.Path(path or os.environ.get("SWFLOWS_DEVCLOUD") or CLOUD_JSON)
+    if not where.is_file():
+        raise SystemExit(
+            f"no dev cloud description at {where}: run tools/devcloud up first"
+        )
+    return dict(json.loads(where.read_text()))
+
+
+def conf_text(
+    cloud: dict[str, Any], *, database: str, swift_url: str, container: str
+) -> str:
+    """A swflows configuration for the dev cloud, Swift at ``swift_url``."""
+    ks = cloud["keystone"]
+    demo = ks["demo"]
+    swift = cloud["swift"]
+    sections: dict[str, list[str]] = {
+        "DEFAULT": [f"signal_container = {container}"],
+        "database": [f"connection = {database}"],
+        "identity": [
+            "auth_type = password",
+            f"auth_url = {ks['auth_url']}",
+            f"username = {demo['username']}",
+            f"password = {demo['password']}",
+            f"project_name = {demo['project_name']}",
+            f"user_domain_id = {demo['user_domain_id']}",
+            f"project_domain_id = {demo['project_domain_id']}",
+        ],
+        "stack_user": [
+            f"stack_user_domain_id = {ks['stack_user_domain_id']}",
+            f"stack_domain_admin = {ks['stack_domain_admin']}",
+            f"stack_domain_admin_password = {ks['stack_domain_admin_password']}",
+            f"stack_user_role = {ks['stack_user_role']}",
+        ],
+        "object_store": [
+            "auth_version = v1",
+            f"v1_auth_url = {swift_url}/auth/v1.0",
+            f"v1_user = {swift['user']}",
+            f"v1_key = {swift['key']}",
+        ],
+        "messaging": ["auth_section = identity"],
+        "compute": ["auth_section = identity"],
+    }
+    return "".join(
+        f"[{name}]\n" + "".join(f"{line}\n" for line in lines) + "\n"
+        for name, lines in sections.items()
+    )
+
+
+@contextlib.contextmanager
+def instance(conf_path: pathlib.Path, **overrides: Any) -> Iterator[Swflows]:
+    """A Swflows from ``conf_path``; ``group__name=value`` overrides options."""
+    conf = sw_conf.get_conf(config_files=[str(conf_path)])
+    for key, value in overrides.items():
+        group, _, name = key.rpartition("__")
+        conf.set_override(name, value, group or None)
+    made = Swflows.from_conf(conf)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """``check()``'s first truthy value; RuntimeError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def rss_kib() -> dict[str, int]:
+    """This process's resident set now and at its peak, in KiB."""
+    found = {}
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    return {"rss": found["VmRSS"], "peak": found["VmHWM"]}
+
+
+def threads() -> dict[str, int]:
+    """Threads of this process: all of them, and the runner's own."""
+    alive = threading.enumerate()
+    return {
+        "total": len(alive),
+        "runner": sum(1 for t in alive if t.name.startswith("swflows-")),
+    }
+
+
+def load_average() -> list[float]:
+    return [float(x) for x in pathlib.Path("/proc/loadavg").read_text().split()[:3]]
+
+
+__all__ = [
+    "conf_text",
+    "instance",
+    "load_average",
+    "load_cloud",
+    "rss_kib",
+    "threads",
+    "until",
+]

@@ -1,0 +1,75 @@
+"""The benchmarks' quick mode runs end to end, so the bench cannot rot.
+
+Every measurement runs at a small size against the dev cloud and
+PostgreSQL; the figures' shape and the relations that hold at any size
+are checked, not the timings (the machine may be loaded).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import __main__ as bench_main
+from bench import waiting
+from bench.proxy import kind_of
+from tests.functional.conftest import CLOUD_JSON
+
+
+def test_percentile() -> None:
+    assert waiting.percentile([3.0], 99) == 3.0
+    assert waiting.percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    assert waiting.percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+
+
+def test_kind_of_a_swift_path() -> None:
+    assert kind_of("/auth/v1.0") == "auth"
+    assert kind_of("/v1/AUTH_test?format=json") == "account"
+    assert kind_of("/v1/AUTH_test/c?format=json&marker=x") == "container"
+    assert kind_of("/v1/AUTH_test/c/dep/1") == "object"
+
+
+@pytest.mark.xdist_group("scale")
+def test_quick_mode_measures_everything(
+    devcloud: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.json"
+    argv = ["--quick", "--json", str(out), "--cloud", str(CLOUD_JSON)]
+    assert bench_main.main(argv) == 0
+    printed = capsys.readouterr().out
+    results = json.loads(out.read_text())
+    sizes = bench_main.QUICK
+    assert results["mode"] == "quick"
+
+    # 1. the proxy counted both sides: one listing against a HEAD each
+    for n in (sizes.small, sizes.large):
+        idle = results["waiting"]["requests"][str(n)]["idle"]
+        assert idle["swflows"]["by_kind"] == {"GET container": 1}
+        assert idle["heat_style"]["by_kind"] == {"HEAD object": n}
+        landed = results["waiting"]["requests"][str(n)]["signals"]
+        k = landed["landed"]
+        assert landed["swflows"]["by_kind"] == {"GET container": 1, "GET object": k}
+        assert landed["heat_style"]["by_kind"] == {"HEAD object": n, "GET object": k}
+    # 2. every sampled signal completed its deployment
+    for transport in ("TEMP_URL_SIGNAL", "ZAQAR_SIGNAL"):
+        found = results["waiting"]["latency"][transport]
+        assert found["signals"] == sizes.sample
+        assert 0 < found["p50_s"] <= found["p99_s"] <= found["max_s"]
+    # 3. the runner's threads do not grow with the flows it holds
+    held = results["waiting"]["held"]
+    small, large = held[str(sizes.large)], held[str(sizes.synthetic)]
+    assert small["parked"] == sizes.large and large["parked"] == sizes.synthetic
+    assert "synthetic" in large["how"]
+    assert large["threads"]["runner"] == small["threads"]["runner"]
+    # 4. both databases, both sides
+    for db in ("sqlite", "postgresql"):
+        for label in ("deploy", "linear5"):
+            one = results["overhead"][db][label]
+            assert one["swflows"]["flows"] == one["stock"]["flows"] == 3
+            assert one["ratio_median"] > 0
+    # 5. every interrupted flow was parked again
+    assert results["waiting"]["resume"]["flows"] == sizes.large
+    assert "5. resume" in printed and "ratio" in printed
