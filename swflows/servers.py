@@ -155,10 +155,11 @@ def create(
 
 def delete(sw: Swflows, server_id: str) -> None:
     """Undeploy, unenroll, then delete the server in Nova."""
+    compute = sw.services.clients.compute  # NotSupported before anything is done
     known = metadata.find_server(sw.services, server_id) is not None
     if known:
         undeploy_all(sw, server_id)
         enrollment.unenroll(sw.services, server_id)
-    deleted = sw.services.clients.compute.delete_server(server_id)
+    deleted = compute.delete_server(server_id)
     if not deleted and not known:
         raise exceptions.ServerNotFound(server_id)

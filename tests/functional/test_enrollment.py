@@ -274,6 +274,12 @@ def test_booted_server_runs_a_deployment_with_no_other_setup(
     nova_sw: Swflows, standin: str
 ) -> None:
     sw = nova_sw
+    with pytest.raises(exceptions.CloudError, match="400"):
+        sw.create_server("x" * 256, "cirros", "m1.tiny")  # Nova refuses the name
+    swift = sw.services.clients.object_store
+    assert swift.list_objects(sw.conf.metadata_container) == []  # channel removed
+    assert sw.store.list_servers() == []
+
     shown = sw.create_server("web-1", "cirros", "m1.tiny")
     server_id, key = shown["server_id"], shown["channel"]["key"]
     assert shown["in_compute"] and shown["enrolled"] and server_id != key
