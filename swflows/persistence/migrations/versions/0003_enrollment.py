@@ -19,14 +19,14 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # plain ALTER TABLE: SQLite adds and drops columns in place, whereas a
+    # batch copy would drop a table that deployments reference
     p = migrations.table_prefix()
-    with op.batch_alter_table(f"{p}servers") as batch:
-        batch.add_column(sa.Column("enrolled_at", sa.DateTime(), nullable=True))
-        batch.add_column(sa.Column("in_compute", sa.Boolean(), nullable=True))
+    op.add_column(f"{p}servers", sa.Column("enrolled_at", sa.DateTime(), nullable=True))
+    op.add_column(f"{p}servers", sa.Column("in_compute", sa.Boolean(), nullable=True))
 
 
 def downgrade() -> None:
     p = migrations.table_prefix()
-    with op.batch_alter_table(f"{p}servers") as batch:
-        batch.drop_column("in_compute")
-        batch.drop_column("enrolled_at")
+    op.drop_column(f"{p}servers", "in_compute")
+    op.drop_column(f"{p}servers", "enrolled_at")
