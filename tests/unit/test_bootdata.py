@@ -140,3 +140,23 @@ def test_size_stays_under_novas_limit() -> None:
     huge = {"collectors": ["request"], "request": {"metadata_url": "x" * 60000}}
     with pytest.raises(exceptions.ValidationError, match="Nova's limit of 65535"):
         bootdata.user_data(huge)
+
+
+def test_os_collect_config_reads_it_with_oslo_config(tmp_path: Any) -> None:
+    """os-collect-config reads its file with oslo.config: the collectors are
+    a list and a dollar in a value survives its interpolation."""
+    from oslo_config import cfg
+
+    path = tmp_path / "os-collect-config.conf"
+    path.write_text(bootdata.agent_config(HEAT, bootdata.HEAT_AGENTS))
+    conf = cfg.ConfigOpts()
+    conf.register_opts([cfg.ListOpt("collectors"), cfg.StrOpt("command")])
+    conf.register_opts(
+        [cfg.StrOpt(k) for k in (*HEAT["heat"], "stack_id", "region_name")],
+        group="heat",
+    )
+    conf(args=[], default_config_files=[str(path)])
+    assert conf.collectors == ["heat"]
+    assert conf.command == "os-refresh-config"
+    assert conf.heat.password == "pa$$word"
+    assert conf.heat.resource_name == "srv-1"
