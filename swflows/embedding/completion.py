@@ -75,11 +75,16 @@ class Completions:
     """Calls back when deployments end; one thread for all of them.
 
     ``interval`` is the seconds between two looks (default: the watcher's
-    poll interval).  Use as a context manager, or :meth:`close` it.
+    poll interval).  With ``thread=False`` no thread is started: the
+    embedder calls :meth:`check` from a loop of its own.  Use as a context
+    manager, or :meth:`close` it.
     """
 
-    def __init__(self, sw: Swflows, *, interval: float | None = None) -> None:
+    def __init__(
+        self, sw: Swflows, *, interval: float | None = None, thread: bool = True
+    ) -> None:
         self.sw = sw
+        self.use_thread = thread
         self.interval = float(
             interval if interval is not None else sw.conf.watcher.poll_interval
         )
@@ -106,7 +111,7 @@ class Completions:
             raise exceptions.SwflowsError("completions: closed")
         with self._lock:
             self._callbacks.setdefault(deployment_id, []).append(callback)
-            if self._thread is None:
+            if self._thread is None and self.use_thread:
                 self._thread = threading.Thread(
                     target=self._run, name="swflows-completions", daemon=True
                 )

@@ -1,0 +1,98 @@
+"""Completion callbacks over a SQLite store: a flow that ends, one set
+aside as broken, a callback that fails, flows that run no action."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from swflows import conf as sw_conf
+from swflows.api import Swflows
+from swflows.embedding import Completion, Completions
+from swflows.persistence.store import Store
+from swflows.services import Clients
+
+
+@pytest.fixture
+def sw(tmp_path: Path) -> Iterator[Swflows]:
+    conf = sw_conf.get_conf()
+    conf.set_override("resume_on_start", False, "runner")
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    made = Swflows(store, Clients(), conf)
+    try:
+        yield made
+    finally:
+        made.close()
+        store.close()
+
+
+def flow(sw: Swflows, deployment_id: str, kind: str = "deploy") -> str:
+    flow_id = str(uuid.uuid4())
+    sw.runner.registry.add(
+        flow_id,
+        kind=kind,
+        deployment_id=deployment_id,
+        server_id="s",
+        owner="elsewhere:1:x",
+        lease_until=time.time() + 3600,
+    )
+    return flow_id
+
+
+def test_called_once_the_flows_end(sw: Swflows) -> None:
+    seen: list[Completion] = []
+    ended, broken, composed = (str(uuid.uuid4()) for _ in range(3))
+    ended_flow = flow(sw, ended)
+    broken_flow = flow(sw, broken)
+    flow(sw, composed, kind="custom")  # a user's flow: runs no action
+    with Completions(sw, thread=False) as completions:
+        for deployment_id in (ended, broken, composed):
+            completions.add(deployment_id, seen.append)
+        assert completions.check() == 1
+        assert [c.deployment_id for c in seen] == [composed]
+        assert completions.check() == 0
+        sw.runner.registry.break_flow(broken_flow, "revert failed: boom")
+        sw.runner.registry.remove(ended_flow)
+        assert completions.check() == 2
+        assert completions.pending() == []
+    by_id = {c.deployment_id: c for c in seen}
+    assert by_id[ended].removed  # no deployment row: as after an undeploy
+    assert by_id[broken].deployment is None
+    assert by_id[broken].error is not None and "boom" in by_id[broken].error
+    assert not by_id[broken].removed
+
+
+def test_the_thread_reports_by_itself(sw: Swflows) -> None:
+    deployment_id = str(uuid.uuid4())
+    flow_id = flow(sw, deployment_id)
+    reported = threading.Event()
+    with Completions(sw, interval=0.05) as completions:
+        completions.add(deployment_id, lambda done: reported.set())
+        assert not reported.wait(0.3)
+        sw.runner.registry.remove(flow_id)
+        assert reported.wait(30)
+
+
+def test_a_failing_callback_is_logged_and_the_others_still_run(
+    sw: Swflows, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str] = []
+
+    def failing(done: Completion) -> None:
+        raise RuntimeError("callback bug")
+
+    deployment_id = str(uuid.uuid4())
+    completions = Completions(sw, thread=False)
+    completions.add(deployment_id, failing)
+    completions.add(deployment_id, lambda done: seen.append(done.deployment_id))
+    completions.check()
+    completions.close()
+    assert seen == [deployment_id]
+    assert "completion callback of" in caplog.text
+    with pytest.raises(Exception, match="closed"):
+        completions.add(deployment_id, failing)
