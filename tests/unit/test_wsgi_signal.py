@@ -1,0 +1,64 @@
+"""The signal application's answers that need no Keystone: routes, methods,
+who may signal (the identity headers auth_token would set)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import webob
+
+from swflows import conf as sw_conf
+from swflows.api import Swflows
+from swflows.persistence.store import Store
+from swflows.services import Clients
+from swflows.wsgi.signal import SignalApp
+
+
+@pytest.fixture
+def sw(tmp_path: Path) -> Iterator[Swflows]:
+    conf = sw_conf.get_conf()
+    conf.set_override("resume_on_start", False, "runner")
+    conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    made = Swflows(store, Clients(), conf)
+    try:
+        yield made
+    finally:
+        made.close()
+        store.close()
+
+
+def call(
+    app: SignalApp, path: str, method: str = "POST", user: str | None = "u1"
+) -> webob.Response:
+    request = webob.Request.blank(path, method=method, body=b"{}")
+    if user is not None:
+        request.headers["X-Identity-Status"] = "Confirmed"
+        request.headers["X-User-Id"] = user
+    response = request.get_response(app)
+    assert response.content_type == "application/json"
+    json.loads(response.body)
+    return response
+
+
+def test_answers(sw: Swflows) -> None:
+    app = SignalApp(sw)
+    dep = sw.deploy(
+        str(uuid.uuid4()),
+        sw.create_config("c", "#!/bin/sh\n", group="script").id,
+        signal_transport="NO_SIGNAL",
+    )
+    url = f"/v1/deployments/{dep.id}/signal"
+    assert call(app, "/v1/elsewhere").status_int == 404
+    assert call(app, url, method="GET").status_int == 405
+    assert call(app, url, user=None).status_int == 401
+    assert call(app, f"/v1/deployments/{uuid.uuid4()}/signal").status_int == 404
+    assert call(app, f"/v1/signal/{uuid.uuid4()}").status_int == 404
+    # a NO_SIGNAL deployment has no stack user: nobody may signal it
+    assert call(app, url).status_int == 403
+    assert call(app, f"/v1/signal/{dep.config_id}").status_int == 403
+    sw.undeploy(dep.id)
