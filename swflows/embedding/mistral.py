@@ -396,11 +396,12 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             return float(value)
         return float((timeout or sw.conf.deployment_timeout) + WAIT_GRACE)
 
-    def _result(self, deployment: model.Deployment, wait: bool) -> types.Result:
+    @staticmethod
+    def _result(deployment: model.Deployment, wait: bool, limit: float) -> types.Result:
         if not wait:
             return types.Result(data=deployment.to_dict())
         if not deployment.is_terminal:
-            raise exceptions.WaitTimeout(deployment.id, self.wait_timeout or 0)
+            raise exceptions.WaitTimeout(deployment.id, limit)
         return outcome_of(deployment)
 
 
@@ -449,12 +450,12 @@ class DeployAction(_SwflowsAction):
             except exceptions.DeploymentNotFound:
                 pass
             else:
-                return self._result(
+                found = (
                     sw.wait(self.deployment_id, limit)
                     if wait
-                    else sw.show(self.deployment_id),
-                    wait,
+                    else sw.show(self.deployment_id)
                 )
+                return self._result(found, wait, limit)
         made = sw.deploy(
             self.server_id,
             self.config_id,
@@ -469,7 +470,7 @@ class DeployAction(_SwflowsAction):
             wait=wait,
             wait_timeout=limit,
         )
-        return self._result(made, wait)
+        return self._result(made, wait, limit)
 
 
 class RedeployAction(_SwflowsAction):
@@ -495,6 +496,7 @@ class RedeployAction(_SwflowsAction):
         self.timeout = timeout
 
     def call(self, sw: Swflows, wait: bool) -> types.Result:
+        limit = self._wait_timeout(sw, self.timeout)
         made = sw.redeploy(
             self.deployment_id,
             input_values=self.input_values,
@@ -502,9 +504,9 @@ class RedeployAction(_SwflowsAction):
             action=self.action,
             timeout=self.timeout,
             wait=wait,
-            wait_timeout=self._wait_timeout(sw, self.timeout),
+            wait_timeout=limit,
         )
-        return self._result(made, wait)
+        return self._result(made, wait, limit)
 
 
 class TriggerAction(_SwflowsAction):
@@ -530,6 +532,7 @@ class TriggerAction(_SwflowsAction):
         self.timeout = timeout
 
     def call(self, sw: Swflows, wait: bool) -> types.Result:
+        limit = self._wait_timeout(sw, self.timeout)
         made = sw.trigger(
             self.deployment_id,
             self.action,
@@ -537,9 +540,9 @@ class TriggerAction(_SwflowsAction):
             signal_transport=self.signal_transport,
             timeout=self.timeout,
             wait=wait,
-            wait_timeout=self._wait_timeout(sw, self.timeout),
+            wait_timeout=limit,
         )
-        return self._result(made, wait)
+        return self._result(made, wait, limit)
 
 
 class UndeployAction(_SwflowsAction):
