@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from taskflow import atom as tf_atom
 from taskflow import engines
 from taskflow import states as tf_states
 from taskflow.persistence import models
@@ -405,11 +406,11 @@ class Runner:
         storage = engine.storage
         note = self.registry.cancel_note(drive.flow_id) or "cancelled"
         error = FlowCancelled(drive.flow_id, f"flow {drive.flow_id}: {note}")
-        waits = [atom for atom in drive.park_after.values()]
+        waits = list(drive.park_after.values())
         others = [
-            atom
-            for atom in engine.compilation.execution_graph.nodes
-            if atom not in waits
+            node
+            for node in engine.compilation.execution_graph.topological_sort()
+            if isinstance(node, tf_atom.Atom) and node not in waits
         ]
         for atom in [*waits, *others]:
             if storage.get_atom_state(atom.name) != tf_states.PENDING:

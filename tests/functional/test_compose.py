@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from taskflow import task
 from taskflow.patterns import linear_flow
 
 from examples import backup_verify, maintenance, rolling
@@ -313,3 +315,54 @@ def test_a_failing_step_reverts_the_developers_own(
         assert sw.flow_result(flow_id)["state"] == "REVERTED"
         assert list(tickets.iterdir()) == []
         assert leftovers(sw, *triggered(flow_id, "change")) == {}
+
+
+class WaitForFile(task.Task):  # type: ignore[misc]
+    """A slow step of one's own: says it started, then waits for ``gate``."""
+
+    def __init__(self, gate: str) -> None:
+        super().__init__(name="tests.WaitForFile")
+        self.gate = Path(gate)
+
+    def execute(self) -> None:
+        self.gate.with_suffix(".started").touch()
+        deadline = time.monotonic() + WAIT
+        while not self.gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def slow_change(deployment_id: str, ticket_dir: str, gate: str) -> Any:
+    """The maintenance example with a slow step before its trigger."""
+    flow = linear_flow.Flow("tests.slow_change")
+    flow.add(
+        maintenance.OpenTicket(ticket_dir),
+        WaitForFile(gate),
+        compose.trigger_subflow(
+            "change", deployment_id=deployment_id, action="UPGRADE"
+        ),
+    )
+    return flow
+
+
+def test_cancel_flow_stops_a_running_flow_at_its_next_step(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    tickets, gate = tmp_path / "tickets", tmp_path / "gate"
+    tickets.mkdir()
+    with instance(devcloud, tmp_path) as sw, servers(sw, 1) as (host,):
+        [dep] = deployed(sw, [host])
+        flow_id = sw.run_flow(
+            slow_change, deployment_id=dep, ticket_dir=str(tickets), gate=str(gate)
+        )
+        until(lambda: gate.with_suffix(".started").exists(), what="the slow step")
+        assert sw.runner.registry.get(flow_id).state == flow_rows.RUNNING
+        sw.cancel_flow(flow_id, "not now")
+        gate.touch()  # the slow step ends; the next one is not run
+        with pytest.raises(runner_mod.FlowCancelled, match="not now"):
+            sw.wait_flow(flow_id, timeout=WAIT)
+        assert sw.flow_result(flow_id)["state"] == "REVERTED"
+        assert list(tickets.iterdir()) == []
+        [change] = triggered(flow_id, "change")
+        with pytest.raises(exceptions.DeploymentNotFound):
+            sw.show(change)
+        assert sw.list_flows() == []
