@@ -21,8 +21,9 @@ database of its own: Heat's database versions its schema in
 Servers read their metadata from Heat (``POLL_SERVER_HEAT``): after each
 step the plugin copies swflows' list for the server into the ``deployments``
 key of the server resource's metadata, when that server is in the same
-stack.  Signals Heat receives for this resource (``heat resource signal``,
-or a CFN-signed POST) are passed to swflows as they are.  Heat's own agents
+stack.  Signals Heat receives for this resource (``openstack stack resource
+signal``, or a POST to its CloudFormation-compatible API) are passed to
+swflows as they are.  Heat's own agents
 find this resource's signal URL only from ``deploy_stack_id`` and
 ``deploy_resource_name``, which swflows' ``deploy()`` does not set, so the
 default signal transport here is ``TEMP_URL_SIGNAL``, which swflows polls.
@@ -292,7 +293,7 @@ class SwflowsDeployment(resource.Resource):
 
     # -- signals and attributes ---------------------------------------------
     def handle_signal(self, details: Any = None) -> None:
-        """A HEAT_SIGNAL or CFN-style signal Heat received for this resource."""
+        """A signal Heat received for this resource, passed on as it is."""
         if self.resource_id is None:
             return
         swflows_instance().signal(self.resource_id, details or {})
