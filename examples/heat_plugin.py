@@ -23,10 +23,10 @@ step the plugin copies swflows' list for the server into the ``deployments``
 key of the server resource's metadata, when that server is in the same
 stack.  Signals Heat receives for this resource (``openstack stack resource
 signal``, or a POST to its CloudFormation-compatible API) are passed to
-swflows as they are.  Heat's own agents
-find this resource's signal URL only from ``deploy_stack_id`` and
-``deploy_resource_name``, which swflows' ``deploy()`` does not set, so the
-default signal transport here is ``TEMP_URL_SIGNAL``, which swflows polls.
+swflows as they are.  Heat's own agents find this resource's signal URL
+only from ``deploy_stack_id`` and ``deploy_resource_name``, which swflows'
+``deploy()`` does not set, so the default signal transport here is
+``TEMP_URL_SIGNAL``, which swflows polls.
 """
 
 from __future__ import annotations
