@@ -255,3 +255,30 @@ def test_an_action_travels_to_a_remote_executor() -> None:
         serializer.serialize(types.Result(error={"kind": "timeout"}))
     )
     assert result.is_error() and result.error == {"kind": "timeout"}
+
+
+def test_an_embedder_gives_its_own_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swflows import conf as sw_conf
+    from swflows.api import Swflows
+    from swflows.persistence.store import Store
+    from swflows.services import Clients
+
+    monkeypatch.delenv(mistral.CONFIG_FILE_ENV, raising=False)
+    conf = sw_conf.get_conf()
+    conf.set_override("resume_on_start", False, "runner")
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    sw = Swflows(store, Clients(), conf)
+    try:
+        mistral.use(sw)
+        assert mistral.instance()[0] is sw
+        shown = mistral.ShowAction("nowhere").run(ctx())
+        assert shown.error["kind"] == "not_found"
+        mistral.use(None)
+        with pytest.raises(exceptions.ValidationError):
+            mistral.instance()
+    finally:
+        mistral.use(None)
+        sw.close()
+        store.close()
