@@ -27,6 +27,7 @@ import requests
 
 from swflows import bootdata, exceptions, states
 from swflows.api import Swflows
+from swflows.engine.watcher import SERVER_CHECK_INTERVAL
 from swflows.tasks import enrollment
 from swflows.transports import impl_zaqar_message, names, server_user
 from tests.functional import flowkit
@@ -507,3 +508,53 @@ def test_zaqar_message_with_credentials_for_heats_agents(
         assert sw.unenroll_server(server_id)
         assert channel_leftovers(sw, server_id) == []
         assert leftovers(sw, dep.id) == {}
+
+
+def test_server_check_costs_one_listing_per_interval(
+    nova_sw: Swflows, standin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four waiting deployments on two Nova servers: one server listing every
+    SERVER_CHECK_INTERVAL at most, no per-server call; deleting one server
+    fails its two deployments only."""
+    sw = nova_sw
+    compute = sw.services.clients.compute
+    calls: list[str] = []
+    for method in ("list_servers", "get_server"):
+        real = getattr(compute, method)
+
+        def counted(*args: Any, _real: Any = real, _name: str = method) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(compute, method, counted)
+    servers = [
+        sw.create_server(f"app-{i}", "cirros", "m1.tiny", agent=bootdata.HEAT_AGENTS)
+        for i in range(2)
+    ]
+    config = script_config(sw, "#!/bin/sh\necho never\n")
+    deps = {
+        s["server_id"]: [
+            sw.deploy(s["server_id"], config.id, timeout=3600, wait=False).id
+            for _ in range(2)
+        ]
+        for s in servers
+    }
+    for ids in deps.values():
+        for dep_id in ids:
+            until(lambda d=dep_id: parked(sw, d), WAIT, "the deployments to wait")
+    calls.clear()
+    started = time.monotonic()
+    time.sleep(6)
+    seconds = time.monotonic() - started
+    assert "get_server" not in calls
+    assert 1 <= calls.count("list_servers") <= seconds / SERVER_CHECK_INTERVAL + 1
+
+    gone, kept = (s["server_id"] for s in servers)
+    assert compute.delete_server(gone)
+    for dep_id in deps[gone]:
+        assert sw.wait(dep_id, WAIT).reason["detail"] == "server deleted"
+    for dep_id in deps[kept]:
+        assert sw.show(dep_id).status == states.IN_PROGRESS
+    for server_id in (gone, kept):
+        sw.delete_server(server_id)
+    assert leftovers(sw, *deps[gone], *deps[kept]) == {}
