@@ -152,6 +152,7 @@ def test_the_stack_user_signals_and_others_are_refused(
     assert ended.reason is not None and ended.reason["kind"] == "signal_rejected"
     for deployment_id in (first, second):
         sw.undeploy(deployment_id)
+    assert flowkit.leftovers(sw, first, second) == {}  # stack users included
     secrets = [
         owner,
         other_stack_user,
@@ -181,3 +182,4 @@ def test_the_swflows_agent_signals_through_heat_signal_url(
     assert done.status == states.COMPLETE
     assert done.output_values["result"] == "from the agent"
     sw.undeploy(deployment_id)
+    assert flowkit.leftovers(sw, deployment_id) == {}
