@@ -604,12 +604,7 @@ class Swflows:
         channel is published and the old one removed.  Returns
         :meth:`show_server`.
         """
-        servers.check_server_id(server_id)
-        name = names.normalize_config_transport(
-            config_transport or self._config_transport(server_id, None)
-        )
-        enrollment.enroll(self.services, server_id, name, self._config_options(name))
-        return self.show_server(server_id)
+        return servers.enroll(self, server_id, config_transport)
 
     def unenroll_server(self, server_id: str, *, force: bool = False) -> bool:
         """Remove everything enrolling made; False if the server was unknown.

@@ -40,6 +40,31 @@ def check_server_id(server_id: Any) -> str:
     return server_id
 
 
+def enroll(sw: Swflows, server_id: str, requested: str | None) -> dict[str, Any]:
+    """Enroll on ``requested``, else the server's transport, else the one
+    its Nova metadata names (a boot whose enrollment did not finish: its
+    channel is adopted), else the configuration's."""
+    check_server_id(server_id)
+    services = sw.services
+    record = metadata.find_server(services, server_id)
+    nova, key, booted = enrollment.nova_view(services, server_id)
+    name = names.normalize_config_transport(
+        requested
+        or (record.config_transport if record else None)
+        or (booted if record is None else None)
+        or sw.conf.default_software_config_transport
+    )
+    enrollment.enroll(
+        services,
+        server_id,
+        name,
+        sw._config_options(name),
+        key=key if record is None else None,
+        nova=nova,
+    )
+    return describe(sw, server_id)
+
+
 def describe(sw: Swflows, server_id: str) -> dict[str, Any]:
     """The server's enrollment, channel and deployments, without a secret."""
     record = sw.store.get_server(server_id)

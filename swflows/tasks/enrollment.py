@@ -90,20 +90,26 @@ def remove_channel(
         server_user.remove(services, user)
 
 
-def nova_view(services: Services, server_id: str) -> tuple[bool | None, str | None]:
+def nova_view(
+    services: Services, server_id: str
+) -> tuple[bool | None, str | None, str | None]:
     """Whether Nova holds ``server_id`` (None: no compute, or Nova is down),
-    and the channel key its metadata names (a boot whose enrollment did
-    not finish)."""
+    and the channel key and config transport its metadata names (a boot
+    whose enrollment did not finish)."""
     if not services.clients.offers("compute"):
-        return None, None
+        return None, None, None
     try:
         server = services.clients.compute.get_server(server_id)
     except exceptions.SwflowsError as exc:
         LOG.warning("could not ask Nova about server %s: %s", server_id, exc)
-        return None, None
+        return None, None, None
     if server is None:
-        return False, None
-    return True, server.metadata.get(NOVA_CHANNEL_KEY) or None
+        return False, None, None
+    return (
+        True,
+        server.metadata.get(NOVA_CHANNEL_KEY) or None,
+        server.metadata.get(NOVA_TRANSPORT_KEY) or None,
+    )
 
 
 def enroll(
@@ -130,7 +136,7 @@ def enroll(
     old_name = record.config_transport if record else None
     old_channel = record.channel if record else None
     if nova is None:
-        nova, booted_key = nova_view(services, server_id)
+        nova, booted_key, _ = nova_view(services, server_id)
         key = key or (booted_key if record is None else None)
     if old_channel is not None and old_name == name and _same(options, old_channel):
         channel = old_channel

@@ -558,3 +558,39 @@ def test_server_check_costs_one_listing_per_interval(
     for server_id in (gone, kept):
         sw.delete_server(server_id)
     assert leftovers(sw, *deps[gone], *deps[kept]) == {}
+
+
+def test_enroll_adopts_a_boot_whose_enrollment_did_not_finish(
+    nova_sw: Swflows, standin: str
+) -> None:
+    """swflows stopped between Nova's boot and recording the channel: the
+    server's Nova metadata names its channel, and enrolling adopts it."""
+    sw = nova_sw
+    key = str(uuid.uuid4())
+    options = {"container": sw.conf.metadata_container}
+    channel = enrollment.make_channel(
+        sw.services, names.POLL_TEMP_URL, options, key, key
+    )
+    user_data = bootdata.user_data(channel[enrollment.COLLECT])
+    server = sw.services.clients.compute.create_server(
+        "half-1",
+        "cirros",
+        "m1.tiny",
+        user_data=user_data,
+        metadata={
+            enrollment.NOVA_CHANNEL_KEY: key,
+            enrollment.NOVA_TRANSPORT_KEY: names.POLL_TEMP_URL,
+        },
+    )
+    shown = sw.enroll_server(server.id)
+    assert shown["channel"]["key"] == key and shown["in_compute"]
+    assert sw.boot_data(server.id) == user_data
+    assert channel_leftovers(sw, server.id, key) == [
+        f"{sw.conf.metadata_container}/{key}"
+    ]
+    config = script_config(sw, "#!/bin/sh\nprintf ok > $heat_outputs_path.result\n")
+    dep = sw.deploy(server.id, config.id, timeout=WAIT)
+    assert dep.status == states.COMPLETE, dep.status_reason
+    sw.delete_server(server.id)
+    assert channel_leftovers(sw, server.id, key) == []
+    assert leftovers(sw, dep.id) == {}
