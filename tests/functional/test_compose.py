@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from taskflow import task
-from taskflow.patterns import linear_flow
+from taskflow.patterns import linear_flow, unordered_flow
 
 from examples import backup_verify, maintenance, rolling
 from swflows import exceptions, model, states
@@ -366,3 +366,59 @@ def test_cancel_flow_stops_a_running_flow_at_its_next_step(
         with pytest.raises(exceptions.DeploymentNotFound):
             sw.show(change)
         assert sw.list_flows() == []
+
+
+def two_at_once(first: str, second: str) -> Any:
+    """BACKUP on two servers, in no particular order."""
+    flow = unordered_flow.Flow("tests.two_at_once")
+    flow.add(
+        compose.trigger_subflow("one", deployment_id=first, action="BACKUP"),
+        compose.trigger_subflow("two", deployment_id=second, action="BACKUP"),
+    )
+    return flow
+
+
+def test_two_triggers_of_an_unordered_flow(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    with instance(devcloud, tmp_path) as sw, servers(sw, 2) as hosts:
+        deps = deployed(sw, hosts, label="both")
+        flow_id = sw.run_flow(two_at_once, first=deps[0], second=deps[1])
+        result = sw.wait_flow(flow_id, timeout=WAIT)["result"]
+        assert {result[n]["outputs"]["archive"] for n in ("one", "two")} == {
+            "/backups/both.tar"
+        }
+        assert {result[n]["server_id"] for n in ("one", "two")} == set(hosts)
+        assert leftovers(sw, *triggered(flow_id, "one", "two")) == {}
+
+
+#: set by the test below: the factory fails when the flow is rebuilt
+REBUILD_FAILS: list[str] = []
+
+
+def fails_on_rebuild(deployment_id: str) -> Any:
+    if REBUILD_FAILS:
+        raise RuntimeError(REBUILD_FAILS[0])
+    return rolling.make_flow([deployment_id])
+
+
+def test_a_flow_whose_factory_fails_on_rebuild_is_set_aside(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    with instance(devcloud, tmp_path) as first:
+        with servers(first, 1) as (host,):
+            [dep] = deployed(first, [host])
+        flow_id = first.run_flow(fails_on_rebuild, deployment_id=dep)
+        until(lambda: parked_flow(first, flow_id), what="the flow to park")
+    REBUILD_FAILS.append("the graph changed")
+    try:
+        with instance(devcloud, tmp_path) as second:
+            with FakeServer(second, host, responder):
+                with pytest.raises(exceptions.FlowError, match="the graph changed"):
+                    second.wait_flow(flow_id, timeout=WAIT)
+            [row] = second.list_interrupted()
+            assert row.id == flow_id and row.state == flow_rows.BROKEN
+            assert "fails_on_rebuild" in (row.note or "")
+            assert second.flow_result(flow_id)["state"] == flow_rows.BROKEN
+    finally:
+        REBUILD_FAILS.clear()
