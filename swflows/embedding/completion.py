@@ -6,6 +6,10 @@ table (one query for every registered deployment) and calls the callback
 once no flow works on the deployment any more, whichever runner finished
 it.  Waiting deployments hold no thread: the same one serves them all.
 
+A deployment whose action a user's composed flow runs is reported once it
+is no longer IN_PROGRESS, as :meth:`~swflows.api.Swflows.wait` does: that
+flow goes on after it.
+
 Callbacks live in memory: after a restart of the embedder's process, it
 registers again the deployments it still waits for (a deployment already
 finished is reported at the next look).
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import sqlalchemy as sa
 
-from swflows import exceptions, model
+from swflows import exceptions, model, states
 from swflows.persistence import flows as flow_rows
 
 if TYPE_CHECKING:
@@ -66,6 +70,7 @@ class _Left(NamedTuple):
     """An unfinished flow, as much of it as a look needs."""
 
     id: str
+    kind: str
     deployment_id: str
     state: str
     note: str | None
@@ -138,8 +143,11 @@ class Completions:
         if not watched:
             return 0
         busy: dict[str, _Left] = {}
+        composed: set[str] = set()
         for left in self._left():
-            if left.state != flow_rows.BROKEN or left.deployment_id not in busy:
+            if left.kind not in ACTION_FLOWS:
+                composed.add(left.deployment_id)
+            elif left.state != flow_rows.BROKEN or left.deployment_id not in busy:
                 busy[left.deployment_id] = left
         reported = 0
         for deployment_id in watched:
@@ -147,6 +155,13 @@ class Completions:
             if found is not None and found.state != flow_rows.BROKEN:
                 continue
             completion = self._completion(deployment_id, found)
+            if (
+                found is None
+                and deployment_id in composed
+                and completion.deployment is not None
+                and completion.deployment.status == states.IN_PROGRESS
+            ):
+                continue  # a user's flow runs its action: its outcome is awaited
             with self._lock:
                 callbacks = self._callbacks.pop(deployment_id, [])
             for callback in callbacks:
@@ -158,12 +173,12 @@ class Completions:
         return reported
 
     def _left(self) -> list[_Left]:
-        """Every unfinished action flow, in one light query (no join, no
-        JSON): a look costs little however many deployments wait."""
+        """Every unfinished flow, in one light query (no join, no JSON): a
+        look costs little however many deployments wait."""
         table = self.sw.store.tables.flows
         query = sa.select(
-            table.c.id, table.c.deployment_id, table.c.state, table.c.note
-        ).where(table.c.kind.in_(sorted(ACTION_FLOWS)))
+            table.c.id, table.c.kind, table.c.deployment_id, table.c.state, table.c.note
+        )
         with self.sw.store.engine.connect() as conn:
             return [_Left(*row) for row in conn.execute(query)]
 

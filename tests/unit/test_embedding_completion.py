@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from swflows import conf as sw_conf
+from swflows import model, states
 from swflows.api import Swflows
 from swflows.embedding import Completion, Completions
 from swflows.persistence.store import Store
@@ -96,3 +97,27 @@ def test_a_failing_callback_is_logged_and_the_others_still_run(
     assert "completion callback of" in caplog.text
     with pytest.raises(Exception, match="closed"):
         completions.add(deployment_id, failing)
+
+
+def test_a_deployment_a_users_flow_runs_ends_with_its_status(sw: Swflows) -> None:
+    """As Swflows.wait: a composed flow goes on after the deployment's action,
+    so the deployment is reported once it is no longer IN_PROGRESS."""
+    made = sw.store.create_deployment(
+        model.Deployment(
+            id=str(uuid.uuid4()),
+            server_id="s",
+            config_id=None,
+            source_config_id=None,
+            action="BACKUP",
+            status=states.IN_PROGRESS,
+        )
+    )
+    flow(sw, made.id, kind="custom")
+    seen: list[Completion] = []
+    with Completions(sw, thread=False) as completions:
+        completions.add(made.id, seen.append)
+        assert completions.check() == 0
+        sw.store.update_deployment(made.id, status=states.COMPLETE)
+        assert completions.check() == 1
+    assert seen[0].deployment is not None
+    assert seen[0].deployment.status == states.COMPLETE
