@@ -1,3 +1,6 @@
-"""Flows composed from swflows' catalogue, run by the test suite
-(``tests/functional/test_examples.py``, ``tests/crash/test_examples.py``)
-and shown in ``docs/composing.md``."""
+"""Runnable examples, each executed by the test suite.
+
+The composed flows (``backup_verify``, ``rolling``, ``maintenance``) are
+shown in ``docs/composing.md`` and run by ``tests/functional/
+test_examples.py`` and ``tests/crash/test_examples.py``.
+"""
