@@ -516,7 +516,11 @@ class Swflows:
 
     # -- flows ----------------------------------------------------------
     def list_flows(self, deployment_id: str | None = None) -> list[FlowRow]:
-        """Unfinished flows: running, parked (waiting) or broken."""
+        """Unfinished flows: running, parked (waiting) or broken.
+
+        A custom flow's row (kind ``custom``) names the deployment it
+        awaits now, found by ``deployment_id`` here.
+        """
         return self.runner.registry.find(deployment_id=deployment_id)
 
     def current_step(self, flow_id: str) -> str | None:
