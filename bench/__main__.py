@@ -105,6 +105,17 @@ def table(results: dict[str, Any]) -> str:
                 f"{one['stock']['median_ms']:.1f} (stock logbook)",
                 f"{one['ratio_median']:.1f}x cheaper",
             )
+            if "added_ms" in one:
+                added = one["added_ms"]
+                add(
+                    f"   of which persistence and parking (over "
+                    f"{one['unpersisted']['median_ms']:.1f} ms of task work)",
+                    f"{added['swflows']:.1f}",
+                    f"{added['stock']:.1f}",
+                    f"{added['stock'] / added['swflows']:.1f}x cheaper"
+                    if added["swflows"] > 0
+                    else "",
+                )
     if "resume" in w:
         one = w["resume"]
         add(

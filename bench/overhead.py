@@ -11,7 +11,9 @@ same database, alternating, so load on the machine hits both alike:
   its logbook removed at the end;
 * **stock**: ``engines.load_from_factory`` with TaskFlow's stock SQLAlchemy
   logbook, run to the end in the calling thread (the wait step reads the
-  signal at once).
+  signal at once);
+* **unpersisted**: the same with TaskFlow's in-memory backend, the tasks'
+  own work (their store writes included): what neither logbook can save.
 
 Also measured, as the persistence cost alone: a linear flow of five trivial
 tasks on both logbooks.
@@ -173,6 +175,7 @@ class Sides:
             self.store, Clients(object_store=lambda: self.swift), self.conf
         )
         self.stock = backends.fetch({"connection": url})
+        self.memory = backends.fetch({"connection": "memory://"})
         with contextlib.closing(self.stock.get_connection()) as conn:
             conn.upgrade()
         self.config = self.sw.create_config("bench", "#!/bin/sh\n", group="script")
@@ -220,6 +223,19 @@ class Sides:
             store=inputs,
             book=book,
             backend=self.stock,
+        )
+        engine.storage.inject({SERVICES_KEY: self.sw.services}, transient=True)
+        engine.run()
+        took = time.perf_counter() - started
+        self._check(inputs["deployment_id"])
+        return took * 1000
+
+    def deploy_unpersisted(self) -> float:
+        """The same tasks with no logbook at all: the tasks' own work."""
+        plan, inputs = self._inputs()
+        started = time.perf_counter()
+        engine = engines.load_from_factory(
+            deploy.make_flow, factory_kwargs=plan, store=inputs, backend=self.memory
         )
         engine.storage.inject({SERVICES_KEY: self.sw.services}, transient=True)
         engine.run()
@@ -275,7 +291,11 @@ def measure_on(url: str, folder: pathlib.Path, flows: int) -> dict[str, Any]:
     warmup = min(3, flows)
     try:
         deploy_ = alternate(
-            {"stock": sides.deploy_stock, "swflows": sides.deploy_swflows},
+            {
+                "stock": sides.deploy_stock,
+                "swflows": sides.deploy_swflows,
+                "unpersisted": sides.deploy_unpersisted,
+            },
             flows,
             warmup,
         )
@@ -292,6 +312,12 @@ def measure_on(url: str, folder: pathlib.Path, flows: int) -> dict[str, Any]:
             found["stock"]["median_ms"] / found["swflows"]["median_ms"]
         )
         found["ratio_mean"] = found["stock"]["mean_ms"] / found["swflows"]["mean_ms"]
+        if "unpersisted" in found:
+            # what persistence (and, for swflows, parking) adds to the tasks
+            floor = found["unpersisted"]["median_ms"]
+            found["added_ms"] = {
+                side: found[side]["median_ms"] - floor for side in ("stock", "swflows")
+            }
         out[label] = found
     return out
 
