@@ -98,9 +98,10 @@ class Compute:
 
     @retried
     def list_servers(self) -> dict[str, str]:
-        """Every server of the project, by id: its status (one call)."""
+        """Every server of the project, by id: its status (one call per
+        page of Nova's listing)."""
         servers = self._call(
-            "list servers", lambda: self.nova.servers.list(detailed=True)
+            "list servers", lambda: self.nova.servers.list(detailed=True, limit=-1)
         )
         return {str(server.id): str(server.status) for server in servers}
 

@@ -93,20 +93,27 @@ def remove_channel(
 def nova_view(
     services: Services, server_id: str
 ) -> tuple[bool | None, str | None, str | None]:
-    """Whether Nova holds ``server_id`` (None: no compute, or Nova is down),
-    and the channel key and config transport its metadata names (a boot
-    whose enrollment did not finish)."""
+    """Whether ``server_id`` is a server of swflows' own project in Nova
+    (None: no compute, or Nova is down), and the channel key and config
+    transport its metadata names (a boot whose enrollment did not finish).
+
+    Only servers the project's listing shows are watched (the watcher
+    reads that listing); another project's server, which an admin may
+    see, is not.
+    """
     if not services.clients.offers("compute"):
         return None, None, None
+    compute = services.clients.compute
     try:
-        server = services.clients.compute.get_server(server_id)
+        server = compute.get_server(server_id)
+        listed = server is not None and server_id in compute.list_servers()
     except exceptions.SwflowsError as exc:
         LOG.warning("could not ask Nova about server %s: %s", server_id, exc)
         return None, None, None
     if server is None:
         return False, None, None
     return (
-        True,
+        listed,
         server.metadata.get(NOVA_CHANNEL_KEY) or None,
         server.metadata.get(NOVA_TRANSPORT_KEY) or None,
     )
