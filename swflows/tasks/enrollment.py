@@ -3,8 +3,9 @@
 A server is *enrolled* when its channel for its config transport exists,
 is recorded (sealed) in the store, and carries the current metadata
 document.  Enrolling again is harmless; enrolling with another transport
-moves the server (the new channel published, then the old one removed,
-as Heat does); unenrolling removes all it made.
+moves the server (the new channel made, the old one removed, the new one
+recorded and published, as Heat does); unenrolling removes all it made,
+and so does a failed enrollment.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from swflows import exceptions
 from swflows.persistence.store import ServerRecord
 from swflows.services import Services
 from swflows.tasks import metadata
-from swflows.transports import names, server_user
+from swflows.transports import (
+    impl_poll_temp_url,
+    impl_zaqar_message,
+    names,
+    server_user,
+)
 from swflows.transports.base import StackUser
 
 LOG = logging.getLogger(__name__)
@@ -49,10 +55,14 @@ def make_channel(
     agent told by this document stops polling the old place.
     """
     transport = services.config_transport(name, options)
-    channel = dict(transport.ensure_channel(services, key))
-    section = dict(transport.collect_config(services, channel))
-    if name == names.POLL_SERVER_HEAT and services.clients.offers("stack_users"):
-        channel["user"], section = _server_user(services, key, server_id)
+    try:
+        channel = dict(transport.ensure_channel(services, key))
+        section = dict(transport.collect_config(services, channel))
+        if name == names.POLL_SERVER_HEAT and services.clients.offers("stack_users"):
+            channel["user"], section = _server_user(services, key, server_id)
+    except BaseException:
+        _remove_partial(services, name, options, key)
+        raise
     collectors = [c for c in section.get("collectors") or () if c != "local"]
     section["collectors"] = [*collectors, "local"]
     for old, values in (previous or {}).items():
@@ -74,6 +84,43 @@ def _server_user(
         },
     }
     return user.to_dict(), section
+
+
+def _remove_partial(
+    services: Services, name: str, options: dict[str, Any] | None, key: str
+) -> None:
+    """Remove what a failed :func:`make_channel` may have made, found by the
+    names it gives (nothing was recorded); log what could not be."""
+    channel: dict[str, Any] = {KEY: key}
+    try:
+        if name == names.POLL_TEMP_URL:
+            container = (options or {}).get("container")
+            channel.update(
+                container=container or impl_poll_temp_url.DEFAULT_CONTAINER,
+                object=key,
+            )
+        elif name == names.ZAQAR_MESSAGE:
+            channel["queue"] = impl_zaqar_message.queue_name(key)
+        kind = {
+            names.ZAQAR_MESSAGE: server_user.ZAQAR,
+            names.POLL_SERVER_HEAT: server_user.HEAT,
+        }.get(name)
+        if kind and services.clients.offers("stack_users"):
+            users = services.clients.stack_users
+            username = server_user.name(key, kind)
+            found, project = users.find_user(username), users.find_project(username)
+            if found is not None and project is not None:
+                channel["user"] = StackUser(found.id, username, project.id).to_dict()
+            elif project is not None:
+                users.delete_project(project.id)
+        remove_channel(services, name, channel)
+    except Exception:
+        LOG.warning(
+            "could not remove what a failed enrollment made for channel %s "
+            "(enrolling again finds and keeps it)",
+            key,
+            exc_info=True,
+        )
 
 
 def remove_channel(

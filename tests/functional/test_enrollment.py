@@ -594,3 +594,40 @@ def test_enroll_adopts_a_boot_whose_enrollment_did_not_finish(
     sw.delete_server(server.id)
     assert channel_leftovers(sw, server.id, key) == []
     assert leftovers(sw, dep.id) == {}
+
+
+@pytest.mark.parametrize("transport", [names.POLL_SERVER_HEAT, names.ZAQAR_MESSAGE])
+def test_a_failed_enrollment_leaves_nothing(
+    devcloud: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    """Keystone refuses the server's user after its project was made (and,
+    for ZAQAR_MESSAGE, Zaqar refuses the queue after the user was made):
+    what was made is removed, and nothing is recorded."""
+    with isolated(
+        devcloud, tmp_path / "swflows", zaqar_message_auth="credentials"
+    ) as sw:
+        server_id = str(uuid.uuid4())
+        if transport == names.POLL_SERVER_HEAT:
+            target: Any = sw.services.clients.stack_users
+            method = "ensure_user"
+        else:
+            kind = server_user.ZAQAR
+            user = server_user.ensure(sw.services, server_id, kind, server_id)
+            target = sw.services.clients.messaging_for(
+                user, server_user.password(sw.services, server_id, kind)
+            )
+            monkeypatch.setattr(sw.services.clients, "messaging_for", lambda *_: target)
+            method = "ensure_queue"
+
+        def refused(*args: Any, **kwargs: Any) -> None:
+            raise exceptions.CloudError("identity", "refused for the test")
+
+        monkeypatch.setattr(target, method, refused)
+        with pytest.raises(exceptions.CloudError, match="refused for the test"):
+            sw.enroll_server(server_id, transport)
+        monkeypatch.undo()
+        assert sw.store.list_servers() == []
+        assert channel_leftovers(sw, server_id) == []
