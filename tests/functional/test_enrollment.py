@@ -340,6 +340,7 @@ def test_server_gone_fails_a_waiting_deployment_at_once(
         "detail": "server deleted" if how == "deleted" else "server in ERROR",
     }
     assert done.status_reason.endswith(done.reason["detail"])
+    print(f"server {how}: the deployment failed {took:.2f} s later")
     assert took < 30, f"{took:.1f} s"
     sw.delete_server(server_id)  # undeploys and unenrolls; Nova may be done
     assert channel_leftovers(sw, server_id, key) == []
