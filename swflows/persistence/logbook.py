@@ -27,7 +27,9 @@ This relies on these names in ``taskflow.persistence.backends``:
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import json
 import threading
 from typing import Any
 
@@ -57,76 +59,131 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         self._converter = backend.converter
 
     def update_atom_details(self, atom_detail: Any) -> Any:
-        """Save an atom detail in one UPDATE.
+        """Save an atom detail in one UPDATE; a change of its progress alone
+        is written with this thread's next write instead.
 
         The stock method reads the row back first and merges the given
         detail into it, which yields the given detail's values anyway.
+        TaskFlow saves a task's progress (0.0 once it runs, 1.0 once it has
+        ended) in transactions of their own around the writes of its
+        states.  Those progress-only saves ride along with the same
+        thread's next write (the next atom's state, or the flow's), so
+        every state change still reaches the database before the engine
+        goes on, in one transaction per state change, and a finished run
+        leaves the rows the stock backend leaves.
         """
-        atomdetails = self._tables.atomdetails
         values = atom_detail.to_dict()
+        fingerprint = _fingerprint(values)
+        if self._backend.last_written(atom_detail.uuid) == fingerprint:
+            self._backend.defer(atom_detail.uuid, values)
+            return atom_detail
+        deferred = self._backend.take_deferred(but=atom_detail.uuid)
         try:
             with self._engine.begin() as conn:
-                result = conn.execute(
-                    sa.update(atomdetails)
-                    .where(atomdetails.c.uuid == atom_detail.uuid)
-                    .values(values)
-                )
-                if not result.rowcount:
+                if not self._update_atom(conn, atom_detail.uuid, values):
                     raise tf_exc.NotFound(
                         f"No atom details found with uuid '{atom_detail.uuid}'"
                     )
+                self._flush(conn, deferred)
+            self._backend.written(atom_detail.uuid, fingerprint)
             return atom_detail
         except sa.exc.SQLAlchemyError:
+            self._backend.restore_deferred(deferred)
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure,
                 f"Failed updating atom details with uuid '{atom_detail.uuid}'",
             )
+        except BaseException:
+            self._backend.restore_deferred(deferred)
+            raise
+
+    def _update_atom(
+        self, conn: sa.Connection, atom_id: str, values: dict[str, Any]
+    ) -> bool:
+        atomdetails = self._tables.atomdetails
+        result = conn.execute(
+            sa.update(atomdetails).where(atomdetails.c.uuid == atom_id).values(values)
+        )
+        return bool(result.rowcount)
+
+    def _flush(self, conn: sa.Connection, deferred: dict[str, dict[str, Any]]) -> None:
+        """Write deferred progress (an atom gone with its logbook is skipped)."""
+        for atom_id, values in deferred.items():
+            self._update_atom(conn, atom_id, values)
 
     def update_flow_details(self, flow_detail: Any) -> Any:
         """Save a flow detail's own row, and insert its atoms not yet saved.
 
-        The stock method also rewrites every saved atom of the flow (a
-        SELECT of them all, then an UPDATE each) on every flow state change,
-        though TaskFlow's storage saves each atom on its own whenever it
-        changes: a five-step flow paid about 35 redundant UPDATEs.  Atoms are
-        only ever added by the process holding the flow (swflows' flows
-        have one owner), so the in-memory atoms are the saved ones.
+        The stock method reads the flow's row back, and rewrites every saved
+        atom of the flow (a SELECT of them all, then an UPDATE each) on
+        every flow state change, though TaskFlow's storage saves each atom
+        on its own whenever it changes: a five-step flow paid about 35
+        redundant UPDATEs.  Here the row's state and meta are written in one
+        UPDATE (its name never changes), and the flow's atoms are looked up
+        only when one is not known to be saved yet.  Atoms are only ever
+        added by the process holding the flow (swflows' flows have one
+        owner), so the in-memory atoms are the saved ones.
         """
         flowdetails = self._tables.flowdetails
         atomdetails = self._tables.atomdetails
+        flow_id = flow_detail.uuid
+        deferred = self._backend.take_deferred()
         try:
             with self._engine.begin() as conn:
-                row = conn.execute(
-                    sa.select(flowdetails).where(flowdetails.c.uuid == flow_detail.uuid)
-                ).first()
-                if row is None:
-                    raise tf_exc.NotFound(
-                        f"No flow details found with uuid '{flow_detail.uuid}'"
-                    )
-                saved = self._converter.convert_flow_detail(row._mapping)
-                saved.merge(flow_detail)
-                conn.execute(
+                self._flush(conn, deferred)
+                result = conn.execute(
                     sa.update(flowdetails)
-                    .where(flowdetails.c.uuid == saved.uuid)
-                    .values(saved.to_dict())
+                    .where(flowdetails.c.uuid == flow_id)
+                    .values(state=flow_detail.state, meta=flow_detail.meta)
                 )
-                present = set(
-                    conn.execute(
-                        sa.select(atomdetails.c.uuid).where(
-                            atomdetails.c.parent_uuid == flow_detail.uuid
-                        )
-                    ).scalars()
-                )
-                for atom in flow_detail:
-                    if atom.uuid not in present:
-                        self._insert_atom_details(conn, atom, flow_detail.uuid)
-                    saved.add(atom)
-            return saved
+                if not result.rowcount:
+                    raise tf_exc.NotFound(
+                        f"No flow details found with uuid '{flow_id}'"
+                    )
+                atoms = {atom.uuid: atom for atom in flow_detail}
+                known = self._backend.saved_atoms(flow_id)
+                if not atoms.keys() <= known:
+                    known = set(
+                        conn.execute(
+                            sa.select(atomdetails.c.uuid).where(
+                                atomdetails.c.parent_uuid == flow_id
+                            )
+                        ).scalars()
+                    )
+                    for uuid, atom in atoms.items():
+                        if uuid not in known:
+                            self._insert_atom_details(conn, atom, flow_id)
+            self._backend.saved_atoms_are(flow_id, set(atoms) | known)
+            return flow_detail
         except sa.exc.SQLAlchemyError:
+            self._backend.restore_deferred(deferred)
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure,
-                f"Failed updating flow details with uuid '{flow_detail.uuid}'",
+                f"Failed updating flow details with uuid '{flow_id}'",
             )
+        except BaseException:
+            self._backend.restore_deferred(deferred)
+            raise
+
+    def destroy_logbook(self, book_uuid: str) -> Any:
+        self._backend.forget_book(book_uuid)
+        return super().destroy_logbook(book_uuid)
+
+
+#: how many atoms' and flows' last writes a backend remembers
+REMEMBERED = 4096
+#: atom meta keys whose change alone is not worth a write of its own
+PROGRESS_KEYS = frozenset({"progress"})
+
+
+def _fingerprint(values: dict[str, Any]) -> str:
+    """An atom detail's values, progress left out, as comparable text."""
+    meta = values.get("meta") or {}
+    kept = {
+        **values,
+        "meta": {k: v for k, v in meta.items() if k not in PROGRESS_KEYS},
+    }
+    return json.dumps(kept, sort_keys=True, default=repr)
 
 
 class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
@@ -149,6 +206,76 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
         self.metadata = sa.MetaData()
         self.tables = tf_tables.fetch(self.metadata)
         self.converter = impl_sqlalchemy._Alchemist(self.tables)
+        self._memo_lock = threading.Lock()
+        #: atom uuid -> fingerprint of the values this backend last wrote
+        self._atoms_written: collections.OrderedDict[str, str] = (
+            collections.OrderedDict()
+        )
+        #: per thread, atom uuid -> values whose only change is progress
+        self._local = threading.local()
+        #: flow uuid -> uuids of its atoms known to be saved
+        self._flow_atoms: collections.OrderedDict[str, set[str]] = (
+            collections.OrderedDict()
+        )
+
+    def last_written(self, atom_id: str) -> str | None:
+        with self._memo_lock:
+            return self._atoms_written.get(atom_id)
+
+    def written(self, atom_id: str, fingerprint: str) -> None:
+        with self._memo_lock:
+            self._atoms_written[atom_id] = fingerprint
+            self._atoms_written.move_to_end(atom_id)
+            while len(self._atoms_written) > REMEMBERED:
+                self._atoms_written.popitem(last=False)
+
+    def _deferred(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] | None = getattr(self._local, "deferred", None)
+        if found is None:
+            found = self._local.deferred = {}
+        return found
+
+    def defer(self, atom_id: str, values: dict[str, Any]) -> None:
+        """Keep an atom's values to write with this thread's next write.
+
+        Per thread: an engine saves its atoms and its flow from the thread
+        running it, so a flow's deferred progress goes out with a write of
+        that same flow, never inside another flow's transaction.
+        """
+        self._deferred()[atom_id] = values
+
+    def take_deferred(self, but: str | None = None) -> dict[str, dict[str, Any]]:
+        """This thread's deferred values to write now (``but``'s are superseded)."""
+        deferred = self._deferred()
+        if but is not None:
+            deferred.pop(but, None)
+        taken = dict(deferred)
+        deferred.clear()
+        return taken
+
+    def restore_deferred(self, deferred: dict[str, dict[str, Any]]) -> None:
+        """Put back deferred values a failed write did not save."""
+        mine = self._deferred()
+        for atom_id, values in deferred.items():
+            mine.setdefault(atom_id, values)
+
+    def saved_atoms(self, flow_id: str) -> set[str]:
+        with self._memo_lock:
+            return set(self._flow_atoms.get(flow_id, ()))
+
+    def saved_atoms_are(self, flow_id: str, atom_ids: set[str]) -> None:
+        with self._memo_lock:
+            self._flow_atoms[flow_id] = atom_ids
+            self._flow_atoms.move_to_end(flow_id)
+            while len(self._flow_atoms) > REMEMBERED:
+                self._flow_atoms.popitem(last=False)
+
+    def forget_book(self, book_id: str) -> None:
+        """Drop what is remembered of a logbook's flow (swflows: same uuid)."""
+        with self._memo_lock:
+            atoms = self._flow_atoms.pop(book_id, set())
+            for atom_id in atoms:
+                self._atoms_written.pop(atom_id, None)
 
     def get_connection(self) -> Connection:
         conn = Connection(self, self._upgrade_lock)

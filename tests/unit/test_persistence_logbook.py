@@ -282,6 +282,66 @@ class LogbookContract:
         assert got == run(stock)
         assert got["flow"] == (states.REVERTED if fail else states.SUCCESS)
 
+    def test_progress_rides_along_and_states_are_written_at_once(
+        self, store: Store, fast: Any, stock: Any
+    ) -> None:
+        # every state change is in the database before the next step runs;
+        # progress-only saves go out with the next write, so a run takes
+        # fewer transactions and still leaves stock's rows, progress too
+        def run(backend: Any) -> tuple[dict[str, Any], list[Any], int]:
+            run_id = models.uuidutils.generate_uuid()
+            book = models.LogBook(f"run-{run_id}")
+            with connection(backend) as conn:
+                conn.save_logbook(book)
+            flow = make_flow(3)
+            flow.add(Probe(name="probe", inject={"book_id": book.uuid}))
+            engine = engines.load(
+                flow, store={"seed": 1, "run_id": run_id}, book=book, backend=backend
+            )
+            PROBED[book.uuid] = (backend, [])
+            commits = 0
+
+            def count(*_: Any) -> None:
+                nonlocal commits
+                commits += 1
+
+            sa.event.listen(store.engine, "commit", count)
+            try:
+                engine.run()
+            finally:
+                sa.event.remove(store.engine, "commit", count)
+            with connection(backend) as conn:
+                fd = next(iter(conn.get_logbook(book.uuid)))
+            rows = {
+                ad.name: (ad.state, ad.intention, ad.meta, ad.results)
+                for ad in fd
+                if ad.name.startswith(("step", "probe"))
+            }
+            return rows, PROBED.pop(book.uuid)[1], commits
+
+        fast_rows, fast_seen, fast_commits = run(fast)
+        stock_rows, stock_seen, stock_commits = run(stock)
+        assert fast_rows == stock_rows
+        assert {row[2].get("progress") for row in fast_rows.values()} == {1.0}
+        assert fast_seen == stock_seen == [{states.SUCCESS}]
+        # stock saves each of the 4 tasks 4 times (RUNNING, progress 0.0,
+        # SUCCESS, progress 1.0), each in a transaction; here twice
+        assert fast_commits <= stock_commits - 2 * 4
+
+
+#: book id -> (backend, what the probe saw)
+PROBED: dict[str, tuple[Any, list[Any]]] = {}
+
+
+class Probe(task.Task):  # type: ignore[misc]
+    """Records the stored states of the steps before it, while it runs."""
+
+    def execute(self, book_id: str) -> None:
+        backend, seen = PROBED[book_id]
+        with connection(backend) as conn:
+            fd = next(iter(conn.get_logbook(book_id)))
+        seen.append({ad.state for ad in fd if ad.name.startswith("step")})
+
 
 class Boom(task.Task):  # type: ignore[misc]
     def execute(self) -> None:
