@@ -318,9 +318,11 @@ def latency(
     body = notify.prepare(FINAL, sender.max_bytes)
     targets = [signal_target(sw, dep_id) for dep_id in ids]
     landed: dict[str, float] = {}
+    sent: dict[str, float] = {}
     rng = random.Random(8)
     for dep_id, target in zip(ids, targets, strict=True):
         time.sleep(rng.uniform(0.5, 1.5) * spacing)
+        sent[dep_id] = time.time()
         sender.send(target, body)
         landed[dep_id] = time.time()
 
@@ -328,12 +330,15 @@ def latency(
         return all(sw.show(d).status != states.IN_PROGRESS for d in ids)
 
     bcloud.until(ended, timeout=120 + len(ids), what="every signalled row to end")
-    delays = []
+    # from the request's return (negative: the watcher wrote the row before
+    # the response reached the sender), and from the moment it was sent
+    delays, from_sent = [], []
     for dep_id in ids:
         dep = sw.show(dep_id)
         if dep.status != states.COMPLETE:
             raise RuntimeError(f"deployment {dep_id} ended {dep.status}: {dep.reason}")
         delays.append(_epoch(dep.updated_time) - landed[dep_id])
+        from_sent.append(_epoch(dep.updated_time) - sent[dep_id])
     for dep_id in ids:  # each flow ends, removing its signal store
         sw.wait(dep_id, timeout=300)
     return {
@@ -342,6 +347,8 @@ def latency(
         "p50_s": percentile(delays, 50),
         "p99_s": percentile(delays, 99),
         "max_s": max(delays),
+        "sent_p50_s": percentile(from_sent, 50),
+        "sent_p99_s": percentile(from_sent, 99),
     }
 
 
