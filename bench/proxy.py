@@ -122,6 +122,10 @@ class CountingProxy:
         with self._lock:
             self._padding.pop(container, None)
 
+    def unpad_all(self) -> None:
+        with self._lock:
+            self._padding.clear()
+
     def _padded(self, path: str, body: bytes) -> bytes | None:
         split = urllib.parse.urlsplit(path)
         parts = split.path.strip("/").split("/")

@@ -263,8 +263,7 @@ def drop_synthetic(sw: Swflows, proxy: CountingProxy, ids: list[str]) -> None:
             chunk = ids[start : start + 500]
             conn.execute(sa.delete(flows).where(flows.c.deployment_id.in_(chunk)))
             conn.execute(sa.delete(deployments).where(deployments.c.id.in_(chunk)))
-    for container in list(proxy._padding):
-        proxy.unpad(container)
+    proxy.unpad_all()
 
 
 def held(sw: Swflows, proxy: CountingProxy, label: str) -> dict[str, Any]:
@@ -384,10 +383,7 @@ def run(
         "delivery_timeout": 0,
         "watcher__sweep_interval": 3600.0,
     }
-    results: dict[str, Any] = {
-        "container": "per run",
-        "sizes": dataclasses.asdict(sizes),
-    }
+    results: dict[str, Any] = {"sizes": dataclasses.asdict(sizes)}
     zaqar_ids: list[str] = []
     with contextlib.ExitStack() as stack:
         before = bcloud.rss_kib()
