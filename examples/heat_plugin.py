@@ -14,9 +14,8 @@ install swflows beside Heat, and add to ``heat.conf``::
 
 swflows acts with Heat's service identity (the ``[trustee]`` section) and
 creates stack users as Heat's stack domain admin.  It keeps its tables in a
-database of its own: Heat's database versions its schema in
-``alembic_version``, which TaskFlow's logbook also uses, so
-:func:`swflows.embedding.from_session` refuses an engine on it.
+database of its own; every swflows table is prefixed (its version table
+too), so Heat's own database could hold them beside Heat's.
 
 Servers read their metadata from Heat (``POLL_SERVER_HEAT``): after each
 step the plugin copies swflows' list for the server into the ``deployments``

@@ -128,44 +128,6 @@ def session_clients(
     )
 
 
-def _taskflow_revisions() -> frozenset[str]:
-    from alembic.script import ScriptDirectory
-    from taskflow.persistence.backends.sqlalchemy import migration
-
-    script = ScriptDirectory.from_config(migration._make_alembic_config())
-    return frozenset(rev.revision for rev in script.walk_revisions())
-
-
-def check_shared_engine(engine: sa.Engine) -> None:
-    """Refuse an embedder's database whose ``alembic_version`` is not TaskFlow's.
-
-    swflows' own tables take the table prefix, but TaskFlow names its
-    logbook tables itself, and on a server database migrates them with
-    alembic's default version table, ``alembic_version``: in a database
-    whose own schema is versioned there (Heat's is), that migration would
-    fail half-way.  The check runs before anything is created.
-    """
-    import sqlalchemy as sa
-
-    if engine.dialect.name == "sqlite":
-        return  # TaskFlow creates its SQLite tables without alembic
-    with engine.connect() as conn:
-        if not sa.inspect(conn).has_table("alembic_version"):
-            return
-        found = {
-            str(row[0])
-            for row in conn.execute(sa.text("SELECT version_num FROM alembic_version"))
-        }
-    foreign = sorted(found - _taskflow_revisions())
-    if foreign:
-        raise exceptions.ValidationError(
-            "engine",
-            "this database's alembic_version belongs to another schema "
-            f"(revision {foreign[0]}); TaskFlow's logbook needs that table: "
-            "give swflows its own database (database_url)",
-        )
-
-
 def from_session(
     session: ksa_session.Session,
     database_url: str | None = None,
@@ -196,8 +158,6 @@ def from_session(
         )
     options = conf if conf is not None else swconf.get_conf()
     made_clients = session_clients(session, **clients)
-    if engine is not None:
-        check_shared_engine(engine)
     store = Store(
         database_url,
         table_prefix=table_prefix,
@@ -214,4 +174,4 @@ def from_session(
     return instance
 
 
-__all__ = ["SESSION_SERVICES", "check_shared_engine", "from_session", "session_clients"]
+__all__ = ["SESSION_SERVICES", "from_session", "session_clients"]

@@ -7,9 +7,13 @@ cache never hits and a five-task flow spends 100-300 ms of CPU compiling SQL.
 :class:`Backend` builds the tables once and every :class:`Connection` reuses
 them; the SQL and the stored data are exactly the stock backend's.
 
-TaskFlow's tables (``logbooks``, ``flowdetails``, ``atomdetails``) and its
-alembic version table (``alembic_version``) are **not** prefixed: TaskFlow
-names them itself.  TaskFlow's SQL backend imports ``alembic``.
+The store's backend keeps the logbook in TaskFlow's three tables under the
+store's prefix (``<prefix>tf_logbooks``, ``<prefix>tf_flowdetails``,
+``<prefix>tf_atomdetails``; :func:`swflows.persistence.tables.
+logbook_tables`), created by the store's own migrations, so TaskFlow's
+``alembic_version`` is never used and swflows fits in an embedder's
+database.  Without the store's tables, :class:`Backend` uses TaskFlow's
+unprefixed ones, created by TaskFlow.
 
 Pinned against taskflow 6.3-6.5 (``requirements.txt``: ``taskflow<7``).
 This relies on these names in ``taskflow.persistence.backends``:
@@ -39,8 +43,9 @@ from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.persistence.backends.sqlalchemy import tables as tf_tables
 
 from swflows.persistence import migrations
+from swflows.persistence import tables as store_tables
 
-#: TaskFlow's own table names (not prefixed)
+#: TaskFlow's own table names (the store's carry its prefix and ``tf_``)
 TASKFLOW_TABLES = ("logbooks", "flowdetails", "atomdetails")
 
 
@@ -200,11 +205,22 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
     _upgrade_lock: threading.Lock
 
     def __init__(
-        self, conf: dict[str, Any] | None = None, engine: sa.Engine | None = None
+        self,
+        conf: dict[str, Any] | None = None,
+        engine: sa.Engine | None = None,
+        *,
+        tables: store_tables.Tables | None = None,
     ) -> None:
         super().__init__(dict(conf or {}), engine=engine)
-        self.metadata = sa.MetaData()
-        self.tables = tf_tables.fetch(self.metadata)
+        if tables is None:  # TaskFlow's own unprefixed tables
+            self.metadata = sa.MetaData()
+            self.tables = tf_tables.fetch(self.metadata)
+        else:  # the store's prefixed ones, made by its migrations
+            self.metadata = tables.metadata
+            self.tables = tf_tables.Tables(
+                tables.tf_logbooks, tables.tf_flowdetails, tables.tf_atomdetails
+            )
+        self.prefixed = tables is not None
         self.converter = impl_sqlalchemy._Alchemist(self.tables)
         self._memo_lock = threading.Lock()
         #: atom uuid -> fingerprint of the values this backend last wrote
@@ -287,11 +303,15 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
     def upgrade(self) -> None:
         """Create or upgrade TaskFlow's tables, once across processes.
 
-        On PostgreSQL TaskFlow runs its alembic migrations; a session-level
-        advisory lock keeps two processes from running them together.  On
-        SQLite TaskFlow runs ``create_all``, in a ``BEGIN IMMEDIATE``
-        transaction when the engine is the store's own.
+        Nothing to do for the store's prefixed tables: its migrations made
+        them.  For TaskFlow's own tables, on PostgreSQL TaskFlow runs its
+        alembic migrations (a session-level advisory lock keeps two
+        processes from running them together); on SQLite it runs
+        ``create_all``, in a ``BEGIN IMMEDIATE`` transaction when the
+        engine is the store's own.
         """
+        if self.prefixed:
+            return
         with migrations.session_lock(self.engine, "taskflow"):
             with contextlib.closing(self.get_connection()) as conn:
                 conn.upgrade()

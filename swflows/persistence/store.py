@@ -440,14 +440,14 @@ class Store:
     def taskflow_backend(self) -> Any:
         """A TaskFlow persistence backend on this store's engine (created once).
 
-        It is :class:`swflows.persistence.logbook.Backend`, whose tables are
-        TaskFlow's own (not prefixed), created or upgraded on first use.
+        It is :class:`swflows.persistence.logbook.Backend` on TaskFlow's
+        tables under this store's prefix (``<prefix>tf_logbooks``, …), which
+        the store's migrations made.
         """
         if self._taskflow is None:
             from swflows.persistence import logbook
 
-            backend = logbook.Backend(engine=self._engine)
-            backend.upgrade()
+            backend = logbook.Backend(engine=self._engine, tables=self.tables)
             self._taskflow = backend
         return self._taskflow
 

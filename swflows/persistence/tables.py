@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Final
+from typing import Any, Final
 
 import sqlalchemy as sa
 
@@ -27,6 +27,9 @@ ID_LENGTH: Final = 36
 NAME_LENGTH: Final = 255
 STATUS_LENGTH: Final = 32
 TRANSPORT_LENGTH: Final = 64
+#: TaskFlow's lengths for its logbook's ids and versions
+TF_UUID_LENGTH: Final = 64
+TF_VERSION_LENGTH: Final = 64
 
 
 def check_prefix(prefix: str) -> str:
@@ -72,6 +75,10 @@ class Tables:
     deployments: sa.Table
     servers: sa.Table
     flows: sa.Table
+    #: TaskFlow's logbook, under the same prefix (see :func:`logbook_tables`)
+    tf_logbooks: sa.Table
+    tf_flowdetails: sa.Table
+    tf_atomdetails: sa.Table
 
 
 @functools.cache
@@ -181,4 +188,99 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         sa.Index(f"ix_{p}flows_deployment_id", "deployment_id"),
         sa.Index(f"ix_{p}flows_server_id", "server_id"),
     )
-    return Tables(p, metadata, configs, deployments, servers, flows)
+    logbooks, flowdetails, atomdetails = logbook_tables(metadata, p)
+    return Tables(
+        p,
+        metadata,
+        configs,
+        deployments,
+        servers,
+        flows,
+        logbooks,
+        flowdetails,
+        atomdetails,
+    )
+
+
+def logbook_tables(
+    metadata: sa.MetaData, prefix: str
+) -> tuple[sa.Table, sa.Table, sa.Table]:
+    """TaskFlow's three logbook tables, named ``<prefix>tf_<name>``.
+
+    The columns are TaskFlow's own (``taskflow.persistence.backends.
+    sqlalchemy.tables``), so its SQL backend reads and writes them as it
+    would its unprefixed tables; a unit test compares the two.  Two columns
+    differ in type only: ``atom_type`` and ``intention`` are strings where
+    TaskFlow declares enums, whose PostgreSQL type names (``atom_types``,
+    ``intentions``) cannot carry a prefix.  The version table is the
+    store's: these are created by the store's migrations, never by
+    TaskFlow's own (which would take ``alembic_version``).
+    """
+    from oslo_utils import timeutils
+    from taskflow.persistence.backends.sqlalchemy.tables import JSONType
+
+    def stamps() -> list[sa.Column[Any]]:
+        return [
+            sa.Column("created_at", sa.DateTime(), default=timeutils.utcnow),
+            sa.Column("updated_at", sa.DateTime(), onupdate=timeutils.utcnow),
+        ]
+
+    def uuid() -> sa.Column[Any]:
+        return sa.Column(
+            "uuid", sa.String(TF_UUID_LENGTH), primary_key=True, nullable=False
+        )
+
+    logbooks = sa.Table(
+        f"{prefix}tf_logbooks",
+        metadata,
+        *stamps(),
+        sa.Column("meta", JSONType()),
+        sa.Column("name", sa.String(NAME_LENGTH)),
+        uuid(),
+    )
+    flowdetails = sa.Table(
+        f"{prefix}tf_flowdetails",
+        metadata,
+        *stamps(),
+        sa.Column(
+            "parent_uuid",
+            sa.String(TF_UUID_LENGTH),
+            sa.ForeignKey(
+                logbooks.c.uuid,
+                ondelete="CASCADE",
+                name=f"fk_{prefix}tf_flowdetails_parent",
+            ),
+        ),
+        sa.Column("meta", JSONType()),
+        sa.Column("name", sa.String(NAME_LENGTH)),
+        sa.Column("state", sa.String(NAME_LENGTH)),
+        uuid(),
+        sa.Index(f"ix_{prefix}tf_flowdetails_parent_uuid", "parent_uuid"),
+    )
+    atomdetails = sa.Table(
+        f"{prefix}tf_atomdetails",
+        metadata,
+        *stamps(),
+        sa.Column("meta", JSONType()),
+        sa.Column(
+            "parent_uuid",
+            sa.String(TF_UUID_LENGTH),
+            sa.ForeignKey(
+                flowdetails.c.uuid,
+                ondelete="CASCADE",
+                name=f"fk_{prefix}tf_atomdetails_parent",
+            ),
+        ),
+        sa.Column("name", sa.String(NAME_LENGTH)),
+        sa.Column("version", sa.String(TF_VERSION_LENGTH)),
+        sa.Column("state", sa.String(NAME_LENGTH)),
+        uuid(),
+        sa.Column("failure", JSONType()),
+        sa.Column("results", JSONType()),
+        sa.Column("revert_results", JSONType()),
+        sa.Column("revert_failure", JSONType()),
+        sa.Column("atom_type", sa.String(STATUS_LENGTH)),
+        sa.Column("intention", sa.String(STATUS_LENGTH)),
+        sa.Index(f"ix_{prefix}tf_atomdetails_parent_uuid", "parent_uuid"),
+    )
+    return logbooks, flowdetails, atomdetails

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from cryptography import fernet
 
 from swflows import conf as sw_conf
-from swflows import exceptions, states
+from swflows import states
 from swflows.api import Swflows
 from swflows.embedding import (
     Completion,
@@ -39,17 +39,27 @@ from tests.functional.fakeserver import FakeServer, Responder, ok_responder
 from tests.functional.flowkit import leftovers
 
 PREFIX = "emb_swflows_"
+#: the embedder's own schema revision (one of Heat's)
+EMBEDDER_REV = "c6214ca60943"
 
 
 @pytest.fixture
 def embedder_db(request: pytest.FixtureRequest) -> Iterator[sa.Engine]:
-    """The embedder's own PostgreSQL database, with a table of its own."""
+    """The embedder's own PostgreSQL database, with a table of its own and,
+    as Heat's has, its own schema history in alembic's default
+    ``alembic_version``."""
     url = db_fixtures._create_database(request.config)
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql(
             "CREATE TABLE resource (name VARCHAR(64) PRIMARY KEY, "
             "deployment_id VARCHAR(36), action VARCHAR(16), status VARCHAR(32))"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO alembic_version VALUES (%(rev)s)", {"rev": EMBEDDER_REV}
         )
     yield engine
     engine.dispose()
@@ -252,10 +262,30 @@ def test_lifecycle_through_the_embedder(sw: Swflows, embedder_db: sa.Engine) -> 
     lc.handle_delete(dep_id)  # deleting again is fine
     assert lc.check_delete_complete(dep_id)
 
-    # swflows' tables sit beside the embedder's, under the prefix
+    # swflows' tables, TaskFlow's logbook and its version table too, sit
+    # beside the embedder's under the prefix; the embedder's history is
+    # untouched
     with embedder_db.connect() as conn:
         names = set(sa.inspect(conn).get_table_names())
-    assert {f"{PREFIX}deployments", f"{PREFIX}configs", "resource"} <= names
+        revisions = conn.exec_driver_sql("SELECT version_num FROM alembic_version")
+        assert [r[0] for r in revisions] == [EMBEDDER_REV]
+    assert names == {
+        "resource",
+        "alembic_version",
+        *(
+            f"{PREFIX}{name}"
+            for name in (
+                "configs",
+                "deployments",
+                "servers",
+                "flows",
+                "alembic_version",
+                "tf_logbooks",
+                "tf_flowdetails",
+                "tf_atomdetails",
+            )
+        ),
+    }
     assert embedder_rows(embedder_db) == [("db", "DELETE", "COMPLETE")]
 
 
@@ -335,30 +365,3 @@ def test_a_completion_callback_instead_of_polling(
         assert done.wait(90)
     assert len(seen) == 2 and seen[1].removed
     assert completions.pending() == []
-
-
-def test_the_embedders_own_alembic_history_is_refused_before_anything_is_made(
-    devcloud: dict[str, Any], request: pytest.FixtureRequest
-) -> None:
-    url = db_fixtures._create_database(request.config)
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(
-                "CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)"
-            )
-            conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('c6214ca60943')")
-        with pytest.raises(exceptions.ValidationError) as refused:
-            from_session(
-                conftest.keystone_session(devcloud, "demo"),
-                engine=engine,
-                table_prefix=PREFIX,
-                secret_key=fernet.Fernet.generate_key(),
-                conf=embedder_conf(),
-            )
-        assert refused.value.field == "engine"
-        assert "database_url" in str(refused.value)
-        with engine.connect() as conn:
-            assert sa.inspect(conn).get_table_names() == ["alembic_version"]
-    finally:
-        engine.dispose()

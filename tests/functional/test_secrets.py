@@ -46,7 +46,8 @@ def dump(database: Path) -> dict[str, str]:
             row[0]
             for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
         ]
-        assert {"logbooks", "flowdetails", "atomdetails"} <= set(tables)
+        # the logbook is there, under the store's prefix
+        assert {"swflows_tf_logbooks", "swflows_tf_atomdetails"} <= set(tables)
         return {
             table: "\n".join(
                 " ".join(str(v) for v in row)

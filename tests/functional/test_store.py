@@ -11,12 +11,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from swflows import exceptions, model
-from swflows.persistence import Store, migrations
+from swflows.persistence import Store, logbook, migrations
+from tests.functional import db_fixtures
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
+from tests.unit import test_migration_0004
 from tests.unit.test_persistence_store import (
     StoreContract,
     deployment,
@@ -130,6 +133,18 @@ def test_alembic_tables_do_not_clash(pg_url: str) -> None:
         opened.taskflow_backend()
         names = set(sa.inspect(opened.engine).get_table_names())
     assert f"{prefix}alembic_version" in names
-    # TaskFlow's own migrations keep the unprefixed name on PostgreSQL
-    assert "alembic_version" in names
-    assert {"logbooks", "flowdetails", "atomdetails"} <= names
+    # TaskFlow's logbook takes the prefix too: its own migrations (and
+    # their alembic_version) are never run
+    assert {f"{prefix}tf_{n}" for n in logbook.TASKFLOW_TABLES} <= names
+
+
+def test_migration_0004_moves_logbooks_on_postgresql(
+    request: pytest.FixtureRequest,
+) -> None:
+    """TaskFlow's PostgreSQL tables (enums, JSON, its alembic_version) ->
+    the prefixed ones and back."""
+    engine = sa.create_engine(db_fixtures._create_database(request.config))
+    try:
+        test_migration_0004.check_move(engine)
+    finally:
+        engine.dispose()
