@@ -558,7 +558,10 @@ class Swflows:
         """Deliver a signal an embedder received (HEAT_SIGNAL and friends).
 
         Returns False when the deployment is not waiting (the signal is
-        ignored, as Heat ignores it); bad payloads raise SignalRejected.
+        ignored, as Heat ignores it).  A payload swflows cannot use (not
+        JSON, or not a JSON object) is an outcome, not an error: the
+        action ends FAILED with reason kind ``signal_rejected``, and True
+        is returned.
         """
         current = self.store.get_deployment(deployment_id)
         if current.status != states.IN_PROGRESS:
