@@ -101,8 +101,11 @@ def _remove_partial(
             )
         elif name == names.ZAQAR_MESSAGE:
             channel["queue"] = impl_zaqar_message.queue_name(key)
+        # only the user this attempt would make: a zaqar user found while
+        # moving to signed URLs is the old channel's, still in use
+        credentials = (options or {}).get("auth") == names.ZAQAR_AUTH_CREDENTIALS
         kind = {
-            names.ZAQAR_MESSAGE: server_user.ZAQAR,
+            names.ZAQAR_MESSAGE: server_user.ZAQAR if credentials else None,
             names.POLL_SERVER_HEAT: server_user.HEAT,
         }.get(name)
         if kind and services.clients.offers("stack_users"):
@@ -111,8 +114,14 @@ def _remove_partial(
             found, project = users.find_user(username), users.find_project(username)
             if found is not None and project is not None:
                 channel["user"] = StackUser(found.id, username, project.id).to_dict()
-            elif project is not None:
-                users.delete_project(project.id)
+            else:
+                if project is not None:
+                    users.delete_project(project.id)
+                if name == names.ZAQAR_MESSAGE:
+                    # its queue is made as its user, after it: none was made
+                    # (the queue of that name in swflows' own project is the
+                    # old channel's)
+                    return
         remove_channel(services, name, channel)
     except Exception:
         LOG.warning(

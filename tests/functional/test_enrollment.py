@@ -632,3 +632,47 @@ def test_a_failed_enrollment_leaves_nothing(
         monkeypatch.undo()
         assert sw.store.list_servers() == []
         assert channel_leftovers(sw, server_id) == []
+
+
+@pytest.mark.parametrize(
+    "before", [names.ZAQAR_AUTH_SIGNED_URL, names.ZAQAR_AUTH_CREDENTIALS]
+)
+def test_a_failed_move_between_zaqar_auths_keeps_the_old_channel(
+    sw: Swflows, monkeypatch: pytest.MonkeyPatch, before: str
+) -> None:
+    """Enrolling again with the other zaqar_message_auth fails half-way
+    (Keystone refuses the new user; Zaqar refuses the signed URL): the
+    server keeps the channel it has, queue and user included."""
+    server_id = str(uuid.uuid4())
+    (after,) = set(names.ZAQAR_AUTH_MODES) - {before}
+    monkeypatch.setattr(sw, "_config_options", lambda name: {"auth": before})
+    sw.enroll_server(server_id, names.ZAQAR_MESSAGE)
+    kept = dict(sw.store.get_server(server_id).channel or {})
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise exceptions.CloudError("identity", "refused for the test")
+
+    monkeypatch.setattr(sw, "_config_options", lambda name: {"auth": after})
+    if after == names.ZAQAR_AUTH_CREDENTIALS:
+        monkeypatch.setattr(sw.services.clients.stack_users, "ensure_user", refused)
+    else:
+        monkeypatch.setattr(sw.services.clients.messaging, "signed_url", refused)
+    with pytest.raises(exceptions.CloudError, match="refused for the test"):
+        sw.enroll_server(server_id, names.ZAQAR_MESSAGE)
+    monkeypatch.undo()
+
+    assert sw.store.get_server(server_id).channel == kept
+    user = kept.get("user")
+    if user:
+        users = sw.services.clients.stack_users
+        assert users.find_user(user["username"]) is not None
+        password = server_user.password(sw.services, server_id, server_user.ZAQAR)
+        messaging = sw.services.clients.messaging_for(
+            enrollment.StackUser.from_dict(user), password
+        )
+    else:
+        messaging = sw.services.clients.messaging
+    # the document published before the failed move is still there to read
+    assert messaging.list_messages(kept["queue"])
+    sw.unenroll_server(server_id)
+    assert channel_leftovers(sw, server_id) == []
