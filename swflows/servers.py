@@ -160,7 +160,15 @@ def create(
             },
         )
     except BaseException:
-        enrollment.remove_channel(services, transport, channel)
+        try:
+            enrollment.remove_channel(services, transport, channel)
+        except Exception:
+            # the boot's own error is what the caller must see
+            LOG.warning(
+                "could not remove the channel %s made for a boot that did not happen",
+                key,
+                exc_info=True,
+            )
         raise
     try:
         services.store.set_server_channel(

@@ -1,0 +1,58 @@
+"""Servers booted through Nova, against a Nova that refuses (no cloud)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swflows import conf as sw_conf
+from swflows import exceptions
+from swflows.api import Swflows
+from swflows.persistence.store import Store
+from swflows.services import Clients
+from swflows.tasks import enrollment
+
+
+class RefusingNova:
+    def create_server(self, *args: Any, **kwargs: Any) -> Any:
+        raise exceptions.CloudError("compute", "boot refused for the test")
+
+
+@pytest.fixture
+def sw(tmp_path: Path) -> Iterator[Swflows]:
+    conf = sw_conf.get_conf()
+    conf.set_override("resume_on_start", False, "runner")
+    conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    made = Swflows(store, Clients(compute=RefusingNova), conf)  # type: ignore[arg-type]
+    try:
+        yield made
+    finally:
+        made.close()
+        store.close()
+
+
+def test_a_refused_boot_is_the_error_even_when_the_channel_stays(
+    sw: Swflows, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nova refuses the boot and removing the channel fails too: the error
+    raised is Nova's, and what was left behind is logged."""
+
+    def made(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        section = {"collectors": ["request", "local"], "request": {"metadata_url": "u"}}
+        return {enrollment.KEY: "k", enrollment.COLLECT: section}
+
+    def fails(*args: Any, **kwargs: Any) -> None:
+        raise exceptions.CloudError("object-store", "removal failed for the test")
+
+    monkeypatch.setattr(enrollment, "make_channel", made)
+    monkeypatch.setattr(enrollment, "remove_channel", fails)
+    with caplog.at_level(logging.WARNING, logger="swflows.servers"):
+        with pytest.raises(exceptions.CloudError, match="boot refused for the test"):
+            sw.create_server("web-1", "cirros", "m1.tiny")
+    assert "removal failed for the test" in caplog.text
+    assert sw.store.list_servers() == []
