@@ -103,6 +103,8 @@ class _Secret(base.Command):
             self.app.stdout.write(text)
             return 0
         fd = os.open(parsed_args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # a file that existed keeps its mode unless told: 0600 before the secret
+        os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         return 0
