@@ -33,7 +33,8 @@ the action's ``config_file`` input, else ``$SWFLOWS_CONFIG_FILE``; a
 ``config_file`` input must lie in a directory of ``$SWFLOWS_CONFIG_DIRS``
 (``:``-separated; default ``/etc/swflows`` and the folder of
 ``$SWFLOWS_CONFIG_FILE``), so a workflow cannot make the executor read
-any file.  An embedder may instead :func:`use` an instance it built.
+any file.  An embedder may instead :func:`use` an instance it built: actions
+without ``config_file`` then use it, whatever ``$SWFLOWS_CONFIG_FILE`` says.
 """
 
 from __future__ import annotations
@@ -166,11 +167,12 @@ def _config_path(config_file: str | None) -> str | None:
 
 def instance(config_file: str | None = None) -> tuple[Swflows, Completions]:
     """The swflows (and its completion watcher) an action uses; see above."""
+    with _LOCK:
+        if config_file is None and _USED:
+            return _USED[0]
     path = _config_path(config_file)
     with _LOCK:
         if path is None:
-            if _USED:
-                return _USED[0]
             raise exceptions.ValidationError(
                 "config_file",
                 f"no swflows configuration: give config_file or set ${CONFIG_FILE_ENV}",

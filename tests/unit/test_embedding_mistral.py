@@ -275,6 +275,10 @@ def test_an_embedder_gives_its_own_instance(
         assert mistral.instance()[0] is sw
         shown = mistral.ShowAction("nowhere").run(ctx())
         assert shown.error["kind"] == "not_found"
+        # given, it is used even where the environment names a file
+        monkeypatch.setenv(mistral.CONFIG_FILE_ENV, str(tmp_path / "swflows.conf"))
+        assert mistral.instance()[0] is sw
+        monkeypatch.delenv(mistral.CONFIG_FILE_ENV)
         mistral.use(None)
         with pytest.raises(exceptions.ValidationError):
             mistral.instance()
