@@ -16,7 +16,8 @@ JSON: 200 ``{"deployment_id": ..., "accepted": true}`` (false when the
 deployment was not waiting: the signal is ignored, as Heat ignores it; a
 payload swflows cannot use ends the deployment FAILED, kind
 ``signal_rejected``), 400 for a payload refused outright, 404 for an
-unknown deployment or config, 413 for a body over ``max_signal_bytes``.
+unknown deployment or config, 413 for a body over ``max_signal_bytes``,
+503 (try again) or 500 when the store or the cloud failed.
 Tokens, passwords and payloads are never logged.
 """
 
@@ -89,6 +90,9 @@ class SignalApp:
             deployment_id, stack_user = self._find(kind, ident)
         except exceptions.NotFound as exc:
             return _error(404, exc.message)
+        except exceptions.SwflowsError as exc:
+            LOG.error("signal to %s %s: could not find it: %s", kind, ident, exc)
+            return _error(503 if exc.retryable else 500, "the signal was not recorded")
         if stack_user is None or stack_user != user_id:
             LOG.warning(
                 "signal for deployment %s refused: user %s is not its stack user",

@@ -12,6 +12,7 @@ import pytest
 import webob
 
 from swflows import conf as sw_conf
+from swflows import exceptions
 from swflows.api import Swflows
 from swflows.persistence.store import Store
 from swflows.services import Clients
@@ -62,3 +63,21 @@ def test_answers(sw: Swflows) -> None:
     assert call(app, url).status_int == 403
     assert call(app, f"/v1/signal/{dep.config_id}").status_int == 403
     sw.undeploy(dep.id)
+
+
+def test_a_store_that_fails_finding_the_deployment_is_a_json_answer(
+    sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down(*args: object, **kwargs: object) -> None:
+        raise exceptions.CloudError("database", "down for the test", retryable=True)
+
+    monkeypatch.setattr(sw, "show", down)
+    monkeypatch.setattr(sw, "get_config", down)
+    app = SignalApp(sw)
+    for path in (
+        f"/v1/deployments/{uuid.uuid4()}/signal",
+        f"/v1/signal/{uuid.uuid4()}",
+    ):
+        response = call(app, path)
+        assert response.status_int == 503
+        assert "down for the test" not in response.text
