@@ -201,7 +201,12 @@ def enroll(
     if nova is None:
         nova, booted_key, _ = nova_view(services, server_id)
         key = key or (booted_key if record is None else None)
-    if old_channel is not None and old_name == name and _same(options, old_channel):
+    if (
+        old_channel is not None
+        and old_name == name
+        and _same(options, old_channel)
+        and not _lacks_user(services, name, old_channel)
+    ):
         channel = old_channel
     else:
         key = str((old_channel or {}).get(KEY) or key or server_id)
@@ -230,6 +235,16 @@ def _same(options: dict[str, Any] | None, channel: dict[str, Any]) -> bool:
         credentials = bool(options["auth"] == names.ZAQAR_AUTH_CREDENTIALS)
         return credentials == bool(channel.get("user"))
     return True
+
+
+def _lacks_user(services: Services, name: str, channel: dict[str, Any]) -> bool:
+    """Whether a POLL_SERVER_HEAT channel has no Keystone user though one
+    could be made (a channel its first deployment made, not an enrollment)."""
+    return (
+        name == names.POLL_SERVER_HEAT
+        and not channel.get("user")
+        and services.clients.offers("stack_users")
+    )
 
 
 def unenroll(services: Services, server_id: str) -> bool:

@@ -28,7 +28,7 @@ import requests
 from swflows import bootdata, exceptions, states
 from swflows.api import Swflows
 from swflows.engine.watcher import SERVER_CHECK_INTERVAL
-from swflows.tasks import enrollment
+from swflows.tasks import enrollment, metadata
 from swflows.transports import impl_zaqar_message, names, server_user
 from tests.functional import flowkit
 from tests.functional.flowkit import leftovers, zaqar_queues
@@ -675,4 +675,22 @@ def test_a_failed_move_between_zaqar_auths_keeps_the_old_channel(
     # the document published before the failed move is still there to read
     assert messaging.list_messages(kept["queue"])
     sw.unenroll_server(server_id)
+    assert channel_leftovers(sw, server_id) == []
+
+
+def test_enroll_gives_a_poll_server_heat_server_its_user_after_a_deployment(
+    sw: Swflows,
+) -> None:
+    """A server whose first deployment made its POLL_SERVER_HEAT channel
+    (no user then) gets the user Heat's agents log in as when enrolled."""
+    server_id = str(uuid.uuid4())
+    metadata.publish_server(sw.services, server_id, names.POLL_SERVER_HEAT)
+    shown = sw.enroll_server(server_id)
+    assert shown["config_transport"] == names.POLL_SERVER_HEAT
+    assert shown["channel"].get("user_id")
+    assert f"user_id = {shown['channel']['user_id']}" in sw.agent_config(
+        server_id, bootdata.HEAT_AGENTS
+    )
+    assert sw.enroll_server(server_id)["channel"] == shown["channel"]
+    assert sw.unenroll_server(server_id)
     assert channel_leftovers(sw, server_id) == []
