@@ -327,6 +327,42 @@ def report(url: str, result: types.Result, token: str | None) -> None:
 # -- the actions --------------------------------------------------------------------
 
 
+#: inputs of the actions that are text when given
+_TEXT_INPUTS: Final = (
+    "server_id",
+    "config_id",
+    "deployment_id",
+    "name",
+    "action",
+    "signal_transport",
+    "config_transport",
+    "reason",
+)
+
+
+def _check_inputs(action: Any) -> None:
+    """Refuse an input of the wrong JSON type before anything is done, so
+    it is ``invalid_input`` naming the input, not an internal error."""
+    for field in _TEXT_INPUTS:
+        value = getattr(action, field, None)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise exceptions.ValidationError(field, "must be a non-empty string")
+    timeout = getattr(action, "timeout", None)
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0
+    ):
+        raise exceptions.ValidationError("timeout", "must be a positive integer")
+    values = getattr(action, "input_values", None)
+    if values is not None and not isinstance(values, dict):
+        raise exceptions.ValidationError("input_values", "must be an object")
+    names = getattr(action, "actions", None)
+    if names is not None and (
+        not isinstance(names, list | tuple)
+        or not all(isinstance(n, str) for n in names)
+    ):
+        raise exceptions.ValidationError("actions", "must be a list of strings")
+
+
 class _SwflowsAction(actions.Action):  # type: ignore[misc]
     """Common inputs: ``config_file``, ``wait``, ``wait_timeout``,
     ``callback_base_url``."""
@@ -354,6 +390,7 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
         try:
             if not isinstance(self.wait, bool):
                 raise exceptions.ValidationError("wait", "must be true or false")
+            _check_inputs(self)
             sw, completions = instance(self.config_file)
             if self.is_sync():
                 return self.call(sw, True)

@@ -238,6 +238,28 @@ def test_wait_must_be_a_boolean() -> None:
     assert isinstance(result, types.Result) and result.error["field"] == "wait"
 
 
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [
+        (mistral.DeployAction("s1", ["c1"]), "config_id"),  # type: ignore[arg-type]
+        (mistral.DeployAction("s1", "c1", input_values="a=1"), "input_values"),  # type: ignore[arg-type]
+        (mistral.DeployAction("s1", "c1", timeout="ten"), "timeout"),  # type: ignore[arg-type]
+        (mistral.DeployAction("s1", "c1", actions="CREATE"), "actions"),  # type: ignore[arg-type]
+        (mistral.RedeployAction(["d1"]), "deployment_id"),  # type: ignore[arg-type]
+        (mistral.TriggerAction("d1", 5), "action"),  # type: ignore[arg-type]
+        (mistral.ShowAction(5), "deployment_id"),  # type: ignore[arg-type]
+    ],
+)
+def test_an_input_of_the_wrong_type_is_invalid_input(
+    action: mistral._SwflowsAction, field: str
+) -> None:
+    """Refused before any swflows is opened, naming the input."""
+    result = action.run(ctx())
+    assert isinstance(result, types.Result)
+    assert result.error["kind"] == "invalid_input"
+    assert result.error["field"] == field
+
+
 def test_an_action_travels_to_a_remote_executor() -> None:
     """Mistral serializes an action to send it to an executor: its inputs are
     plain JSON, and it comes back the same."""
