@@ -16,6 +16,7 @@ import tenacity
 
 from swflows import bootdata, derive, exceptions, model, servers, signals, states
 from swflows.engine import Runner
+from swflows.engine import runner as engine_runner
 from swflows.flows import common, compose
 from swflows.persistence import flows as flow_rows
 from swflows.persistence.flows import FlowRow
@@ -469,9 +470,15 @@ class Swflows:
 
     def wait_flow(self, flow_id: str, timeout: float | None = None) -> dict[str, Any]:
         """Block until flow ``flow_id`` ended; a custom flow's outcome
-        (:meth:`flow_result`).  Raises the flow's error, if it failed."""
+        (:meth:`flow_result`).  Raises the flow's error, if it failed (a
+        :class:`~swflows.exceptions.FlowError` saying it, when the flow
+        ended in another process)."""
         self.runner.wait(flow_id, timeout)
-        return self.flow_result(flow_id)
+        outcome = self.flow_result(flow_id)
+        error = engine_runner.stored_error(flow_id, outcome)
+        if error is not None:
+            raise error
+        return outcome
 
     def flow_result(self, flow_id: str) -> dict[str, Any]:
         """A custom flow's outcome: ``state`` (SUCCESS or REVERTED once it

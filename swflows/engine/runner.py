@@ -709,9 +709,15 @@ class Runner:
                 self.registry.break_flow(flow_id, "a revert failed")
             else:
                 if custom and "state" not in (book.meta or {}).get(META_KEY, {}):
-                    # ended before its outcome was written: its state at least
+                    # ended before its outcome was written: its state at least,
+                    # and why it reverted
                     self._save_result(
-                        flow_id, {"state": detail.state, "result": {}, "error": None}
+                        flow_id,
+                        {
+                            "state": detail.state,
+                            "result": {},
+                            "error": self._reverted_by(flow_id, detail),
+                        },
                     )
                 self._forget(flow_id, keep_book=custom)
             self._finish(flow_id, None)
@@ -733,6 +739,21 @@ class Runner:
         self._future(flow_id)
         self._submit(flow_id, engine, flow, resumed=True)
         return True
+
+    def _reverted_by(self, flow_id: str, detail: Any) -> str | None:
+        """What made an ended flow revert, as :meth:`_keep_result` words it:
+        its cancel, or the failure its logbook kept; None if it succeeded."""
+        if detail.state != tf_states.REVERTED:
+            return None
+        note = self.registry.cancel_note(flow_id)
+        if note is not None:
+            return f"{FlowCancelled.__name__}: flow {flow_id}: {note}"
+        for atom_detail in detail:
+            failure = getattr(atom_detail, "failure", None)
+            if failure is not None:
+                name = next(iter(failure), "Error").rpartition(".")[2]
+                return f"{name}: {failure.exception_str}"
+        return None
 
     def _load_custom(self, flow_id: str, detail: Any, meta: dict[str, Any]) -> bool:
         """Rebuild a custom flow with its stored factory, kwargs and plans."""
@@ -828,6 +849,19 @@ def parks_after(flow: Any) -> dict[str, Any]:
         if hasattr(node, "iter_links"):
             found.update(parks_after(node))
     return found
+
+
+def stored_error(flow_id: str, outcome: dict[str, Any]) -> exceptions.FlowError | None:
+    """The error of a custom flow that reverted, rebuilt from its stored
+    outcome (:meth:`Runner.result_of`) for a caller the flow did not end
+    in; None unless it reverted.  Its own type is kept only for a cancel."""
+    if outcome.get("state") != tf_states.REVERTED:
+        return None
+    text = str(outcome.get("error") or "it was reverted")
+    name, _, message = text.partition(": ")
+    if name == FlowCancelled.__name__ and message:
+        return FlowCancelled(flow_id, message)
+    return exceptions.FlowError(flow_id, text)
 
 
 def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
@@ -942,4 +976,5 @@ __all__ = [
     "factory_path",
     "load_factory",
     "parks_after",
+    "stored_error",
 ]

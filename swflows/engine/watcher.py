@@ -15,7 +15,9 @@ object whose ETag moved).  A flow may go on when:
 - Nova deleted its server or reports it in ERROR (FAILED, kind
   ``server_gone``), for servers Nova is known to hold: one server listing
   at most every ``SERVER_CHECK_INTERVAL`` seconds, whatever the number of
-  flows.
+  flows;
+- it is a custom flow asked to cancel (FAILED, kind ``cancelled``, if the
+  canceller had not ended it yet).
 
 A "started" progress signal, or the server reading its metadata through the
 API, counts as picked up.  Every ``sweep_interval`` the watcher also
@@ -135,7 +137,7 @@ class Watcher:
         ready = []
         waiting: list[flow_rows.FlowRow] = []
         for row in self.runner.registry.parked():
-            if self._ended(row):
+            if self._ended(row) or self._cancel_asked(row):
                 ready.append(row.id)
             else:
                 waiting.append(row)
@@ -155,6 +157,21 @@ class Watcher:
             row.deployment_status != states.IN_PROGRESS
             or row.deployment_generation != waiting.get("generation")
         )
+
+    def _cancel_asked(self, row: flow_rows.FlowRow) -> bool:
+        """End the wait of a parked custom flow asked to cancel (whoever
+        asked, or parked it, may have died before ending it); whether asked."""
+        note = row.note or ""
+        if row.kind != flow_rows.CUSTOM or not note.startswith(flow_rows.CANCEL_NOTE):
+            return False
+        generation = int((row.waiting or {})["generation"])
+        signal_tasks.record_outcome(
+            self.services,
+            row.deployment_id,
+            generation,
+            signals.cancelled_outcome(note),
+        )
+        return True
 
     def _observe(
         self, rows: Iterable[flow_rows.FlowRow]

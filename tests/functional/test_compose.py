@@ -422,3 +422,119 @@ def test_a_flow_whose_factory_fails_on_rebuild_is_set_aside(
             assert second.flow_result(flow_id)["state"] == flow_rows.BROKEN
     finally:
         REBUILD_FAILS.clear()
+
+
+# ------------------------------------------- what a crash may leave behind
+
+
+def test_a_parked_flow_asked_to_cancel_is_woken_by_the_watcher(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    """The canceller (or the runner that parked the flow) died after the
+    request was written and before the awaited action was ended."""
+    tickets = tmp_path / "tickets"
+    tickets.mkdir()
+    with instance(devcloud, tmp_path) as sw, servers(sw, 1, silent) as (host,):
+        [dep] = deployed(sw, [host])
+        flow_id = sw.run_flow(
+            maintenance.make_flow, deployment_id=dep, ticket_dir=str(tickets)
+        )
+        [change] = triggered(flow_id, "change")
+        until(lambda: parked_flow(sw, flow_id), what="the flow to park")
+        assert sw.runner.registry.request_cancel(flow_id, "cancelled: by a dead one")
+        with pytest.raises(runner_mod.FlowCancelled, match="by a dead one"):
+            sw.wait_flow(flow_id, timeout=WAIT / 3)
+        assert not maintenance.ticket_path(str(tickets), flow_id).exists()
+        assert leftovers(sw, change) == {}
+
+
+def test_wait_flow_raises_for_a_flow_reverted_in_another_process(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    tickets = tmp_path / "tickets"
+    tickets.mkdir()
+    with instance(devcloud, tmp_path) as first, servers(first, 1) as (host,):
+        [dep] = deployed(first, [host])
+        failing = first.run_flow(
+            maintenance.make_flow,
+            deployment_id=dep,
+            ticket_dir=str(tickets),
+            action="RESTORE",
+        )
+        with pytest.raises(exceptions.ValidationError):
+            first.wait_flow(failing, timeout=WAIT)
+    with instance(devcloud, tmp_path) as second:
+        assert second.flow_result(failing)["state"] == "REVERTED"
+        with pytest.raises(exceptions.FlowError, match="no entry for RESTORE"):
+            second.wait_flow(failing, timeout=WAIT)
+
+
+def test_a_flow_cancelled_by_a_runner_that_died_before_keeping_its_outcome(
+    devcloud: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tickets = tmp_path / "tickets"
+    tickets.mkdir()
+    with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as first:
+        with servers(first, 1, silent) as (host,):
+            [dep] = deployed(first, [host])
+            flow_id = first.run_flow(
+                maintenance.make_flow, deployment_id=dep, ticket_dir=str(tickets)
+            )
+            until(lambda: parked_flow(first, flow_id), what="the flow to park")
+
+            def dies(*args: Any) -> None:
+                raise RuntimeError("the runner died here")
+
+            monkeypatch.setattr(first.runner, "_save_result", dies)
+            first.cancel_flow(flow_id, "change window closed")
+            until(
+                lambda: (
+                    first.runner.driving == 0
+                    and getattr(first.runner.registry.get(flow_id), "state", None)
+                    == flow_rows.RUNNING
+                    and not maintenance.ticket_path(str(tickets), flow_id).exists()
+                ),
+                what="the flow to revert without keeping its outcome",
+            )
+    time.sleep(1.2)  # its lease runs out
+    with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as second:
+        with pytest.raises(runner_mod.FlowCancelled, match="change window closed"):
+            second.wait_flow(flow_id, timeout=WAIT)
+        ended = second.flow_result(flow_id)
+        assert ended["state"] == "REVERTED"
+        assert "change window closed" in ended["error"]
+        assert second.list_flows() == []
+
+
+def test_a_flow_reverted_by_a_runner_that_died_before_keeping_its_error(
+    devcloud: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tickets = tmp_path / "tickets"
+    tickets.mkdir()
+    with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as first:
+        with servers(first, 1) as (host,):
+            [dep] = deployed(first, [host])
+
+            def dies(*args: Any) -> None:
+                raise RuntimeError("the runner died here")
+
+            monkeypatch.setattr(first.runner, "_save_result", dies)
+            flow_id = first.run_flow(
+                maintenance.make_flow,
+                deployment_id=dep,
+                ticket_dir=str(tickets),
+                action="RESTORE",  # the config has no RESTORE
+            )
+            until(
+                lambda: (
+                    first.runner.driving == 0
+                    and getattr(first.runner.registry.get(flow_id), "state", None)
+                    == flow_rows.RUNNING
+                ),
+                what="the flow to revert without keeping its outcome",
+            )
+    time.sleep(1.2)  # its lease runs out
+    with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as second:
+        with pytest.raises(exceptions.FlowError, match="no entry for RESTORE"):
+            second.wait_flow(flow_id, timeout=WAIT)
+        assert "ValidationError" in second.flow_result(flow_id)["error"]
