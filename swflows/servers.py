@@ -187,9 +187,15 @@ def create(
 
 
 def delete(sw: Swflows, server_id: str) -> None:
-    """Undeploy, unenroll, then delete the server in Nova."""
+    """Undeploy, unenroll, then delete the server in Nova (the channel of
+    a boot whose enrollment did not finish included)."""
     compute = sw.services.clients.compute  # NotSupported before anything is done
     known = metadata.find_server(sw.services, server_id) is not None
+    if not known and enrollment.nova_view(sw.services, server_id)[1]:
+        # booted by swflows, its enrollment unfinished: the channel its
+        # Nova metadata names is adopted, to be removed with the server
+        enroll(sw, server_id, None)
+        known = True
     if known:
         undeploy_all(sw, server_id)
         enrollment.unenroll(sw.services, server_id)

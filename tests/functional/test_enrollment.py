@@ -694,3 +694,31 @@ def test_enroll_gives_a_poll_server_heat_server_its_user_after_a_deployment(
     assert sw.enroll_server(server_id)["channel"] == shown["channel"]
     assert sw.unenroll_server(server_id)
     assert channel_leftovers(sw, server_id) == []
+
+
+def test_delete_removes_the_channel_of_a_boot_whose_enrollment_did_not_finish(
+    nova_sw: Swflows, standin: str
+) -> None:
+    """swflows stopped between Nova's boot and recording the channel, and
+    the server is deleted instead of enrolled: its channel goes with it."""
+    sw = nova_sw
+    key = str(uuid.uuid4())
+    options = {"container": sw.conf.metadata_container}
+    channel = enrollment.make_channel(
+        sw.services, names.POLL_TEMP_URL, options, key, key
+    )
+    server = sw.services.clients.compute.create_server(
+        "half-2",
+        "cirros",
+        "m1.tiny",
+        user_data=bootdata.user_data(channel[enrollment.COLLECT]),
+        metadata={
+            enrollment.NOVA_CHANNEL_KEY: key,
+            enrollment.NOVA_TRANSPORT_KEY: names.POLL_TEMP_URL,
+        },
+    )
+    assert channel_leftovers(sw, server.id, key) != []
+    sw.delete_server(server.id)
+    assert standin_record(standin, server.id) is None
+    assert channel_leftovers(sw, server.id, key) == []
+    assert sw.store.list_servers() == []
