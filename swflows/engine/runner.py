@@ -768,7 +768,13 @@ class Runner:
             self.registry.break_flow(flow_id, note)
             self._finish(flow_id, exceptions.FlowError(flow_id, note))
             return False
-        engine = engines.load(flow, flow_detail=detail, backend=self.backend)
+        # its id again: a runner may have died before storing it
+        engine = engines.load(
+            flow,
+            store={compose.FLOW_ID_KEY: flow_id},
+            flow_detail=detail,
+            backend=self.backend,
+        )
         self._future(flow_id)
         self._submit(flow_id, engine, flow, resumed=True, custom=True)
         return True

@@ -538,3 +538,26 @@ def test_a_flow_reverted_by_a_runner_that_died_before_keeping_its_error(
         with pytest.raises(exceptions.FlowError, match="no entry for RESTORE"):
             second.wait_flow(flow_id, timeout=WAIT)
         assert "ValidationError" in second.flow_result(flow_id)["error"]
+
+
+def test_a_flow_whose_runner_died_before_storing_its_id_resumes(
+    devcloud: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner died between writing the flow's logbook and storing the
+    flow's id in it, before running any step."""
+    with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as first:
+        with servers(first, 1) as (host,):
+            [dep] = deployed(first, [host])
+        load = runner_mod.engines.load
+
+        def dies_before_storing(flow: Any, store: Any = None, **kwargs: Any) -> Any:
+            return load(flow, **kwargs)
+
+        monkeypatch.setattr(runner_mod.engines, "load", dies_before_storing)
+        monkeypatch.setattr(first.runner, "_submit", lambda *args, **kw: None)
+        flow_id = first.run_flow(rolling.make_flow, deployment_ids=[dep])
+        monkeypatch.undo()
+    time.sleep(1.2)  # its lease runs out
+    with instance(devcloud, tmp_path) as second, FakeServer(second, host, responder):
+        result = second.wait_flow(flow_id, timeout=WAIT)["result"]
+        assert result["server-0"]["status"] == states.COMPLETE
