@@ -123,6 +123,15 @@ def collector_of(section: Mapping[str, Any], agent: str) -> str:
             "use Heat's agents, or enroll the server with POLL_TEMP_URL "
             "or ZAQAR_MESSAGE"
         )
+    if not [c for c in section.get("collectors") or () if c != "local"]:
+        # only POLL_SERVER_HEAT makes no collector: it had no user to give
+        raise exceptions.ValidationError(
+            "server",
+            "its channel names no collector: a POLL_SERVER_HEAT server needs "
+            "a stack-user domain ([stack_user]) for the Keystone user Heat's "
+            "agents log in as; configure one and enroll it again, or enroll "
+            "it on POLL_TEMP_URL or ZAQAR_MESSAGE",
+        )
     raise exceptions.ValidationError(
         "server", "its channel tells no agent where to poll: enroll it again"
     )

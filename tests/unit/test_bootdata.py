@@ -132,6 +132,10 @@ def test_unknown_agent_and_empty_channel() -> None:
         bootdata.user_data(REQUEST, "cfn")
     with pytest.raises(exceptions.ValidationError, match="enroll"):
         bootdata.agent_config({"collectors": ["local"]})
+    # POLL_SERVER_HEAT with no stack-user domain: enrolling again alone
+    # would change nothing, so the message says what to configure
+    with pytest.raises(exceptions.ValidationError, match="stack-user domain"):
+        bootdata.agent_config({"collectors": ["local"]}, bootdata.HEAT_AGENTS)
 
 
 def test_size_stays_under_novas_limit() -> None:
