@@ -185,11 +185,17 @@ class FlowLocked(FlowError):
 
 
 class WaitTimeout(SwflowsError, TimeoutError):
-    """A blocking wait ended before the deployment reached a terminal status."""
+    """A blocking wait ended before the deployment reached a terminal status
+    (or, with ``flow_id``, before a custom flow ended)."""
 
-    def __init__(self, deployment_id: str, seconds: float) -> None:
+    def __init__(
+        self, deployment_id: str, seconds: float, *, flow_id: str | None = None
+    ) -> None:
+        what = f"flow {flow_id}" if flow_id else f"deployment {deployment_id}"
         super().__init__(
-            f"deployment {deployment_id} still running after {seconds:g} s",
+            f"{what} still running after {seconds:g} s",
             deployment_id=deployment_id,
+            flow_id=flow_id,
         )
         self.deployment_id = deployment_id
+        self.flow_id = flow_id

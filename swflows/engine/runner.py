@@ -829,7 +829,11 @@ class Runner:
             if row.state == flow_rows.BROKEN:
                 raise exceptions.FlowError(None, f"flow {flow_id}: {row.note}")
             if timeout is not None and time.monotonic() - started >= timeout:
-                raise exceptions.WaitTimeout(row.deployment_id, timeout)
+                raise exceptions.WaitTimeout(
+                    row.deployment_id,
+                    timeout,
+                    flow_id=flow_id if row.kind == CUSTOM else None,
+                )
 
     def _known_future(self, flow_id: str) -> concurrent.futures.Future[str] | None:
         """The future of a flow running here, or of one that recently ended."""

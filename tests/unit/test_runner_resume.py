@@ -3,6 +3,7 @@ was reverting past its wait, and a wait() that comes after its flow ended."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from taskflow import states as tf_states
 
 from swflows import conf as sw_conf
+from swflows import exceptions
 from swflows.engine import runner as runner_mod
 from swflows.persistence import Store
 from swflows.services import Clients, Services
@@ -107,3 +109,19 @@ def test_wait_after_the_flow_ended_returns(runner: runner_mod.Runner) -> None:
     runner._future("f2")
     runner._finish("f2", None)
     runner.wait("f2", timeout=1)
+
+
+def test_a_wait_for_a_custom_flow_that_times_out_names_the_flow(
+    runner: runner_mod.Runner,
+) -> None:
+    # before its first wait, a custom flow's row names no deployment
+    runner.registry.add(
+        "f3",
+        kind=runner_mod.CUSTOM,
+        deployment_id="",
+        server_id="",
+        owner=runner.owner,
+        lease_until=time.time() + 60,
+    )
+    with pytest.raises(exceptions.WaitTimeout, match=r"^flow f3 still running"):
+        runner.wait("f3", timeout=0)
