@@ -108,12 +108,12 @@ def undeploy_all(sw: Swflows, server_id: str) -> list[str]:
     found.sort(key=lambda d: d.parent_id is None)
     removed = []
     for dep in found:
-        if dep.status == states.IN_PROGRESS:
-            try:
-                sw.cancel(dep.id, "server removal")
-            except exceptions.InvalidTransition:
-                pass  # it ended meanwhile
         try:
+            if dep.status == states.IN_PROGRESS:
+                try:
+                    sw.cancel(dep.id, "server removal")
+                except exceptions.InvalidTransition:
+                    pass  # it ended meanwhile
             sw.wait(dep.id)
             sw.undeploy(dep.id)
         except exceptions.DeploymentNotFound:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from swflows import conf as sw_conf
-from swflows import exceptions
+from swflows import exceptions, servers, states
 from swflows.api import Swflows
 from swflows.persistence.store import Store
 from swflows.services import Clients
@@ -56,3 +58,15 @@ def test_a_refused_boot_is_the_error_even_when_the_channel_stays(
             sw.create_server("web-1", "cirros", "m1.tiny")
     assert "removal failed for the test" in caplog.text
     assert sw.store.list_servers() == []
+
+
+def test_undeploy_all_skips_a_deployment_removed_meanwhile(
+    sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiting deployment listed, then undeployed by another caller before
+    it is cancelled here, is done: the forced removal goes on."""
+    gone = SimpleNamespace(
+        id=str(uuid.uuid4()), status=states.IN_PROGRESS, parent_id=None
+    )
+    monkeypatch.setattr(sw.store, "list_deployments", lambda **_: [gone])
+    assert servers.undeploy_all(sw, "s1") == []
