@@ -47,12 +47,16 @@ def make_channel(
     key: str,
     server_id: str,
     previous: dict[str, Any] | None = None,
+    *,
+    adopting: bool = False,
 ) -> dict[str, Any]:
     """Make (or find) the channel named after ``key``; what the store keeps.
 
     Its ``os-collect-config`` section is Heat's: the transport's collector
     then ``local``, and the sections an earlier channel used blanked, so an
-    agent told by this document stops polling the old place.
+    agent told by this document stops polling the old place.  A failure
+    removes what was made, unless ``adopting`` a booted server's channel:
+    its boot data names what is found (a user's id, say), which is kept.
     """
     transport = services.config_transport(name, options)
     try:
@@ -61,7 +65,8 @@ def make_channel(
         if name == names.POLL_SERVER_HEAT and services.clients.offers("stack_users"):
             channel["user"], section = _server_user(services, key, server_id)
     except BaseException:
-        _remove_partial(services, name, options, key)
+        if not adopting:
+            _remove_partial(services, name, options, key)
         raise
     collectors = [c for c in section.get("collectors") or () if c != "local"]
     section["collectors"] = [*collectors, "local"]
@@ -201,6 +206,7 @@ def enroll(
     if nova is None:
         nova, booted_key, _ = nova_view(services, server_id)
         key = key or (booted_key if record is None else None)
+    adopting = old_channel is None and key is not None
     if (
         old_channel is not None
         and old_name == name
@@ -217,6 +223,7 @@ def enroll(
             key,
             server_id,
             previous=(old_channel or {}).get(COLLECT),
+            adopting=adopting,
         )
         if old_channel is not None:
             remove_channel(services, old_name, old_channel)

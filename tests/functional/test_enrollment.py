@@ -722,3 +722,40 @@ def test_delete_removes_the_channel_of_a_boot_whose_enrollment_did_not_finish(
     assert standin_record(standin, server.id) is None
     assert channel_leftovers(sw, server.id, key) == []
     assert sw.store.list_servers() == []
+
+
+def test_a_failed_adoption_keeps_the_user_the_booted_server_logs_in_as(
+    nova_sw: Swflows, standin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Enrolling a boot whose enrollment did not finish fails half-way: the
+    Keystone user its boot data names is kept, and the next enrollment
+    adopts that same user."""
+    sw = nova_sw
+    key = str(uuid.uuid4())
+    channel = enrollment.make_channel(sw.services, names.POLL_SERVER_HEAT, {}, key, key)
+    made = channel["user"]
+    server = sw.services.clients.compute.create_server(
+        "half-3",
+        "cirros",
+        "m1.tiny",
+        metadata={
+            enrollment.NOVA_CHANNEL_KEY: key,
+            enrollment.NOVA_TRANSPORT_KEY: names.POLL_SERVER_HEAT,
+        },
+    )
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise exceptions.CloudError("identity", "refused for the test")
+
+    monkeypatch.setattr(server_user, "credentials", refused)
+    with pytest.raises(exceptions.CloudError, match="refused for the test"):
+        sw.enroll_server(server.id)
+    monkeypatch.undo()
+    users = sw.services.clients.stack_users
+    found = users.find_user(made["username"])
+    assert found is not None and found.id == made["user_id"]
+
+    shown = sw.enroll_server(server.id)
+    assert shown["channel"]["user_id"] == made["user_id"]
+    sw.delete_server(server.id)
+    assert channel_leftovers(sw, server.id, key) == []
