@@ -610,8 +610,9 @@ class Runner:
 
         The request is written to its row, so whichever runner drives it
         sees it at its next step boundary; a parked flow's awaited action is
-        ended FAILED (``cancelled``), which wakes it.  False when the flow
-        is not unfinished.
+        ended FAILED (``cancelled``), which wakes it, and so are those a
+        running flow awaits in its thread, at its runner's next lease
+        renewal.  False when the flow is not unfinished.
         """
         note = f"cancelled: {reason}" if reason else "cancelled"
         if not self.registry.request_cancel(flow_id, note):
@@ -800,6 +801,35 @@ class Runner:
                 # another runner took it over: stop before the next step
                 drive.lost = True
                 drive.engine.suspend()
+        cancelled = self.registry.cancelled_among(
+            flow_id
+            for flow_id, drive in drives.items()
+            if drive.custom and flow_id in held and not drive.parking
+        )
+        for flow_id in cancelled:
+            self._end_waits(drives[flow_id])
+
+    def _end_waits(self, drive: _Drive) -> None:
+        """End the actions a running cancelled flow awaits in its thread
+        (waits reached at once in parallel branches), so that it reaches
+        its next step boundary without waiting for them."""
+        storage = drive.engine.storage
+        note = self.registry.cancel_note(drive.flow_id)
+        for name, wait_atom in drive.park_after.items():
+            if (
+                storage.get_atom_state(name) != tf_states.SUCCESS
+                or storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE
+            ):
+                continue
+            try:
+                end_wait(self.services, self._waiting_at(drive, wait_atom), note)
+            except Exception:
+                LOG.warning(
+                    "flow %s: could not end the wait of %s",
+                    drive.flow_id,
+                    wait_atom.name,
+                    exc_info=True,
+                )
 
     # -- waiting ----------------------------------------------------------
     def wait(self, flow_id: str, timeout: float | None = None) -> None:

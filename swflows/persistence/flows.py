@@ -394,6 +394,22 @@ class FlowRegistry:
     def cancel_requested(self, flow_id: str) -> bool:
         return self.cancel_note(flow_id) is not None
 
+    def cancelled_among(self, flow_ids: Iterable[str]) -> set[str]:
+        """Those of ``flow_ids`` asked to cancel and not ended yet, in one query."""
+        ids = list(flow_ids)
+        if not ids:
+            return set()
+        t = self._table
+        query = sa.select(t.c.id).where(
+            t.c.id.in_(ids),
+            t.c.state.in_([RUNNING, PARKED]),
+            t.c.note.startswith(CANCEL_NOTE),
+        )
+        return self._store._read(
+            "find cancelled flows",
+            lambda conn: {row.id for row in conn.execute(query)},
+        )
+
     def break_flow(self, flow_id: str, note: str) -> None:
         """Set a flow aside as BROKEN with ``note`` saying why."""
         t = self._table

@@ -125,3 +125,34 @@ def test_a_wait_for_a_custom_flow_that_times_out_names_the_flow(
     )
     with pytest.raises(exceptions.WaitTimeout, match=r"^flow f3 still running"):
         runner.wait("f3", timeout=0)
+
+
+def test_a_running_flow_asked_to_cancel_has_the_waits_it_polls_ended(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # parallel branches reached two waits: it parked on one, and polls the
+    # other in its thread now; a cancel must not wait for that action to end
+    polling = drive({"publish": tf_states.SUCCESS, "wait": tf_states.RUNNING})
+    polling.custom = True
+    monkeypatch.setitem(runner._drives, "f1", polling)
+    runner.registry.add(
+        "f1",
+        kind=runner_mod.CUSTOM,
+        deployment_id="",
+        server_id="",
+        owner=runner.owner,
+        lease_until=time.time() + 60,
+    )
+    ended: list[tuple[str, int, str | None]] = []
+    monkeypatch.setattr(
+        runner_mod,
+        "end_wait",
+        lambda services, waiting, note: ended.append(
+            (waiting["deployment_id"], waiting["generation"], note)
+        ),
+    )
+    runner.renew_leases()
+    assert ended == []
+    runner.registry.request_cancel("f1", "cancelled: not now")
+    runner.renew_leases()
+    assert ended == [("gone", 2, "cancelled: not now")]
