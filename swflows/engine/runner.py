@@ -475,7 +475,7 @@ class Runner:
         elif drive.lost:
             LOG.warning("flow %s: lease lost, left to its new owner", flow_id)
         else:  # suspended by close(), or stopped by an error of storage
-            self.registry.release(flow_id, self.owner)
+            self.registry.release(flow_id, self.owner, failed=error is not None)
             if error is not None:
                 LOG.error("flow %s stopped: %s", flow_id, error)
 

@@ -316,13 +316,24 @@ class FlowRegistry:
             "park flow", lambda conn: bool(conn.execute(query).rowcount)
         )
 
-    def release(self, flow_id: str, owner: str) -> bool:
-        """Give up a RUNNING flow (runner stopping): any runner may resume it."""
+    def release(self, flow_id: str, owner: str, *, failed: bool = False) -> bool:
+        """Give up a RUNNING flow: any runner may resume it.
+
+        ``failed``: its run stopped on an error rather than because the
+        runner is stopping.  That counts as a takeover, so a flow failing
+        on every run reaches the runner's limit of takeovers and is set
+        aside as BROKEN, as one whose runners die on it is.
+        """
         t = self._table
         query = (
             t.update()
             .where(t.c.id == flow_id, t.c.owner == owner, t.c.state == RUNNING)
-            .values(owner=None, lease_until=None, updated_at=_now())
+            .values(
+                owner=None,
+                lease_until=None,
+                takeovers=t.c.takeovers + 1 if failed else t.c.takeovers,
+                updated_at=_now(),
+            )
         )
         return self._store._write(
             "release flow", lambda conn: bool(conn.execute(query).rowcount)

@@ -166,3 +166,18 @@ def test_owner_names_and_dead_owners() -> None:
     assert flow_rows.owner_is_dead(f"{socket.gethostname()}:{gone}:x")
     # another host: only its lease tells
     assert not flow_rows.owner_is_dead(f"elsewhere-{host}:{gone}:x")
+
+
+def test_a_release_after_a_failed_run_counts_as_a_takeover(
+    registry: flow_rows.FlowRegistry,
+) -> None:
+    add(registry)
+    assert registry.release("f1", "a")  # the runner stopping: not counted
+    assert registry.get("f1").takeovers == 0  # type: ignore[union-attr]
+    assert registry.claim("f1", "a", lease_until=NOW + 60, now=NOW)
+    assert registry.release("f1", "a", failed=True)
+    row = registry.get("f1")
+    assert row is not None
+    assert (row.owner, row.takeovers) == (None, 1)
+    assert not registry.release("f1", "a", failed=True)  # not its owner now
+    assert registry.get("f1").takeovers == 1  # type: ignore[union-attr]

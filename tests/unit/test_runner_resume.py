@@ -15,6 +15,7 @@ from swflows import conf as sw_conf
 from swflows import exceptions
 from swflows.engine import runner as runner_mod
 from swflows.persistence import Store
+from swflows.persistence import flows as flow_rows
 from swflows.services import Clients, Services
 
 
@@ -156,3 +157,35 @@ def test_a_running_flow_asked_to_cancel_has_the_waits_it_polls_ended(
     runner.registry.request_cancel("f1", "cancelled: not now")
     runner.renew_leases()
     assert ended == [("gone", 2, "cancelled: not now")]
+
+
+class StoppedStorage:
+    """A flow's storage after a run that stopped on an error, mid-flow."""
+
+    def get_flow_state(self) -> str:
+        return tf_states.RUNNING
+
+
+def test_a_flow_failing_on_every_run_is_set_aside(runner: runner_mod.Runner) -> None:
+    # a run that stops on an error (not a revert, not close()) releases the
+    # flow; each such release counts, so it is not retried forever
+    runner.registry.add(
+        "f1",
+        kind="deploy",
+        deployment_id="d1",
+        server_id="s1",
+        owner=runner.owner,
+        lease_until=time.time() + 30,
+    )
+    engine = FakeEngine(StoppedStorage())  # type: ignore[arg-type]
+    for _ in range(runner_mod.MAX_TAKEOVERS):
+        assert runner.registry.claim(
+            "f1", runner.owner, lease_until=time.time() + 30, now=time.time()
+        )
+        runner._after_run(runner_mod._Drive("f1", engine, {}), RuntimeError("boom"))
+    row = runner.registry.get("f1")
+    assert row is not None and row.owner is None
+    assert row.takeovers == runner_mod.MAX_TAKEOVERS
+    assert runner.resume_interrupted() == []
+    row = runner.registry.get("f1")
+    assert row is not None and row.state == flow_rows.BROKEN
