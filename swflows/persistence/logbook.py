@@ -12,8 +12,7 @@ store's prefix (``<prefix>tf_logbooks``, ``<prefix>tf_flowdetails``,
 ``<prefix>tf_atomdetails``; :func:`swflows.persistence.tables.
 logbook_tables`), created by the store's own migrations, so TaskFlow's
 ``alembic_version`` is never used and swflows fits in an embedder's
-database.  Without the store's tables, :class:`Backend` uses TaskFlow's
-unprefixed ones, created by TaskFlow.
+database.
 
 Pinned against taskflow 6.3-6.5 (``requirements.txt``: ``taskflow<7``).
 This relies on these names in ``taskflow.persistence.backends``:
@@ -24,7 +23,7 @@ This relies on these names in ``taskflow.persistence.backends``:
 * ``impl_sqlalchemy.Connection``, whose methods read the attributes
   ``_backend``, ``_upgrade_lock``, ``_engine``, ``_metadata``, ``_tables``
   and ``_converter`` that its ``__init__`` sets;
-* ``impl_sqlalchemy._Alchemist(tables)`` and ``sqlalchemy.tables.fetch``.
+* ``impl_sqlalchemy._Alchemist(tables)`` and ``sqlalchemy.tables.Tables``.
 
 ``tests/unit/test_persistence_logbook.py`` checks these are still there.
 """
@@ -32,7 +31,6 @@ This relies on these names in ``taskflow.persistence.backends``:
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import threading
 from typing import Any
@@ -42,7 +40,6 @@ from taskflow import exceptions as tf_exc
 from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.persistence.backends.sqlalchemy import tables as tf_tables
 
-from swflows.persistence import migrations
 from swflows.persistence import tables as store_tables
 
 #: TaskFlow's own table names (the store's carry its prefix and ``tf_``)
@@ -194,9 +191,9 @@ def _fingerprint(values: dict[str, Any]) -> str:
 class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
     """TaskFlow's SQLAlchemy backend with its table objects built once.
 
-    ``engine`` is usually the store's; TaskFlow then leaves it open on
-    ``close()``.  Without an engine, ``conf`` is the stock backend's (a
-    ``connection`` URL and the stock options).
+    ``engine`` is the store's (TaskFlow leaves it open on ``close()``) and
+    ``tables`` its tables, the logbook's among them, which the store's
+    migrations made: there is nothing for TaskFlow to create or upgrade.
     """
 
     # set by the stock __init__, read by get_connection
@@ -204,23 +201,12 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
     _max_retries: int
     _upgrade_lock: threading.Lock
 
-    def __init__(
-        self,
-        conf: dict[str, Any] | None = None,
-        engine: sa.Engine | None = None,
-        *,
-        tables: store_tables.Tables | None = None,
-    ) -> None:
-        super().__init__(dict(conf or {}), engine=engine)
-        if tables is None:  # TaskFlow's own unprefixed tables
-            self.metadata = sa.MetaData()
-            self.tables = tf_tables.fetch(self.metadata)
-        else:  # the store's prefixed ones, made by its migrations
-            self.metadata = tables.metadata
-            self.tables = tf_tables.Tables(
-                tables.tf_logbooks, tables.tf_flowdetails, tables.tf_atomdetails
-            )
-        self.prefixed = tables is not None
+    def __init__(self, engine: sa.Engine, tables: store_tables.Tables) -> None:
+        super().__init__({}, engine=engine)
+        self.metadata = tables.metadata
+        self.tables = tf_tables.Tables(
+            tables.tf_logbooks, tables.tf_flowdetails, tables.tf_atomdetails
+        )
         self.converter = impl_sqlalchemy._Alchemist(self.tables)
         self._memo_lock = threading.Lock()
         #: atom uuid -> fingerprint of the values this backend last wrote
@@ -299,22 +285,6 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
             conn.validate(max_retries=self._max_retries)
             self._validated = True
         return conn
-
-    def upgrade(self) -> None:
-        """Create or upgrade TaskFlow's tables, once across processes.
-
-        Nothing to do for the store's prefixed tables: its migrations made
-        them.  For TaskFlow's own tables, on PostgreSQL TaskFlow runs its
-        alembic migrations (a session-level advisory lock keeps two
-        processes from running them together); on SQLite it runs
-        ``create_all``, in a ``BEGIN IMMEDIATE`` transaction when the
-        engine is the store's own.
-        """
-        if self.prefixed:
-            return
-        with migrations.session_lock(self.engine, "taskflow"):
-            with contextlib.closing(self.get_connection()) as conn:
-                conn.upgrade()
 
 
 #: atom states in which an atom is at work

@@ -447,7 +447,7 @@ class Store:
         if self._taskflow is None:
             from swflows.persistence import logbook
 
-            backend = logbook.Backend(engine=self._engine, tables=self.tables)
+            backend = logbook.Backend(self._engine, self.tables)
             self._taskflow = backend
         return self._taskflow
 

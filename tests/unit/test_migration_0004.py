@@ -64,7 +64,7 @@ def check_move(engine: sa.Engine, prefix: str = PREFIX) -> None:
 
     with engine.begin() as conn:
         command.upgrade(migrations.make_config(conn, prefix), "0004")
-    prefixed = logbook.Backend(engine=engine, tables=tables.tables(prefix))
+    prefixed = logbook.Backend(engine, tables.tables(prefix))
     assert read(prefixed, ours.uuid) == before
     with contextlib.closing(stock.get_connection()) as conn:
         assert [b.name for b in conn.get_logbooks()] == ["octavia-amphora"]

@@ -20,7 +20,7 @@ from taskflow.persistence import models
 from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.types import failure
 
-from swflows.persistence import Store, logbook
+from swflows.persistence import Store, logbook, tables
 
 #: executions per (run id, task name), to see what a resume re-runs
 EXECUTED: dict[tuple[str, str], int] = {}
@@ -383,7 +383,9 @@ def test_pinned_taskflow_internals() -> None:
     params = list(inspect.signature(impl_sqlalchemy.Connection).parameters)
     assert params == ["backend", "upgrade_lock"]
     conn = impl_sqlalchemy.Connection(stock, stock._upgrade_lock)
-    fast = logbook.Connection(logbook.Backend(engine=engine), stock._upgrade_lock)
+    fast = logbook.Connection(
+        logbook.Backend(engine, tables.tables("x_")), stock._upgrade_lock
+    )
     assert set(vars(fast)) == set(vars(conn))
     assert impl_sqlalchemy._Alchemist(conn._tables)._tables is conn._tables
     engine.dispose()

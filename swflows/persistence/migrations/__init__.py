@@ -11,11 +11,9 @@ reaches the scripts through ``config.attributes["table_prefix"]``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import zlib
-from collections.abc import Iterator
 from typing import Final
 
 import sqlalchemy as sa
@@ -74,27 +72,6 @@ def lock(connection: sa.Connection, name: str) -> None:
                 sa.func.pg_advisory_xact_lock(_LOCK_CLASS, advisory_lock_key(name))
             )
         )
-
-
-@contextlib.contextmanager
-def session_lock(engine: sa.Engine, name: str) -> Iterator[None]:
-    """Hold a PostgreSQL session advisory lock while the block runs.
-
-    For work that makes its own connections (TaskFlow's upgrade); a no-op on
-    other databases.
-    """
-    if engine.dialect.name != "postgresql":
-        yield
-        return
-    key = (_LOCK_CLASS, advisory_lock_key(name))
-    with engine.connect() as guard:
-        guard.execute(sa.select(sa.func.pg_advisory_lock(*key)))
-        guard.commit()
-        try:
-            yield
-        finally:
-            guard.execute(sa.select(sa.func.pg_advisory_unlock(*key)))
-            guard.commit()
 
 
 def upgrade(engine: sa.Engine, prefix: str = tables.DEFAULT_PREFIX) -> bool:
