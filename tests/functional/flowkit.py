@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,11 @@ import pytest
 from swflows import conf as sw_conf
 from swflows.api import Swflows
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from devcloud_lib import swflowsconf
+
 #: the service groups :func:`conf_text` may leave out
-CLOUD_SERVICES = ("object_store", "messaging", "compute")
+CLOUD_SERVICES = swflowsconf.CLOUD_SERVICES
 
 
 def conf_text(
@@ -24,51 +28,14 @@ def conf_text(
     stack_domain_by_name: bool = False,
     services: tuple[str, ...] = CLOUD_SERVICES,
 ) -> str:
-    """A swflows configuration file for the dev cloud, from its cloud.json.
-
-    swflows logs in as the demo user (``[identity]``, shared by Zaqar and
-    Nova through ``auth_section``), as the stack domain admin for stack
-    users, and to Swift with tempauth; ``services`` are the groups written.
-    """
-    ks = cloud["keystone"]
-    swift = cloud["swift"]
-    demo = ks["demo"]
-    domain = (
-        f"stack_user_domain_name = {ks['stack_user_domain_name']}"
-        if stack_domain_by_name
-        else f"stack_user_domain_id = {ks['stack_user_domain_id']}"
-    )
-    sections = {
-        "watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"],
-        "database": [f"connection = {database}"] if database else [],
-        "identity": [
-            "auth_type = password",
-            f"auth_url = {ks['auth_url']}",
-            f"username = {demo['username']}",
-            f"password = {demo['password']}",
-            f"project_name = {demo['project_name']}",
-            f"user_domain_id = {demo['user_domain_id']}",
-            f"project_domain_id = {demo['project_domain_id']}",
-        ],
-        "stack_user": [
-            domain,
-            f"stack_domain_admin = {ks['stack_domain_admin']}",
-            f"stack_domain_admin_password = {ks['stack_domain_admin_password']}",
-            f"stack_user_role = {ks['stack_user_role']}",
-        ],
-        "object_store": [
-            "auth_version = v1",
-            f"v1_auth_url = {swift['auth_url']}",
-            f"v1_user = {swift['user']}",
-            f"v1_key = {swift['key']}",
-        ],
-        "messaging": ["auth_section = identity"],
-        "compute": ["auth_section = identity"],
-    }
-    return "".join(
-        f"[{name}]\n" + "".join(f"{line}\n" for line in lines) + "\n"
-        for name, lines in sections.items()
-        if lines and (name not in CLOUD_SERVICES or name in services)
+    """The dev cloud's swflows configuration (``tools/devcloud_lib``), with a
+    watcher that polls every 0.1 s so tests do not wait for it."""
+    return swflowsconf.conf_text(
+        cloud,
+        database=database,
+        stack_domain_by_name=stack_domain_by_name,
+        services=services,
+        extra={"watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"]},
     )
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
-import shlex
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import httpjson, install, keystone, layout, swift, zaqar
+from . import httpjson, install, keystone, layout, swflowsconf, swift, zaqar
 from .context import SERVERS, Cloud
 from .procs import (
     DevcloudError,
@@ -199,6 +199,8 @@ def cmd_up() -> int:
             if is_up(states):
                 print(f"dev cloud already up ({layout.CLOUD_JSON})")
                 print_status(states)
+                ensure_swflows()
+                swflowsconf.write_shell_files(json.loads(layout.CLOUD_JSON.read_text()))
                 return 0
             print("dev cloud partly down; restarting it cleanly")
             print_status(states)
@@ -209,11 +211,13 @@ def cmd_up() -> int:
         spent = install.ensure()
         state = "up to date" if spent is None else f"installed in {spent:.1f} s"
         print(f"install: {state} ({layout.VENV})")
+        ensure_swflows()
         timings: dict[str, float] = {}
         t0 = time.monotonic()
         cloud = start_cloud(timings)
         doc = cloud_document(cloud)
         layout.write_private_json(layout.CLOUD_JSON, doc)
+        swflowsconf.write_shell_files(doc)
         timings["all ready"] = time.monotonic() - t0
         print("start: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
         print(f"keystone  {doc['keystone']['auth_url']}")
@@ -222,7 +226,14 @@ def cmd_up() -> int:
         print(f"nova      {doc['nova']['url']} (stand-in)")
         print(f"redis     127.0.0.1:{doc['redis']['port']}")
         print(f"SWFLOWS_DEVCLOUD={layout.CLOUD_JSON}")
+        print(f'a shell for it: eval "$(tools/devcloud env)" ({layout.ENV_SH})')
     return 0
+
+
+def ensure_swflows() -> None:
+    spent = install.ensure_swflows()
+    state = "up to date" if spent is None else f"installed in {spent:.1f} s"
+    print(f"swflows: {state} ({layout.SWFLOWS_VENV})")
 
 
 def cmd_down() -> int:
@@ -253,7 +264,18 @@ def cmd_status() -> int:
 
 
 def cmd_env() -> int:
-    print(f"SWFLOWS_DEVCLOUD={shlex.quote(str(layout.CLOUD_JSON))}")
+    """What to source for a shell whose ``swflows`` works against the cloud."""
+    if not layout.ENV_SH.exists() or not install.swflows_is_current():
+        raise DevcloudError(
+            "the dev cloud was never started here: run tools/devcloud up"
+        )
+    for line in swflowsconf.env_lines():
+        print(line)
+    if not is_up(health()):
+        print(
+            "devcloud: warning: the dev cloud is not up: run tools/devcloud up",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -261,7 +283,11 @@ COMMANDS = {
     "up": (cmd_up, "install if needed, then start every server (no-op if up)"),
     "down": (cmd_down, "stop every recorded server"),
     "status": (cmd_status, "show each server; exit 0 only if all are healthy"),
-    "env": (cmd_env, "print SWFLOWS_DEVCLOUD=<path of cloud.json>"),
+    "env": (
+        cmd_env,
+        "print the exports of a shell where swflows and swflows-agent work "
+        'against the dev cloud: eval "$(tools/devcloud env)"',
+    ),
 }
 
 

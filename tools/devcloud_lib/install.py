@@ -103,3 +103,56 @@ def ensure() -> float | None:
     _run([*sync, lock], f"installing the servers from {lock.name}", env)
     layout.VENV_STAMP.write_text(lock_digest() + "\n")
     return time.monotonic() - t0
+
+
+def swflows_digest() -> str:
+    digest = hashlib.sha256()
+    for path in layout.REQUIREMENTS:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def swflows_python() -> Path:
+    return layout.SWFLOWS_VENV / "bin" / "python"
+
+
+def swflows_is_current() -> bool:
+    return (
+        swflows_python().exists()
+        and layout.SWFLOWS_STAMP.exists()
+        and layout.SWFLOWS_STAMP.read_text().strip() == swflows_digest()
+    )
+
+
+def ensure_swflows() -> float | None:
+    """Install swflows from this tree (editable, with its requirements) into
+    ``.devcloud/swflows``; seconds spent, None if current.
+
+    Its ``swflows`` and ``swflows-agent`` are the operator shell's, and its
+    Python runs the agents of servers the Nova stand-in boots, whoever
+    started the cloud and with whichever interpreter.
+    """
+    if swflows_is_current():
+        return None
+    t0 = time.monotonic()
+    python = server_python()
+    uv = _bootstrap_uv(python)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VIRTUAL_ENV", "PYTHON"))
+    }
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env.setdefault("PBR_VERSION", "0.1.0")  # a shallow or exported tree has no tags
+    layout.SWFLOWS_STAMP.unlink(missing_ok=True)
+    if not swflows_python().exists():
+        _run(
+            [uv, "venv", "-q", "--clear", "--python", python, layout.SWFLOWS_VENV],
+            "creating the swflows venv",
+            env,
+        )
+    install = [uv, "pip", "install", "-q", "--python", swflows_python()]
+    install += ["-c", layout.REPO / "constraints.txt", "-e", layout.REPO]
+    _run(install, "installing swflows into the shell's venv", env)
+    layout.SWFLOWS_STAMP.write_text(swflows_digest() + "\n")
+    return time.monotonic() - t0

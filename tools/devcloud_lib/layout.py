@@ -23,6 +23,17 @@ LOGS = STATE / "logs"
 CLOUD_JSON = BASE / "cloud.json"
 LOCK = BASE / "devcloud.lock"  # serialises up and down
 
+# swflows itself, installed from this tree: the operator shell's commands and
+# the Python the Nova stand-in starts booted servers' agents with
+SWFLOWS_VENV = BASE / "swflows"
+SWFLOWS_STAMP = SWFLOWS_VENV / "swflows-requirements.sha256"
+REQUIREMENTS = (REPO / "requirements.txt", REPO / "constraints.txt", REPO / "setup.cfg")
+# what each start writes for the shell (see swflowsconf.py)
+SWFLOWS_CONF = BASE / "swflows.conf"
+CLOUDS_YAML = BASE / "clouds.yaml"
+ENV_SH = BASE / "env.sh"
+SHELL_DB = BASE / "swflows.sqlite"
+
 
 def venv_bin(name: str) -> Path:
     return VENV / "bin" / name

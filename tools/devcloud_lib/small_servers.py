@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import sys
 
-from . import httpjson, layout
+from . import httpjson, install, layout
 from .context import Cloud
 from .keystone import service_credentials
 from .procs import Check, DevcloudError, spawn
@@ -36,7 +35,8 @@ def start_redis(cloud: Cloud) -> Check:
 def start_nova(cloud: Cloud) -> Check:
     """Start the stand-in; it validates tokens as the ``nova`` service user,
     gives servers made by its control path to the demo tenant, and starts
-    booted servers' agents with the Python running this script."""
+    booted servers' agents with the Python of ``.devcloud/swflows``, which
+    has swflows and every requirement whoever started the cloud."""
     home = cloud.dir("nova")
     auth = home / "keystone.json"
     layout.write_private(auth, json.dumps(service_credentials(cloud, "nova")))
@@ -45,8 +45,8 @@ def start_nova(cloud: Cloud) -> Check:
     argv += ["--keystone-config", str(auth)]
     argv += ["--default-project-id", cloud.ids["demo_project"]]
     argv += ["--default-user-id", cloud.ids["demo_user"]]
-    # booted servers' agents run with the library's Python, polling each second
-    argv += ["--agent-python", sys.executable, "--agent-interval", "1"]
+    # booted servers' agents poll each second
+    argv += ["--agent-python", str(install.swflows_python()), "--agent-interval", "1"]
     started = spawn("nova", argv, port=cloud.ports["nova"], records=cloud.records)
 
     def probe() -> bool:
