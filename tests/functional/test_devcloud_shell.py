@@ -5,6 +5,7 @@ is up, ``eval "$(tools/devcloud env)"`` gives a shell whose ``swflows`` and
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,42 @@ def test_the_shell_runs_this_tree(command: str) -> None:
     repo = Path(__file__).resolve().parents[2]
     assert Path(done.stdout.strip()).is_relative_to(repo / "swflows")
     assert (SHELL_PYTHON.parent / command).exists()
+
+
+def walk_through() -> tuple[str, list[str]]:
+    """The README's "First steps in the shell": its commands as one script,
+    and the output lines it shows (those holding an elided id left out)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### First steps in the shell", 1)[1]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    commands, shown = [], []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append(line[2:])
+        elif "…" not in line:
+            shown.append(line)
+    return "\n".join(commands) + "\n", shown
+
+
+def test_the_readme_walk_through_runs_in_a_new_shell(devcloud: Any) -> None:
+    script, shown = walk_through()
+    assert "swflows deployment cancel" in script and shown
+    repo = Path(__file__).resolve().parents[2]
+    # the user's PATH without this test run's virtualenv: swflows must come
+    # from what the walk-through's first line sets up
+    venv_bin = str(Path(sys.executable).parent)
+    path = ":".join(p for p in os.environ["PATH"].split(":") if p != venv_bin)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=repo,
+        env={"PATH": path, "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    printed = done.stdout.splitlines()
+    at = 0
+    for line in shown:  # in order, each where the README shows it
+        assert line in printed[at:], (line, done.stdout)
+        at = printed.index(line, at) + 1
