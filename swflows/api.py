@@ -630,9 +630,11 @@ class Swflows:
             servers.undeploy_all(self, server_id)
         return enrollment.unenroll(self.services, server_id)
 
-    def show_server(self, server_id: str) -> dict[str, Any]:
-        """A server's enrollment, channel (no secret) and deployments."""
-        return servers.describe(self, server_id)
+    def show_server(self, server_id: str, *, console_lines: int = 0) -> dict[str, Any]:
+        """A server's enrollment, channel (no secret) and deployments; with
+        ``console_lines``, also the end of its console log from Nova
+        (``console``: where an agent that died at boot says why)."""
+        return servers.describe(self, server_id, console_lines)
 
     def boot_data(self, server_id: str, agent: str = bootdata.SWFLOWS_AGENT) -> str:
         """cloud-init user_data starting ``agent`` ("swflows" or "heat")."""

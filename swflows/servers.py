@@ -65,8 +65,9 @@ def enroll(sw: Swflows, server_id: str, requested: str | None) -> dict[str, Any]
     return describe(sw, server_id)
 
 
-def describe(sw: Swflows, server_id: str) -> dict[str, Any]:
-    """The server's enrollment, channel and deployments, without a secret."""
+def describe(sw: Swflows, server_id: str, console_lines: int = 0) -> dict[str, Any]:
+    """The server's enrollment, channel and deployments, without a secret;
+    with ``console_lines``, the end of a Nova server's console log."""
     record = sw.store.get_server(server_id)
     channel = dict(record.channel or {})
     shown = {k: v for k, v in channel.items() if k not in _HIDDEN}
@@ -86,7 +87,24 @@ def describe(sw: Swflows, server_id: str) -> dict[str, Any]:
         "metadata_version": record.metadata_version,
         "published_version": record.published_version,
         "deployments": [d.id for d in sw.store.list_deployments(server_id=server_id)],
+        **(
+            {"console": console(sw, server_id, console_lines)}
+            if console_lines and record.in_compute
+            else {}
+        ),
     }
+
+
+def console(sw: Swflows, server_id: str, lines: int) -> str | None:
+    """The end of the server's console log, where an agent that died says
+    why; None for a server Nova does not hold (or no compute), and the
+    error itself when Nova cannot give it."""
+    if not sw.services.clients.offers("compute"):
+        return None
+    try:
+        return sw.services.clients.compute.console_output(server_id, lines)
+    except exceptions.SwflowsError as exc:
+        return f"(console log unavailable: {exc})"
 
 
 def collect_section(sw: Swflows, server_id: str) -> dict[str, Any]:

@@ -17,7 +17,9 @@ Served (all under ``/v2.1``, plus the version documents at ``/``):
   ``GET|PUT|DELETE /servers/{id}``;
 * ``GET|PUT|POST /servers/{id}/metadata``,
   ``GET|PUT|DELETE /servers/{id}/metadata/{key}``;
-* ``POST /servers/{id}/action`` with ``os-stop`` or ``os-start``.
+* ``POST /servers/{id}/action`` with ``os-stop``, ``os-start`` or
+  ``os-getConsoleOutput`` (the console log: the agent's output, a line
+  saying why no agent started, or the status it exited with).
 
 Tokens: every compute call needs ``X-Auth-Token``. With ``--keystone-config``
 the token is validated against Keystone (``GET /v3/auth/tokens`` with a
@@ -926,6 +928,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(body, dict) or len(body) != 1:
             raise ApiError(400, "Malformed request body")
         action = next(iter(body))
+        if action == "os-getConsoleOutput":
+            return self.console_output(sid, body[action])
         moves = {
             "os-stop": (("ACTIVE", "ERROR"), "SHUTOFF", "stop"),
             "os-start": (("SHUTOFF",), "ACTIVE", "start"),
@@ -947,6 +951,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
             touch(server)
             store.save()
         return Reply(202)
+
+    def console_output(self, sid: str, args: Any) -> Reply:
+        """The server's console log: its agent's output (what cloud-init's
+        console shows of a real server), and why no agent runs, if none."""
+        length = args.get("length") if isinstance(args, dict) else None
+        try:
+            lines = None if length in (None, -1, "-1") else int(length)
+        except (TypeError, ValueError):
+            raise ApiError(400, f"Invalid length: {length!r}") from None
+        if lines is not None and lines < 0:
+            raise ApiError(400, f"Invalid length: {length!r}")
+        with self.server.store.lock:
+            server = dict(self.visible(sid))
+        booted = dict(server.get("agent") or {})
+        status = self.server.agents.status(sid) or {}
+        text = ""
+        if booted.get("log") and os.path.exists(booted["log"]):
+            with open(booted["log"], encoding="utf-8", errors="replace") as log:
+                text = log.read()
+        if not booted.get("running") and booted.get("why"):
+            text += f"[no swflows-agent started: {booted['why']}]\n"
+        if status and not status.get("running"):
+            text += f"[swflows-agent exited with status {status['exit_status']}]\n"
+        kept = text.splitlines(keepends=True)
+        if lines is not None:
+            kept = kept[-lines:] if lines else []
+        return Reply(200, {"output": "".join(kept)})
 
     # -- metadata
     @route("GET", r"/v2\.1/servers/([^/]+)/metadata")

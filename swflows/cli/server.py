@@ -74,10 +74,19 @@ class ShowServer(base.ShowOne):
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         add_server(parser)
+        parser.add_argument(
+            "--console-lines",
+            type=int,
+            default=5,
+            metavar="N",
+            help="the last N lines of a Nova server's console log, where an "
+            "agent that failed says why (default 5; 0: none)",
+        )
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        return base.fields(self.sw.show_server(parsed_args.server))
+        lines = max(0, parsed_args.console_lines)
+        return base.fields(self.sw.show_server(parsed_args.server, console_lines=lines))
 
 
 class _Secret(base.Command):

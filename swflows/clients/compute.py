@@ -88,6 +88,22 @@ class Compute:
             metadata={str(k): str(v) for k, v in (server.metadata or {}).items()},
         )
 
+    @retried
+    def console_output(self, server_id: str, lines: int) -> str | None:
+        """The last ``lines`` lines of the server's console log (where its
+        agent's errors show), None when Nova says it does not exist."""
+        try:
+            return self._call(
+                f"show the console log of server {server_id}",
+                lambda: str(
+                    self.nova.servers.get_console_output(server_id, length=lines) or ""
+                ),
+            )
+        except CloudError as exc:
+            if is_missing(exc, SERVICE):
+                return None
+            raise
+
     def server_exists(self, server_id: str) -> bool:
         return self.get_server(server_id) is not None
 

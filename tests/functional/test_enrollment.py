@@ -12,7 +12,9 @@ import base64
 import configparser
 import email
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -311,6 +313,44 @@ def test_booted_server_runs_a_deployment_with_no_other_setup(
     assert leftovers(sw, dep.id) == {}
     with pytest.raises(exceptions.ServerNotFound):
         sw.delete_server(server_id)
+
+
+def wait_for_value(check: Any, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def test_a_dead_agent_shows_in_server_show(nova_sw: Swflows, standin: str) -> None:
+    sw = nova_sw
+    server_id = sw.create_server("console-1", "cirros", "m1.tiny")["server_id"]
+    record = standin_record(standin, server_id)
+    assert record is not None and record["agent"]["running"], record
+    assert "console" not in sw.show_server(server_id)  # only when asked
+
+    os.kill(record["agent"]["pid"], signal.SIGKILL)
+    shown = wait_for_value(
+        lambda: (
+            "exited" in (sw.show_server(server_id, console_lines=3)["console"])
+            and sw.show_server(server_id, console_lines=3)
+        )
+    )
+    assert shown, sw.show_server(server_id, console_lines=3)
+    tail = shown["console"].splitlines()
+    assert len(tail) <= 3
+    assert tail[-1] == "[swflows-agent exited with status -9]"
+    sw.delete_server(server_id)
+
+
+def test_a_server_enrolled_without_nova_has_no_console(nova_sw: Swflows) -> None:
+    sw = nova_sw
+    sw.enroll_server("console-not-in-nova")
+    shown = sw.show_server("console-not-in-nova", console_lines=5)
+    assert shown["in_compute"] is False and "console" not in shown
+    sw.unenroll_server("console-not-in-nova")
 
 
 @pytest.mark.parametrize("how", ["deleted", "ERROR"])
