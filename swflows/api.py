@@ -10,20 +10,23 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 
 from swflows import bootdata, derive, exceptions, model, servers, signals, states
-from swflows.engine import Runner
-from swflows.engine import runner as engine_runner
-from swflows.flows import common, compose
 from swflows.persistence import flows as flow_rows
 from swflows.persistence.flows import FlowRow
 from swflows.services import Clients, Services
 from swflows.tasks import enrollment, metadata
 from swflows.tasks import signal as signal_tasks
 from swflows.transports import names
+
+if TYPE_CHECKING:
+    # TaskFlow and the flows load at first use: a command that only reads
+    # the store starts without them
+    from swflows.engine import Runner
+    from swflows.flows import common
 
 #: generation of a deployment's first action
 FIRST_GENERATION = 1
@@ -35,6 +38,11 @@ class Swflows:
     ``wait=True`` (the default) blocks until the deployment is terminal and
     returns it; ``wait=False`` returns the IN_PROGRESS deployment at once
     and lets the runner's threads finish the flow.
+
+    The runner (signal watcher, lease renewal, resume of interrupted flows)
+    starts with the instance; with ``start=False`` it starts at the first
+    call that needs it, so an instance that only reads the store (list,
+    show, outputs) runs no thread and loads no TaskFlow.
     """
 
     def __init__(
@@ -44,6 +52,7 @@ class Swflows:
         conf: Any,
         *,
         secret: bytes | None = None,
+        start: bool = True,
     ) -> None:
         self.services = Services(
             store=store,
@@ -54,24 +63,37 @@ class Swflows:
         self.store = store
         self.conf = conf
         self._owns_store = False
-        self.runner = Runner(self.services)
-        self.runner.start()
+        self._runner: Runner | None = None
+        if start:
+            self.runner.start()
+
+    @property
+    def runner(self) -> Runner:
+        """This instance's runner, made and started at first use when the
+        instance was made with ``start=False``."""
+        if self._runner is None:
+            from swflows.engine import Runner
+
+            self._runner = Runner(self.services)
+            self._runner.start()
+        return self._runner
 
     # -- built from options alone ---------------------------------------
     @classmethod
-    def from_conf(cls, conf: Any, store: Any = None) -> Swflows:
+    def from_conf(cls, conf: Any, store: Any = None, *, start: bool = True) -> Swflows:
         """An instance configured by ``conf`` alone (see :mod:`swflows.conf`).
 
         The store is opened from ``[database]`` unless ``store`` is given, and
         the cloud clients are built from the client groups and ``[stack_user]``
         (:meth:`swflows.services.Clients.from_conf`).  A store opened here is
-        ``sw.store``, closed with the instance.
+        ``sw.store``, closed with the instance.  ``start`` is as for the
+        constructor.
         """
         from swflows.persistence.store import Store
 
         opened = store if store is not None else Store.from_conf(conf)
         try:
-            made = cls(opened, Clients.from_conf(conf), conf)
+            made = cls(opened, Clients.from_conf(conf), conf, start=start)
             made._owns_store = store is None
             return made
         except BaseException:
@@ -82,7 +104,8 @@ class Swflows:
     def close(self) -> None:
         """Stop the runner (running flows are released for the next one),
         and close the store if :meth:`from_conf` opened it."""
-        self.runner.close()
+        if self._runner is not None:
+            self._runner.close()
         if self._owns_store:
             self.store.close()
 
@@ -166,6 +189,8 @@ class Swflows:
         transport = self.services.signal_transport(
             signal_transport, self.services.signal_options(signal_transport)
         )
+        from swflows.flows import common
+
         config_name = self._config_transport(server_id, config_transport)
         return common.Plan(
             signal_transport=signal_transport,
@@ -464,6 +489,8 @@ class Swflows:
                 plans[name] = self._plan("", name, None).to_kwargs()
             except exceptions.SwflowsError:
                 continue  # not offered here
+        from swflows.flows import compose
+
         default = self._signal_transport(None)
         plans[compose.DEFAULT_TRANSPORT] = self._plan("", default, None).to_kwargs()
         return plans
@@ -473,6 +500,8 @@ class Swflows:
         (:meth:`flow_result`).  Raises the flow's error, if it failed (a
         :class:`~swflows.exceptions.FlowError` saying it, when the flow
         ended in another process)."""
+        from swflows.engine import runner as engine_runner
+
         self.runner.wait(flow_id, timeout)
         outcome = self.flow_result(flow_id)
         error = engine_runner.stored_error(flow_id, outcome)

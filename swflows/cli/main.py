@@ -150,7 +150,8 @@ class SwflowsApp(app.App):
                 cloud.apply(options, self.options.os_cloud)
             if not resume:
                 options.set_override("resume_on_start", False, group="runner")
-            self._sw = Swflows.from_conf(options)
+            # the runner starts at the first command that needs it
+            self._sw = Swflows.from_conf(options, start=False)
         return self._sw
 
     def close_swflows(self) -> None:

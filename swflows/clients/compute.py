@@ -8,8 +8,6 @@ from typing import Any, TypeVar
 
 from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1 import session as ksa_session
-from novaclient import client as nova_client
-from novaclient import exceptions as nova_exc
 
 from swflows.clients.base import (
     DEFAULT_RETRY,
@@ -53,6 +51,9 @@ class Compute:
         region_name: str | None = None,
         **kwargs: Any,
     ) -> Compute:
+        # novaclient loads at first use: most commands never call Nova
+        from novaclient import client as nova_client
+
         nova = nova_client.Client(
             API_VERSION,
             session=session,
@@ -63,6 +64,8 @@ class Compute:
         return cls(nova, **kwargs)
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        from novaclient import exceptions as nova_exc
+
         try:
             return fn(*args)
         except nova_exc.ClientException as exc:

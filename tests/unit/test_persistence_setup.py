@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pathlib
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -385,3 +387,32 @@ def test_secret_inputs_follow_derive() -> None:
 
 def test_model_ids_fit() -> None:
     assert len(model.new_id()) == tables.ID_LENGTH
+
+
+def test_head_constant_is_alembics_head() -> None:
+    assert migrations.HEAD == migrations.head()
+
+
+def test_a_store_at_head_opens_without_alembic(tmp_path: pathlib.Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    with Store(url) as store:
+        with store.engine.connect() as conn:
+            assert migrations.at_head(conn, "swflows_")
+            assert not migrations.at_head(conn, "other_")
+    program = (
+        "import sys\n"
+        "from swflows.persistence import Store\n"
+        f"Store({url!r}).close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    opened = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert opened.stdout.strip() == "[]"
+    fresh = subprocess.run(
+        [sys.executable, "-c", program.replace("x.sqlite", "new.sqlite")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert fresh.stdout.strip() != "[]"  # a new database is migrated
