@@ -12,7 +12,9 @@
 4. flow overhead: swflows' deploy flow against the same tasks on bare
    TaskFlow with its stock SQLAlchemy logbook, cloud calls excluded, on
    SQLite and PostgreSQL (:mod:`bench.overhead`);
-5. resume: a fresh runner takes over the population's interrupted flows.
+5. resume: a fresh runner takes over the population's interrupted flows;
+6. command-line start-up: ``swflows deployment list`` against the
+   interpreter and the libraries every command needs (:mod:`bench.startup`).
 
 Prints one table and writes the same figures as JSON.  ``--quick`` runs
 every measurement at a small size (for the smoke test).  Everything the
@@ -32,7 +34,7 @@ import time
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import overhead, waiting
+from bench import overhead, startup, waiting
 from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
@@ -127,6 +129,16 @@ def table(results: dict[str, Any]) -> str:
             f"({one['flows'] / one['all_parked_s']:.0f} flows/s)",
             "",
         )
+    if "startup" in results:
+        one = results["startup"]
+        add(
+            f"6. CLI start-up, deployment list ({one['rows']} rows, SQLite), "
+            f"median of {one['swflows']['runs']}",
+            f"{one['swflows']['median_s']:.2f} s",
+            f"{one['libraries']['median_s']:.2f} s importing its libraries "
+            f"({one['interpreter']['median_s']:.2f} s bare interpreter)",
+            f"{one['ratio_libraries']:.1f}x",
+        )
     head = ("measurement", "swflows", "baseline", "ratio")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
@@ -144,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flows", type=int, default=None, help="flows per side (4)")
     parser.add_argument("--no-postgresql", action="store_true", help="skip it in 4")
     parser.add_argument(
-        "--only", choices=("waiting", "overhead"), default=None, help="one part only"
+        "--only",
+        choices=("waiting", "overhead", "startup"),
+        default=None,
+        help="one part only",
     )
     parser.add_argument("--cloud", default=None, help="cloud.json of the dev cloud")
     args = parser.parse_args(argv)
@@ -176,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             results["overhead"] = overhead.run(
                 folder, flows, postgresql=not args.no_postgresql
             )
+        if args.only in (None, "startup"):
+            print("6. command-line start-up", flush=True)
+            results["startup"] = startup.run(folder, runs=3 if args.quick else 15)
     if pathlib.Path(tmp).exists():
         raise RuntimeError(f"{tmp} was not removed")
     results["load_after"] = bcloud.load_average()

@@ -74,3 +74,9 @@ def test_quick_mode_measures_everything(
     # 5. every interrupted flow was parked again
     assert results["waiting"]["resume"]["flows"] == sizes.large
     assert "5. resume" in printed and "ratio" in printed
+    # 6. three start-ups, each a median of new processes
+    started = results["startup"]
+    for side in ("swflows", "interpreter", "libraries"):
+        assert started[side]["runs"] == 3
+    assert started["interpreter"]["median_s"] < started["swflows"]["median_s"]
+    assert "6. CLI start-up" in printed

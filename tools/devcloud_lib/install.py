@@ -151,7 +151,9 @@ def ensure_swflows() -> float | None:
             "creating the swflows venv",
             env,
         )
-    install = [uv, "pip", "install", "-q", "--python", swflows_python()]
+    # compiled now: the shell's first command does not pay for it
+    install = [uv, "pip", "install", "-q", "--compile-bytecode"]
+    install += ["--python", swflows_python()]
     install += ["-c", layout.REPO / "constraints.txt", "-e", layout.REPO]
     _run(install, "installing swflows into the shell's venv", env)
     layout.SWFLOWS_STAMP.write_text(swflows_digest() + "\n")
