@@ -89,8 +89,10 @@ class Swflows:
         ``sw.store``, closed with the instance.  ``start`` is as for the
         constructor.
         """
+        from swflows import conf as sw_conf
         from swflows.persistence.store import Store
 
+        sw_conf.check_values(conf)
         opened = store if store is not None else Store.from_conf(conf)
         try:
             made = cls(opened, Clients.from_conf(conf), conf, start=start)
@@ -166,11 +168,16 @@ class Swflows:
         )
 
     def _config_transport(self, server_id: str, requested: str | None) -> str:
+        """The server's enrolled transport; else ``requested`` or the default.
+
+        An unknown ``requested`` name is refused even when the server's own
+        transport is used."""
+        asked = names.normalize_config_transport(requested) if requested else None
         server = metadata.find_server(self.services, server_id)
         if server is not None and server.config_transport:
             return str(server.config_transport)
-        return names.normalize_config_transport(
-            requested or self.conf.default_software_config_transport
+        return asked or names.normalize_config_transport(
+            self.conf.default_software_config_transport
         )
 
     def _config_options(self, name: str) -> dict[str, Any]:
@@ -369,7 +376,9 @@ class Swflows:
 
         The new deployment is named ``<original>-<ACTION>``; its inputs are
         the original's, overridden by ``input_values``.  The original
-        deployment is left untouched.
+        deployment is left untouched.  The rule of :meth:`redeploy` decides
+        which actions run: a component config's entries, or for any other
+        config the deployment's ``actions``.
         """
         original = self.store.get_deployment(deployment_id)
         if original.source_config_id is None:
@@ -377,7 +386,7 @@ class Swflows:
                 "deployment_id", f"deployment {deployment_id} has no config"
             )
         source = self.store.get_config(original.source_config_id)
-        derive.check_action(source, action, None if source.is_component else [action])
+        derive.check_action(source, action, original.actions)
         transport = self._signal_transport(
             signal_transport or original.signal_transport
         )

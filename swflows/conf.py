@@ -14,6 +14,7 @@ loaded, not when a deployment first uses it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -478,6 +479,79 @@ def get_conf(
         use_env=use_env,
     )
     return conf
+
+
+def check_values(conf: cfg.ConfigOpts) -> None:
+    """Read every registered option once, so that a value its type refuses
+    fails now, naming it, rather than when some code path first reads it.
+
+    Raises :class:`~swflows.exceptions.ValidationError` whose ``field`` is
+    ``[group] option`` and whose reason names the file that set it and why
+    the value was refused; a ``[database] connection`` that is not a
+    database URL too (its text is not repeated: it may hold a password).
+    """
+    for name in list(conf):
+        try:
+            found = conf[name]
+        except cfg.ConfigFileValueError as exc:
+            raise _refused(conf, None, name, exc) from None
+        if not isinstance(found, cfg.ConfigOpts.GroupAttr):
+            continue
+        for option in list(found):
+            try:
+                getattr(found, option)
+            except cfg.ConfigFileValueError as exc:
+                raise _refused(conf, name, option, exc) from None
+    if "database" in conf and conf.database.connection:
+        _check_connection(conf, conf.database.connection)
+
+
+def _check_connection(conf: cfg.ConfigOpts, text: str) -> None:
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy.engine import make_url
+
+    where = _where(conf, "database", "connection")
+    try:
+        url = make_url(text)
+    except (sa_exc.ArgumentError, ValueError):
+        raise exceptions.ValidationError(
+            "[database] connection",
+            f"{where}: not a database URL (dialect+driver://user:password@host"
+            "/database, or sqlite:///path)",
+        ) from None
+    try:
+        url.get_dialect()
+    except sa_exc.NoSuchModuleError:
+        raise exceptions.ValidationError(
+            "[database] connection",
+            f"{where}: no database driver for {url.drivername!r} (postgresql, "
+            "mysql+pymysql, sqlite, …)",
+        ) from None
+
+
+def _where(conf: cfg.ConfigOpts, group: str | None, name: str) -> str:
+    try:
+        found = conf.get_location(name, group)
+    except cfg.Error:
+        found = None
+    detail = getattr(found, "detail", None)
+    return f"in {detail}" if detail else "set"
+
+
+#: how oslo.config names the file of a refused value
+_DETAIL: Final = re.compile(r"detail='([^']*)'")
+
+
+def _refused(
+    conf: cfg.ConfigOpts, group: str | None, name: str, exc: Exception
+) -> exceptions.ValidationError:
+    text = str(exc)
+    why = text.partition(" is not valid: ")[2] or text
+    detail = _DETAIL.search(text)
+    where = f"in {detail.group(1)}" if detail else "set"
+    return exceptions.ValidationError(
+        f"[{group or 'DEFAULT'}] {name}", f"{where}: {why}"
+    )
 
 
 def default_state_dir() -> str:

@@ -226,8 +226,11 @@ def never_picked_up_outcome(seconds: float) -> Outcome:
 
 
 def cancelled_outcome(by: str | None = None) -> Outcome:
-    """Cancelled by an operator or embedder (Heat's reason when ``by`` is None)."""
-    text = "Deployment cancelled." if not by else f"Deployment cancelled by {by}."
+    """Cancelled by an operator or embedder; ``by`` is who or why, as given
+    (Heat's reason when it is None)."""
+    text = "Deployment cancelled." if not by else f"Deployment cancelled: {by}"
+    if by and not text.endswith((".", "!", "?")):
+        text += "."
     return Outcome(
         states.FAILED, text, {"kind": states.ReasonKind.CANCELLED.value, "by": by}
     )

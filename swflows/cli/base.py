@@ -8,7 +8,7 @@ import argparse
 import json
 import traceback
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cliff import columns, command, lister, show
 
@@ -50,10 +50,44 @@ def row(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(cell(data.get(name)) for name in names)
 
 
+def one_line_errors(parser: argparse.ArgumentParser, stderr: Any) -> None:
+    """Have ``parser`` report a bad argument in one line and exit 2, not
+    with its usage block (``--help`` shows that)."""
+
+    def error(message: str) -> NoReturn:
+        stderr.write(f"swflows: error: {message} (see: {parser.prog} --help)\n")
+        raise SystemExit(int(ExitCode.BAD_INPUT))
+
+    parser.error = error  # type: ignore[method-assign]
+
+
 class _Errors:
     """Run ``take_action`` turning swflows' errors into one line and a status."""
 
     app: Any
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = super().get_parser(prog_name)  # type: ignore[misc]
+        one_line_errors(parser, self.app.stderr)
+        return parser
+
+    def _generate_columns_and_selector(
+        self, parsed_args: argparse.Namespace, column_names: Any
+    ) -> Any:
+        """cliff's column selection, where an unknown ``-c`` is bad input
+        (cliff drops it, or fails with a message of its own)."""
+        normal = self._normalize_column_name  # type: ignore[attr-defined]
+        known = {normal(name) for name in column_names}
+        unknown = [c for c in parsed_args.columns or () if normal(c) not in known]
+        if unknown:
+            raise parsing.BadInput(
+                "-c/--column",
+                f"unknown column {', '.join(map(repr, unknown))} "
+                f"(columns: {', '.join(map(str, column_names))})",
+            )
+        return super()._generate_columns_and_selector(  # type: ignore[misc]
+            parsed_args, column_names
+        )
 
     def _guarded(self, run: Any, parsed_args: argparse.Namespace) -> int:
         try:

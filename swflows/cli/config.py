@@ -19,7 +19,9 @@ class CreateConfig(base.ShowOne):
         parser.add_argument(
             "--config-file",
             metavar="FILE",
-            help="the config itself: a script, or a component's YAML",
+            required=True,
+            help="the config itself: a script, or a component's YAML "
+            "(/dev/null for an empty config)",
         )
         parser.add_argument(
             "--definition-file",
@@ -34,9 +36,7 @@ class CreateConfig(base.ShowOne):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        body: Any = ""
-        if parsed_args.config_file:
-            body = parsing.read_config_body(parsed_args.config_file, parsed_args.group)
+        body = parsing.read_config_body(parsed_args.config_file, parsed_args.group)
         definition = (
             parsing.read_definition(parsed_args.definition_file)
             if parsed_args.definition_file

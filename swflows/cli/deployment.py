@@ -12,11 +12,13 @@ from swflows import exceptions, model, states
 from swflows.cli import base, parsing, progress
 from swflows.cli.parsing import ExitCode
 
+#: the config the user gave (its derived config is ``config_id`` in
+#: ``deployment show``)
 LIST_COLUMNS = (
     "id",
     "name",
     "server_id",
-    "config_id",
+    "source_config_id",
     "action",
     "status",
     "creation_time",
@@ -34,6 +36,43 @@ def add_inputs(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="an input's value; repeat for several",
     )
+
+
+def check_inputs(sw: Any, config_id: str, values: dict[str, str]) -> None:
+    """Refuse an input the config does not declare (a typo would otherwise
+    reach the server as an extra String input, as Heat passes it)."""
+    if not values:
+        return
+    config = sw.get_config(config_id)
+    declared = [i.name for i in config.inputs]
+    unknown = sorted(set(values) - set(declared))
+    if unknown:
+        raise parsing.BadInput(
+            "--input-value",
+            f"{', '.join(unknown)}: not an input of config {config.name} "
+            f"({config.id}); its inputs: {', '.join(declared) or 'none'}",
+        )
+
+
+def check_config_transport(sw: Any, server_id: str, asked: str | None) -> None:
+    """Refuse a --config-transport other than the one the server is enrolled
+    with (it keeps its channel until it is unenrolled)."""
+    if not asked:
+        return
+    from swflows.transports import names
+
+    wanted = names.normalize_config_transport(asked)
+    try:
+        record = sw.store.get_server(server_id)
+    except exceptions.ServerNotFound:
+        return
+    if record.config_transport and record.config_transport != wanted:
+        raise parsing.BadInput(
+            "--config-transport",
+            f"server {server_id} is enrolled with {record.config_transport}, "
+            f"not {wanted} ('server enroll {server_id} --config-transport "
+            f"{wanted}' moves it)",
+        )
 
 
 def add_timeout(parser: argparse.ArgumentParser, what: str) -> None:
@@ -121,10 +160,21 @@ class CreateDeployment(_Operation):
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("name", metavar="NAME")
-        parser.add_argument("--server", required=True, metavar="SERVER")
-        parser.add_argument("--config", required=True, metavar="CONFIG")
+        parser.add_argument(
+            "--server",
+            required=True,
+            metavar="SERVER",
+            help="the server's id (Nova's, or any id its agent was given)",
+        )
+        parser.add_argument(
+            "--config", required=True, metavar="CONFIG", help="the config's id"
+        )
         add_inputs(parser)
-        parser.add_argument("--action", default=model.CREATE)
+        parser.add_argument(
+            "--action",
+            default=model.CREATE,
+            help="the action to run first (%(default)s)",
+        )
         parser.add_argument(
             "--signal-transport",
             metavar="TRANSPORT",
@@ -140,10 +190,15 @@ class CreateDeployment(_Operation):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        values = parsing.parse_input_values(parsed_args.input_value)
+        check_inputs(self.sw, parsed_args.config, values)
+        check_config_transport(
+            self.sw, parsed_args.server, parsed_args.config_transport
+        )
         made = self.sw.deploy(
             parsed_args.server,
             parsed_args.config,
-            input_values=parsing.parse_input_values(parsed_args.input_value),
+            input_values=values,
             name=parsed_args.name,
             action=parsed_args.action,
             signal_transport=parsed_args.signal_transport,
@@ -160,10 +215,15 @@ class RedeployDeployment(_Operation):
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("id", metavar="ID")
-        parser.add_argument("--config", metavar="CONFIG", help="a new config")
+        parser.add_argument(
+            "--config", metavar="CONFIG", help="a new config's id (default: the same)"
+        )
         add_inputs(parser)
         parser.add_argument(
-            "--action", default=model.UPDATE, help="UPDATE, SUSPEND or RESUME"
+            "--action",
+            default=model.UPDATE,
+            help="UPDATE, SUSPEND, RESUME, or another of the config's actions "
+            "(%(default)s)",
         )
         add_timeout(parser, "the server has to signal")
         add_wait(parser)
@@ -172,6 +232,10 @@ class RedeployDeployment(_Operation):
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         values = parsing.parse_input_values(parsed_args.input_value)
         timeout = parsing.minutes_to_seconds(parsed_args.timeout)
+        current = self.sw.show(parsed_args.id)
+        check_inputs(
+            self.sw, parsed_args.config or current.source_config_id or "", values
+        )
         made = self.sw.redeploy(
             parsed_args.id,
             input_values=values,
@@ -189,18 +253,30 @@ class TriggerDeployment(_Operation):
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("id", metavar="ID")
-        parser.add_argument("action", metavar="ACTION")
+        parser.add_argument(
+            "action",
+            metavar="ACTION",
+            help="a component's action (BACKUP, …), or one of the deployment's "
+            "actions for another config",
+        )
         add_inputs(parser)
-        parser.add_argument("--signal-transport", metavar="TRANSPORT")
+        parser.add_argument(
+            "--signal-transport",
+            metavar="TRANSPORT",
+            help="how the server answers (default: the deployment's)",
+        )
         add_timeout(parser, "the server has to signal")
         add_wait(parser)
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        values = parsing.parse_input_values(parsed_args.input_value)
+        current = self.sw.show(parsed_args.id)
+        check_inputs(self.sw, current.source_config_id or "", values)
         made = self.sw.trigger(
             parsed_args.id,
             parsed_args.action,
-            input_values=parsing.parse_input_values(parsed_args.input_value),
+            input_values=values,
             signal_transport=parsed_args.signal_transport,
             timeout=parsing.minutes_to_seconds(parsed_args.timeout),
             wait=False,
@@ -234,7 +310,8 @@ class CancelDeployment(base.ShowOne):
         parser = super().get_parser(prog_name)
         parser.add_argument("id", metavar="ID")
         parser.add_argument(
-            "--reason", default="operator", help="who or why (%(default)s)"
+            "--reason",
+            help='why, kept in its status_reason ("Deployment cancelled: REASON.")',
         )
         return parser
 
@@ -268,9 +345,11 @@ class ListDeployments(base.Lister):
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
-        parser.add_argument("--server", metavar="SERVER")
-        parser.add_argument("--status", choices=sorted(states.STATUSES))
-        parser.add_argument("--limit", type=int)
+        parser.add_argument("--server", metavar="SERVER", help="one server's")
+        parser.add_argument(
+            "--status", choices=sorted(states.STATUSES), help="in this status only"
+        )
+        parser.add_argument("--limit", type=int, help="at most this many")
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
@@ -279,6 +358,14 @@ class ListDeployments(base.Lister):
             status=parsed_args.status,
             limit=parsed_args.limit,
         )
+        if parsed_args.server and not found:
+            try:
+                self.sw.store.get_server(parsed_args.server)
+            except exceptions.ServerNotFound:
+                raise parsing.BadInput(
+                    "--server",
+                    f"no server {parsed_args.server}: neither enrolled nor deployed to",
+                ) from None
         return LIST_COLUMNS, [base.row(d.to_dict(), LIST_COLUMNS) for d in found]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from cliff import app, commandmanager
 from oslo_config import cfg
 
-from swflows.cli import config, deployment, engine, flow, parsing, server
+from swflows.cli import base, config, deployment, engine, flow, parsing, server
 
 #: read when neither --config-file nor $SWFLOWS_CONFIG names a file
 DEFAULT_CONFIG_FILE = Path("/etc/swflows/swflows.conf")
@@ -70,6 +70,21 @@ class _GlobalParser(argparse.ArgumentParser):
         return known, rest + argv[index:]
 
 
+class OneLineFormatter(logging.Formatter):
+    """A log record as one line: ``swflows: warning: what (Error: why)``.
+
+    The traceback is left out (``--debug`` keeps the usual format)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = (record.getMessage().splitlines() or [""])[0]
+        text = f"swflows: {record.levelname.lower()}: {message}"
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            first = (str(exc).splitlines() or [""])[0]
+            text += f" ({type(exc).__name__}: {first})"
+        return text
+
+
 class SwflowsApp(app.App):
     def __init__(self) -> None:
         manager = commandmanager.CommandManager("swflows.cli")
@@ -88,6 +103,7 @@ class SwflowsApp(app.App):
     ) -> argparse.ArgumentParser:
         parser = super().build_option_parser(description, version, argparse_kwargs)
         parser.__class__ = _GlobalParser
+        base.one_line_errors(parser, self.stderr)
         parser.add_argument(
             "--config-file",
             dest="swflows_config",
@@ -116,8 +132,24 @@ class SwflowsApp(app.App):
         for handler in root.handlers:
             if getattr(handler, "stream", None) is self.stderr:
                 handler.setLevel(level)
+                if not self.options.debug:
+                    handler.setFormatter(OneLineFormatter())
         if not self.options.log_file:
             root.setLevel(level)
+
+    def run_subcommand(self, argv: list[str]) -> int:
+        """An unknown command is one line on stderr, with what it may mean."""
+        try:
+            self.command_manager.find_command(argv)
+        except ValueError:
+            guesses = self.get_fuzzy_matches(argv[0]) if argv else []
+            hint = f"; did you mean: {', '.join(guesses)}?" if guesses else ""
+            self.stderr.write(
+                f"swflows: error: {' '.join(argv)!r} is not a swflows command"
+                f"{hint} (see: swflows --help)\n"
+            )
+            return int(parsing.ExitCode.BAD_INPUT)
+        return int(super().run_subcommand(argv))
 
     # -- the Swflows instance ----------------------------------------------
     def config_files(self) -> list[str]:
@@ -126,9 +158,10 @@ class SwflowsApp(app.App):
             paths = os.environ["SWFLOWS_CONFIG"].split(os.pathsep)
         if not paths and DEFAULT_CONFIG_FILE.exists():
             paths = [str(DEFAULT_CONFIG_FILE)]
+        named_by = "--config-file" if self.options.swflows_config else "SWFLOWS_CONFIG"
         for path in paths:
             if not Path(path).is_file():
-                raise parsing.BadInput("--config-file", f"{path}: no such file")
+                raise parsing.BadInput(named_by, f"{path}: no such file")
         return paths
 
     def swflows(self, *, resume: bool) -> Any:
@@ -148,6 +181,7 @@ class SwflowsApp(app.App):
                 raise parsing.BadInput("--config-file", str(exc)) from None
             if self.options.os_cloud:
                 cloud.apply(options, self.options.os_cloud)
+            sw_conf.check_values(options)
             if not resume:
                 options.set_override("resume_on_start", False, group="runner")
             # the runner starts at the first command that needs it

@@ -53,7 +53,11 @@ def unreachable(service: str, what: str, exc: BaseException) -> CloudError:
     Only the exception's class name is kept: connection errors can carry URLs
     with signatures in their text.
     """
-    return CloudError(service, f"{what} failed: {type(exc).__name__}", retryable=True)
+    return CloudError(
+        service,
+        f"{what} failed: unreachable or no answer in time ({type(exc).__name__})",
+        retryable=True,
+    )
 
 
 def ksa_error(service: str, what: str, exc: ksa_exc.ClientException) -> CloudError:

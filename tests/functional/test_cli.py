@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -476,3 +477,194 @@ def test_timeouts_cancel_and_the_engine(setup: tuple[Cli, Swflows]) -> None:
             *[d.id for d in sw.list_deployments(server_id=nobody)],
         )
     assert sw.list_deployments() == []
+
+
+def conf_with(cli: Cli, name: str, change: Any) -> Path:
+    """A copy of the test's configuration with ``change`` applied to its text."""
+    path = cli.folder / name
+    path.write_text(change(cli.conf.read_text()))
+    return path
+
+
+def test_every_bad_input_is_one_line(setup: tuple[Cli, Swflows]) -> None:
+    cli, sw = setup
+    bad = ExitCode.BAD_INPUT
+    script = write(cli.folder / "s.sh", "#!/bin/sh\necho hi\n")
+    definition = write(cli.folder / "def.yaml", DEFINITION)
+    config = cli.json(
+        "config",
+        "create",
+        "s",
+        "--config-file",
+        script,
+        "--definition-file",
+        definition,
+    )["id"]
+
+    # arguments argparse refuses: one line naming the option and the value
+    err = cli(
+        "deployment",
+        "create",
+        "x",
+        "--server",
+        "s",
+        "--config",
+        config,
+        "--timeout",
+        "abc",
+        rc=bad,
+    ).stderr
+    assert "--timeout" in err and "'abc'" in err
+    err = cli("deployment", "list", "-f", "xml", rc=bad).stderr
+    assert "-f/--format" in err and "'xml'" in err
+    err = cli("deployment", "list", "--status", "BOGUS", rc=bad).stderr
+    assert "--status" in err and "'BOGUS'" in err
+    err = cli("deployment", "list", "-c", "id", "-c", "nosuchcol", rc=bad).stderr
+    assert "'nosuchcol'" in err and "source_config_id" in err
+    # an unknown command: on stderr, not stdout
+    done = cli("deploymnt", "list", rc=bad)
+    assert done.stdout == "" and "deployment list" in done.stderr
+
+    # options the configuration file sets: the option, the value, the file
+    for name, change, says in (
+        (
+            "v9.conf",
+            lambda t: t.replace("auth_version = v1", "auth_version = v9"),
+            "[object_store] auth_version",
+        ),
+        ("many.conf", lambda t: t + "\n[runner]\nworkers = many\n", "[runner] workers"),
+        (
+            "url.conf",
+            lambda t: t.replace("connection = sqlite", "connection = xx"),
+            "[database] connection",
+        ),
+    ):
+        path = conf_with(cli, name, change)
+        err = cli("deployment", "list", rc=bad, conf=[path]).stderr
+        assert says in err and str(path) in err, err
+    env = {**cli.env, "SWFLOWS_CONFIG": str(cli.folder / "missing.conf")}
+    done = subprocess.run(
+        [*command(), "deployment", "list"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == bad
+    assert done.stderr.startswith("swflows: error: SWFLOWS_CONFIG: "), done.stderr
+
+    # silently accepted before
+    err = cli("config", "create", "z", rc=bad).stderr
+    assert "--config-file" in err
+    err = cli("deployment", "list", "--server", "nosuch", rc=bad).stderr
+    assert "nosuch" in err
+    err = cli(
+        "deployment",
+        "create",
+        "x",
+        "--server",
+        "s1",
+        "--config",
+        config,
+        "--input-value",
+        "nosuchinput=1",
+        rc=bad,
+    ).stderr
+    assert "nosuchinput" in err and "its inputs: foo" in err
+    enrolled = str(uuid.uuid4())
+    sw.enroll_server(enrolled, "POLL_TEMP_URL")
+    try:
+        for transport, says in (("BAR", "unknown"), ("ZAQAR_MESSAGE", "POLL_TEMP_URL")):
+            err = cli(
+                "deployment",
+                "create",
+                "x",
+                "--server",
+                enrolled,
+                "--config",
+                config,
+                "--config-transport",
+                transport,
+                "--signal-transport",
+                "NO_SIGNAL",
+                rc=bad,
+            ).stderr
+            assert says in err, err
+        assert sw.list_deployments(server_id=enrolled) == []
+    finally:
+        sw.unenroll_server(enrolled)
+
+    # one rule for the actions a script config runs: the deployment's
+    dep = cli.json(
+        "deployment",
+        "create",
+        "d",
+        "--server",
+        str(uuid.uuid4()),
+        "--config",
+        config,
+        "--signal-transport",
+        "NO_SIGNAL",
+        "--wait",
+    )
+    for argv in (
+        ("trigger", dep["id"], "BACKUP"),
+        ("redeploy", dep["id"], "--action", "FROB"),
+    ):
+        err = cli("deployment", *argv, rc=bad).stderr
+        assert "not one of the deployment's actions (CREATE, UPDATE)" in err, err
+    assert [d.name for d in sw.list_deployments()] == ["d"]
+    listed = cli.json("deployment", "list")
+    assert listed[0]["source_config_id"] == config
+    assert "config_id" not in listed[0]
+
+
+def test_cloud_failures_are_one_line(setup: tuple[Cli, Swflows]) -> None:
+    """A refused login or an unreachable service: one line naming the
+    service and what was being done; the traceback only with --debug."""
+    cli, _ = setup
+    server = str(uuid.uuid4())
+    wrong_key = conf_with(
+        cli, "key.conf", lambda t: re.sub(r"(?m)^v1_key = .*$", "v1_key = wrong", t)
+    )
+    wrong_password = conf_with(
+        cli,
+        "password.conf",
+        lambda t: re.sub(r"(?m)^password = .*$", "password = wrong", t, count=1),
+    )
+    no_keystone = conf_with(
+        cli,
+        "nokeystone.conf",
+        lambda t: re.sub(
+            r"(?m)^auth_url = http://[^/]*", "auth_url = http://127.0.0.1:9", t
+        ),
+    )
+    cases = (
+        (wrong_key, "POLL_TEMP_URL", "object-store", "401"),
+        (wrong_password, "ZAQAR_MESSAGE", "identity", "401"),
+        (no_keystone, "ZAQAR_MESSAGE", "unreachable", ""),
+    )
+    for path, transport, service, status in cases:
+        argv = ("server", "enroll", server, "--config-transport", transport)
+        err = cli(*argv, rc=ExitCode.ERROR, conf=[path]).stderr
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and service in errors[0] and status in errors[0], err
+        assert all(line.startswith("swflows: ") for line in err.splitlines()), err
+        debug = cli("--debug", *argv, rc=ExitCode.ERROR, conf=[path]).stderr
+        assert "Traceback" in debug
+
+
+def test_cancel_says_why(setup: tuple[Cli, Swflows]) -> None:
+    cli, _ = setup
+    script = write(cli.folder / "s.sh", "#!/bin/sh\nsleep 60\n")
+    config = cli.json("config", "create", "s", "--config-file", script)["id"]
+    dep = cli.json(
+        "deployment",
+        "create",
+        "d",
+        "--server",
+        str(uuid.uuid4()),
+        "--config",
+        config,
+        "--signal-transport",
+        "TEMP_URL_SIGNAL",
+    )
+    done = cli.json("deployment", "cancel", dep["id"], "--reason", "hangs")
+    assert done["status"] == states.FAILED
+    assert done["status_reason"] == "Deployment cancelled: hangs."

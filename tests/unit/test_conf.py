@@ -13,7 +13,7 @@ import pytest
 from keystoneauth1 import loading
 from oslo_config import cfg, generator
 
-from swflows import conf
+from swflows import conf, exceptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GROUPS = {
@@ -351,3 +351,51 @@ def test_overrides_do_not_leak_between_instances() -> None:
     second = conf.get_conf()
     assert second.database.table_prefix == "swflows_"
     assert second.watcher.poll_interval != 9.0
+
+
+class TestCheckValues:
+    """A value its option's type refuses fails at once, naming the option,
+    the file and why; the text of a bad connection URL is not repeated."""
+
+    @pytest.mark.parametrize(
+        ("text", "field", "says"),
+        [
+            (
+                "[object_store]\nauth_version = v9\n",
+                "[object_store] auth_version",
+                "v9",
+            ),
+            ("[runner]\nworkers = many\n", "[runner] workers", "many"),
+            (
+                "[DEFAULT]\ndeployment_timeout = soon\n",
+                "[DEFAULT] deployment_timeout",
+                "soon",
+            ),
+            (
+                "[database]\nconnection = not a url:secret\n",
+                "[database] connection",
+                "not a database URL",
+            ),
+            (
+                "[database]\nconnection = xx://u:secret@h/d\n",
+                "[database] connection",
+                "no database driver for 'xx'",
+            ),
+        ],
+    )
+    def test_refused(
+        self, tmp_path: pathlib.Path, text: str, field: str, says: str
+    ) -> None:
+        path = tmp_path / "bad.conf"
+        path.write_text(text)
+        options = conf.get_conf(config_files=[str(path)])
+        with pytest.raises(exceptions.ValidationError) as err:
+            conf.check_values(options)
+        assert err.value.field == field
+        assert str(path) in err.value.reason and says in err.value.reason
+        assert "secret" not in str(err.value)
+
+    def test_good_values_pass(self, tmp_path: pathlib.Path) -> None:
+        path = tmp_path / "good.conf"
+        path.write_text("[runner]\nworkers = 3\n[database]\nconnection = sqlite://\n")
+        conf.check_values(conf.get_conf(config_files=[str(path)]))

@@ -270,7 +270,11 @@ class TestOtherEndings:
         )
         assert out.reason == {"kind": "cancelled", "by": None}
         by = signals.cancelled_outcome("operator alice")
-        assert by.status_reason == "Deployment cancelled by operator alice."
+        assert by.status_reason == "Deployment cancelled: operator alice."
+        # the README's own example reads as a reason, not as a name
+        hangs = signals.cancelled_outcome("hangs")
+        assert hangs.status_reason == "Deployment cancelled: hangs."
+        assert signals.cancelled_outcome("why?").status_reason.endswith("why?")
         assert by.reason["by"] == "operator alice"
 
     def test_rejected(self) -> None:
