@@ -486,6 +486,13 @@ def conf_with(cli: Cli, name: str, change: Any) -> Path:
     return path
 
 
+def deploy_to_nowhere(cli: Cli, config: str, transport: str, *extra: str) -> Any:
+    """Deployment ``d`` of ``config`` to a server no agent serves."""
+    server = str(uuid.uuid4())
+    argv = ("--server", server, "--config", config, "--signal-transport", transport)
+    return cli.json("deployment", "create", "d", *argv, *extra)
+
+
 def test_every_bad_input_is_one_line(setup: tuple[Cli, Swflows]) -> None:
     cli, sw = setup
     bad = ExitCode.BAD_INPUT
@@ -591,18 +598,7 @@ def test_every_bad_input_is_one_line(setup: tuple[Cli, Swflows]) -> None:
         sw.unenroll_server(enrolled)
 
     # one rule for the actions a script config runs: the deployment's
-    dep = cli.json(
-        "deployment",
-        "create",
-        "d",
-        "--server",
-        str(uuid.uuid4()),
-        "--config",
-        config,
-        "--signal-transport",
-        "NO_SIGNAL",
-        "--wait",
-    )
+    dep = deploy_to_nowhere(cli, config, "NO_SIGNAL", "--wait")
     for argv in (
         ("trigger", dep["id"], "BACKUP"),
         ("redeploy", dep["id"], "--action", "FROB"),
@@ -654,17 +650,7 @@ def test_cancel_says_why(setup: tuple[Cli, Swflows]) -> None:
     cli, _ = setup
     script = write(cli.folder / "s.sh", "#!/bin/sh\nsleep 60\n")
     config = cli.json("config", "create", "s", "--config-file", script)["id"]
-    dep = cli.json(
-        "deployment",
-        "create",
-        "d",
-        "--server",
-        str(uuid.uuid4()),
-        "--config",
-        config,
-        "--signal-transport",
-        "TEMP_URL_SIGNAL",
-    )
+    dep = deploy_to_nowhere(cli, config, "TEMP_URL_SIGNAL")
     done = cli.json("deployment", "cancel", dep["id"], "--reason", "hangs")
     assert done["status"] == states.FAILED
     assert done["status_reason"] == "Deployment cancelled: hangs."
