@@ -257,7 +257,12 @@ def _lacks_user(services: Services, name: str, channel: dict[str, Any]) -> bool:
 def unenroll(services: Services, server_id: str) -> bool:
     """Remove the server's channel and row; False if it was not known.
 
-    Refused with ServerInUse while deployments are on it.
+    Refused with ServerInUse while deployments are on it.  No channel
+    survives, whatever is in flight: the channel is removed, then the row,
+    then what a publish may have written meanwhile (a publish that finds
+    the row gone after its write removes it itself, see
+    :func:`swflows.tasks.metadata.uses_channel`).  Stopped halfway, it is
+    finished by unenrolling again: the row goes last but one.
     """
     store = services.store
     record = metadata.find_server(services, server_id)
@@ -267,7 +272,10 @@ def unenroll(services: Services, server_id: str) -> bool:
     if on_it:
         raise exceptions.ServerInUse(server_id, [d.id for d in on_it])
     remove_channel(services, record.config_transport, record.channel)
-    return bool(store.delete_server(server_id))
+    deleted = bool(store.delete_server(server_id))
+    if record.config_transport and record.channel:
+        metadata.withdraw(services, server_id, record.config_transport, record.channel)
+    return deleted
 
 
 #: Nova statuses that end a server's deployments
