@@ -114,3 +114,53 @@ def test_unenroll_right_after_undeploys_leaves_no_channel(
         with pytest.raises(exceptions.ServerNotFound):
             sw.show_server(server_id)
     assert leaked == {}
+
+
+def test_the_sweep_removes_orphaned_channels_of_its_own_only(sw: Swflows) -> None:
+    """Channels whose rows went without them (a crash) are removed by the
+    sweep once the grace period has passed; enrolled servers' channels,
+    another installation's and untagged ones stay, and one recorded again
+    within the grace period stays too."""
+    watcher = sw.runner.watcher
+    swift = sw.services.clients.object_store
+    messaging = sw.services.clients.messaging
+    container = sw.conf.metadata_container
+    servers: dict[tuple[str, str], str] = {}
+    for role in ("kept", "orphan", "back"):
+        for transport in TRANSPORTS:
+            server_id = str(uuid.uuid4())
+            sw.enroll_server(server_id, transport)
+            servers[(role, transport)] = server_id
+    for (role, _), server_id in servers.items():
+        if role != "kept":
+            assert sw.store.delete_server(server_id)  # the channel stays
+    foreign = str(uuid.uuid4())
+    swift.put_object(container, foreign, b"{}")  # untagged
+    other_queue = impl_zaqar_message.queue_name(foreign)
+    messaging.ensure_queue(other_queue, {"swflows_owner": "another-installation"})
+    try:
+        sw.conf.set_override("channel_sweep_grace", 3600, "watcher")
+        assert watcher.sweep_channels() == []  # seen, within the grace period
+        for transport in TRANSPORTS:  # enrolled again meanwhile
+            sw.enroll_server(servers[("back", transport)], transport)
+        sw.conf.set_override("channel_sweep_grace", 0, "watcher")
+        removed = watcher.sweep_channels()
+        orphans = [servers[("orphan", t)] for t in TRANSPORTS]
+        assert sorted(removed) == sorted(
+            [
+                f"{container}/{orphans[0]}",
+                impl_zaqar_message.queue_name(orphans[1]),
+            ]
+        )
+        for (role, _), server_id in servers.items():
+            assert bool(channel_left(sw, server_id)) == (role != "orphan"), role
+        assert channel_left(sw, foreign) == [
+            f"{container}/{foreign}",
+            *zaqar_queues(other_queue),
+        ]
+        assert watcher.sweep_channels() == []
+    finally:
+        messaging.delete_queue(other_queue)
+        for (role, _), server_id in servers.items():
+            if role != "orphan":
+                sw.unenroll_server(server_id)
