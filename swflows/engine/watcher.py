@@ -38,7 +38,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from swflows import exceptions, signals, states
@@ -47,7 +47,12 @@ from swflows.services import Services
 from swflows.tasks import enrollment, metadata
 from swflows.tasks import signal as signal_tasks
 from swflows.transports import names, owner
-from swflows.transports.base import ConfigTransport, SignalRead, SignalRef
+from swflows.transports.base import (
+    ConfigTransport,
+    FoundChannel,
+    SignalRead,
+    SignalRef,
+)
 
 if TYPE_CHECKING:
     from swflows.engine.runner import Runner
@@ -354,20 +359,23 @@ class Watcher:
                 existing = transport.existing_channels(self.services)
                 if not existing:
                     continue
-                owned = self._owned_channels()
-                for channel_id, found in existing.items():
-                    if (name, channel_id) in owned:
-                        continue
-                    if found.owner != mine and not (untagged and found.owner is None):
-                        continue
-                    key = (name, channel_id)
-                    orphans[key] = self._orphans.get(key, now)
-                    if now - orphans[key] >= grace:
-                        transport.remove_channel(
-                            self.services, channel_id, found.channel
-                        )
-                        removed.append(key)
-                        del orphans[key]
+                owned = {cid for (n, cid) in self._owned_channels() if n == name}
+                seen = {cid: t for (n, cid), t in self._orphans.items() if n == name}
+                due, waiting = sweep_plan(
+                    existing,
+                    owned,
+                    mine,
+                    untagged=untagged,
+                    seen=seen,
+                    now=now,
+                    grace=grace,
+                )
+                orphans.update(((name, cid), t) for cid, t in waiting.items())
+                for channel_id in due:
+                    transport.remove_channel(
+                        self.services, channel_id, existing[channel_id].channel
+                    )
+                    removed.append((name, channel_id))
             except exceptions.SwflowsError as exc:
                 LOG.warning("could not sweep %s channels: %s", name, exc)
                 orphans.update(
@@ -433,6 +441,39 @@ class Watcher:
                 LOG.warning("could not publish server %s again: %s", server_id, exc)
 
 
+def sweep_plan(
+    existing: Mapping[str, FoundChannel],
+    owned: Collection[str],
+    mine: str,
+    *,
+    untagged: bool,
+    seen: Mapping[str, float],
+    now: float,
+    grace: float,
+) -> tuple[list[str], dict[str, float]]:
+    """Which listed channels to remove now, and which orphans to remember.
+
+    A channel is an orphan when no server owns it and it carries ``mine``
+    (or no tag, with ``untagged``); it is due once it has been an orphan at
+    every look since ``seen`` says it first was, ``grace`` seconds ago.
+    The orphans not due yet are returned with when they were first seen;
+    one that is owned again, or gone, is forgotten.
+    """
+    due: list[str] = []
+    waiting: dict[str, float] = {}
+    for channel_id, found in sorted(existing.items()):
+        if channel_id in owned:
+            continue
+        if found.owner != mine and not (untagged and found.owner is None):
+            continue
+        first = seen.get(channel_id, now)
+        if now - first >= grace:
+            due.append(channel_id)
+        else:
+            waiting[channel_id] = first
+    return due, waiting
+
+
 def _ref_of(key: str) -> SignalRef | None:
     deployment_id, _, generation = key.partition("/")
     if not deployment_id or not generation.isdigit():
@@ -440,4 +481,4 @@ def _ref_of(key: str) -> SignalRef | None:
     return SignalRef(deployment_id, int(generation), 0)
 
 
-__all__ = ["Watcher", "waiting_of"]
+__all__ = ["Watcher", "sweep_plan", "waiting_of"]
