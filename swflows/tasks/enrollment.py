@@ -228,6 +228,15 @@ def enroll(
         if old_channel is not None:
             remove_channel(services, old_name, old_channel)
     store.set_server_channel(server_id, name, channel, enrolled=True, in_compute=nova)
+    if (
+        old_name
+        and old_channel is not None
+        and (old_name, metadata.resources(old_channel))
+        != (name, metadata.resources(channel))
+    ):
+        # what a publish in flight wrote to the old channel since its removal
+        # (one that reads the new record after its write removes it itself)
+        metadata.withdraw(services, server_id, old_name, old_channel)
     metadata.publish_server(services, server_id, name, options)
     return store.get_server(server_id)  # type: ignore[no-any-return]
 

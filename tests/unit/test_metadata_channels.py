@@ -120,3 +120,23 @@ def test_a_publish_to_the_current_channel_keeps_it(
     version = metadata.publish_server(services, "s1", names.POLL_TEMP_URL)
     assert ("swflows-metadata", "s1") in objects.objects
     assert services.store.get_server("s1").published_version == version
+
+
+def test_a_write_to_the_old_channel_during_a_move_is_removed(
+    services: Services, objects: Objects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish lands on the old object after the move removed it and
+    before the new channel is recorded: the move removes it again."""
+    enrollment.enroll(services, "s1", names.POLL_TEMP_URL, nova=False)
+    store = services.store
+    record = store.set_server_channel
+
+    def late_write(*args: Any, **kwargs: Any) -> Any:
+        objects.objects[("swflows-metadata", "s1")] = b"{}"
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(store, "set_server_channel", late_write)
+    enrollment.enroll(
+        services, "s1", names.POLL_TEMP_URL, {"container": "other"}, nova=False
+    )
+    assert set(objects.objects) == {("other", "s1")}
