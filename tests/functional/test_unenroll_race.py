@@ -37,21 +37,23 @@ TRANSPORTS = (names.POLL_TEMP_URL, names.ZAQAR_MESSAGE)
 
 
 @contextlib.contextmanager
-def on_postgresql(
-    cloud: dict[str, Any], folder: Path, url: str, **overrides: Any
+def own_container(
+    cloud: dict[str, Any], folder: Path, url: str | None = None
 ) -> Iterator[Swflows]:
-    """A swflows on the session's PostgreSQL database (tables of its own)
-    with a metadata container of its own."""
+    """A swflows with a metadata container of its own, on the session's
+    PostgreSQL database (tables of its own) or, without ``url``, a SQLite
+    file."""
     container = f"swflows-race-{uuid.uuid4().hex[:12]}"
-    with isolated(
-        cloud,
-        folder,
-        metadata_container=container,
-        database__connection=url,
-        database__table_prefix=unique_prefix(),
-        database__secret_key=SECRET_KEY.decode(),
-        **overrides,
-    ) as made:
+    database = (
+        {
+            "database__connection": url,
+            "database__table_prefix": unique_prefix(),
+            "database__secret_key": SECRET_KEY.decode(),
+        }
+        if url
+        else {}
+    )
+    with isolated(cloud, folder, metadata_container=container, **database) as made:
         try:
             yield made
         finally:
@@ -60,7 +62,16 @@ def on_postgresql(
 
 @pytest.fixture
 def sw(devcloud: dict[str, Any], tmp_path: Path, pg_url: str) -> Iterator[Swflows]:
-    with on_postgresql(devcloud, tmp_path / "swflows", pg_url) as made:
+    with own_container(devcloud, tmp_path / "swflows", pg_url) as made:
+        yield made
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def any_sw(
+    request: pytest.FixtureRequest, devcloud: dict[str, Any], tmp_path: Path
+) -> Iterator[Swflows]:
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    with own_container(devcloud, tmp_path / "swflows", url) as made:
         yield made
 
 
@@ -85,11 +96,12 @@ def settle(sw: Swflows, deployment_ids: list[str]) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_unenroll_right_after_undeploys_leaves_no_channel(
-    sw: Swflows, transport: str
+    any_sw: Swflows, transport: str
 ) -> None:
     """Several deployments undeployed without waiting, then the server
     unenrolled as soon as their rows are gone: whatever the publishes
     still in flight do, no object or queue stays, round after round."""
+    sw = any_sw
     config = script_config(sw, "#!/bin/sh\necho hi\n")
     leaked = {}
     for _ in range(ROUNDS):
