@@ -350,37 +350,43 @@ class Watcher:
         untagged = bool(self.conf.sweep_untagged_channels)
         mine = owner.tag(self.services)
         now = time.monotonic()
-        orphans: dict[tuple[str, str], float] = {}
-        removed: list[tuple[str, str]] = []
+        listed: list[tuple[str, ConfigTransport, dict[str, FoundChannel]]] = []
+        failed: set[str] = set()
         for name, transport in self._channel_transports():
             try:
-                # channels first, servers second: a channel made after this
-                # listing is not in it
-                existing = transport.existing_channels(self.services)
-                if not existing:
-                    continue
-                owned = {cid for (n, cid) in self._owned_channels() if n == name}
-                seen = {cid: t for (n, cid), t in self._orphans.items() if n == name}
-                due, waiting = sweep_plan(
-                    existing,
-                    owned,
-                    mine,
-                    untagged=untagged,
-                    seen=seen,
-                    now=now,
-                    grace=grace,
+                listed.append(
+                    (name, transport, transport.existing_channels(self.services))
                 )
-                orphans.update(((name, cid), t) for cid, t in waiting.items())
-                for channel_id in due:
+            except exceptions.SwflowsError as exc:
+                LOG.warning("could not list %s channels: %s", name, exc)
+                failed.add(name)
+        # channels first, servers second: a channel recorded after its
+        # listing is owned here
+        owned = self._owned_channels() if any(found for *_, found in listed) else {}
+        # a listing that failed keeps its orphans' clocks
+        orphans = {key: t for key, t in self._orphans.items() if key[0] in failed}
+        removed: list[tuple[str, str]] = []
+        for name, transport, existing in listed:
+            due, waiting = sweep_plan(
+                existing,
+                {cid for (n, cid) in owned if n == name},
+                mine,
+                untagged=untagged,
+                seen={cid: t for (n, cid), t in self._orphans.items() if n == name},
+                now=now,
+                grace=grace,
+            )
+            orphans.update(((name, cid), t) for cid, t in waiting.items())
+            for channel_id in due:
+                try:
                     transport.remove_channel(
                         self.services, channel_id, existing[channel_id].channel
                     )
-                    removed.append((name, channel_id))
-            except exceptions.SwflowsError as exc:
-                LOG.warning("could not sweep %s channels: %s", name, exc)
-                orphans.update(
-                    (key, seen) for key, seen in self._orphans.items() if key[0] == name
-                )
+                except exceptions.SwflowsError as exc:
+                    LOG.warning("could not remove channel %s: %s", channel_id, exc)
+                    orphans[(name, channel_id)] = now - grace
+                    continue
+                removed.append((name, channel_id))
         self._orphans = orphans
         if removed:
             LOG.info("removed %d metadata channel(s) no server owns", len(removed))

@@ -140,3 +140,27 @@ def test_a_write_to_the_old_channel_during_a_move_is_removed(
         services, "s1", names.POLL_TEMP_URL, {"container": "other"}, nova=False
     )
     assert set(objects.objects) == {("other", "s1")}
+
+
+def test_an_unenroll_stopped_halfway_is_finished_by_unenrolling_again(
+    services: Services, objects: Objects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The channel went but the row could not: unenrolling again removes
+    the row, and a write that landed meanwhile."""
+    enrollment.enroll(services, "s1", names.POLL_TEMP_URL, nova=False)
+    store = services.store
+    delete = store.delete_server
+
+    def fails(server_id: str) -> bool:
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(store, "delete_server", fails)
+    with pytest.raises(RuntimeError):
+        enrollment.unenroll(services, "s1")
+    assert objects.objects == {}
+    assert store.get_server("s1").channel
+    objects.objects[("swflows-metadata", "s1")] = b"{}"  # a late publish
+    monkeypatch.setattr(store, "delete_server", delete)
+    assert enrollment.unenroll(services, "s1") is True
+    assert objects.objects == {}
+    assert store.list_servers() == []
