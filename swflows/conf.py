@@ -225,7 +225,25 @@ watcher_opts: Final[list[cfg.Opt]] = [
         min=1.0,
         help="Seconds between two sweeps for signal stores no deployment "
         "waits on (a TempURL object or queue recreated by a signal sent "
-        "after its deployment ended).",
+        "after its deployment ended), and for metadata channels no server "
+        "owns.",
+    ),
+    cfg.FloatOpt(
+        "channel_sweep_grace",
+        default=900.0,
+        min=0.0,
+        help="Seconds a metadata object or queue must have been seen owned "
+        "by no server of the store, at every sweep, before the sweep removes "
+        "it: longer than an enrollment takes from making a channel to "
+        "recording it (a boot through Nova included).",
+    ),
+    cfg.BoolOpt(
+        "sweep_untagged_channels",
+        default=False,
+        help="Also sweep metadata objects and queues that carry no owner tag "
+        "(written before swflows tagged them). Only for an installation that "
+        "shares its metadata container and Zaqar project with no other: "
+        "another installation's untagged channels look the same.",
     ),
 ]
 

@@ -222,9 +222,17 @@ class Messaging(_Zaqar):
     # -- queues -----------------------------------------------------------
 
     @retried
-    def ensure_queue(self, name: str) -> None:
+    def ensure_queue(
+        self, name: str, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the queue (an existing one is kept, its metadata too)."""
         check_queue_name(name)
-        self._call(f"create queue {name}", core.queue_create, name)
+        self._call(
+            f"create queue {name}",
+            core.queue_create,
+            name,
+            dict(metadata) if metadata else None,
+        )
 
     @retried
     def queue_exists(self, name: str) -> bool:
@@ -248,6 +256,23 @@ class Messaging(_Zaqar):
     def list_queues(self) -> list[str]:
         """The names of every queue of the project."""
         return self._list_queues()
+
+    @retried
+    def queue_metadata(self) -> dict[str, dict[str, Any]]:
+        """Every queue of the project with its metadata (a detailed listing)."""
+        found: dict[str, dict[str, Any]] = {}
+        marker: str | None = None
+        while True:
+            params: JsonDict = {"limit": PAGE, "detailed": True}
+            if marker:
+                params["marker"] = marker
+            page = self._call("list queues", core.queue_list, **params)
+            items = (page or {}).get("queues") or []
+            for item in items:
+                found[str(item["name"])] = dict(item.get("metadata") or {})
+            if len(items) < PAGE:
+                return found
+            marker = str(items[-1]["name"])
 
     def _list_queues(self) -> list[str]:
         names: list[str] = []

@@ -63,6 +63,8 @@ class ObjectInfo:
     etag: str
     last_modified: str
     bytes: int
+    #: as written (listings show it; a HEAD does too)
+    content_type: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -484,6 +486,7 @@ class ObjectStore:
                 etag=item["hash"],
                 last_modified=item["last_modified"],
                 bytes=int(item["bytes"]),
+                content_type=str(item.get("content_type") or ""),
             )
             for item in listing
         ]

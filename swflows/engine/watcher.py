@@ -24,7 +24,11 @@ API, counts as picked up.  Every ``sweep_interval`` the watcher also
 removes signal stores no flow waits on: a TempURL PUT or a queue post sent
 after its deployment ended recreates a store nobody would read.  Only
 stores of deployments in its own database are swept, never those of
-another installation sharing the account.
+another installation sharing the account.  The same sweep removes
+metadata objects and queues that carry this installation's owner tag and
+that no server of its store has owned at any sweep for
+``channel_sweep_grace`` seconds (a crash, or a version before unenroll
+closed its race, left them).
 """
 
 from __future__ import annotations
@@ -34,16 +38,21 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from swflows import exceptions, signals, states
 from swflows.persistence import flows as flow_rows
 from swflows.services import Services
-from swflows.tasks import enrollment
+from swflows.tasks import enrollment, metadata
 from swflows.tasks import signal as signal_tasks
-from swflows.transports import names
-from swflows.transports.base import SignalRead, SignalRef
+from swflows.transports import names, owner
+from swflows.transports.base import (
+    ConfigTransport,
+    FoundChannel,
+    SignalRead,
+    SignalRef,
+)
 
 if TYPE_CHECKING:
     from swflows.engine.runner import Runner
@@ -100,6 +109,8 @@ class Watcher:
         self._last_takeover = time.monotonic()
         self._last_server_check = -SERVER_CHECK_INTERVAL
         self.server_check_interval = SERVER_CHECK_INTERVAL
+        #: orphaned metadata channels, (transport, id) -> when first seen
+        self._orphans: dict[tuple[str, str], float] = {}
         #: cycles run, and flows resumed (for tests and status)
         self.cycles = 0
         self.resumed = 0
@@ -277,6 +288,7 @@ class Watcher:
         if clock - self._last_sweep >= float(self.conf.sweep_interval):
             self._last_sweep = clock
             self.sweep()
+            self.sweep_channels()
 
     def sweep(self) -> list[str]:
         """Remove signal stores no unfinished flow can read; their keys."""
@@ -325,6 +337,148 @@ class Watcher:
             return False
         return deployment.is_terminal or deployment.generation != ref.generation
 
+    def sweep_channels(self) -> list[str]:
+        """Remove metadata channels no server of the store owns; their ids.
+
+        Only channels tagged with this installation's owner tag are
+        considered (untagged ones too with ``sweep_untagged_channels``),
+        and one goes only once every sweep for ``channel_sweep_grace``
+        seconds found it unowned, so an enrollment that has made its channel
+        and not recorded it yet keeps it.
+        """
+        grace = float(self.conf.channel_sweep_grace)
+        untagged = bool(self.conf.sweep_untagged_channels)
+        mine = owner.tag(self.services)
+        now = time.monotonic()
+        listed: list[tuple[str, ConfigTransport, dict[str, FoundChannel]]] = []
+        failed: set[str] = set()
+        for name, transport in self._channel_transports():
+            try:
+                listed.append(
+                    (name, transport, transport.existing_channels(self.services))
+                )
+            except exceptions.SwflowsError as exc:
+                LOG.warning("could not list %s channels: %s", name, exc)
+                failed.add(name)
+        # channels first, servers second: a channel recorded after its
+        # listing is owned here
+        owned = self._owned_channels() if any(found for *_, found in listed) else {}
+        # a listing that failed keeps its orphans' clocks
+        orphans = {key: t for key, t in self._orphans.items() if key[0] in failed}
+        removed: list[tuple[str, str]] = []
+        for name, transport, existing in listed:
+            due, waiting = sweep_plan(
+                existing,
+                {cid for (n, cid) in owned if n == name},
+                mine,
+                untagged=untagged,
+                seen={cid: t for (n, cid), t in self._orphans.items() if n == name},
+                now=now,
+                grace=grace,
+            )
+            orphans.update(((name, cid), t) for cid, t in waiting.items())
+            for channel_id in due:
+                try:
+                    transport.remove_channel(
+                        self.services, channel_id, existing[channel_id].channel
+                    )
+                except exceptions.SwflowsError as exc:
+                    LOG.warning("could not remove channel %s: %s", channel_id, exc)
+                    orphans[(name, channel_id)] = now - grace
+                    continue
+                removed.append((name, channel_id))
+        self._orphans = orphans
+        if removed:
+            LOG.info("removed %d metadata channel(s) no server owns", len(removed))
+            self._republish_owned(removed)
+        return [channel_id for _, channel_id in removed]
+
+    def _channel_transports(self) -> list[tuple[str, ConfigTransport]]:
+        """The config transports to list: POLL_TEMP_URL in the configured
+        container and in every container a server's channel is in."""
+        services = self.services
+        found: list[tuple[str, ConfigTransport]] = []
+        if services.clients.offers("object_store"):
+            containers = {str(services.conf.metadata_container)}
+            for record in services.store.list_servers():
+                if record.config_transport == names.POLL_TEMP_URL:
+                    container = (record.channel or {}).get("container")
+                    if container:
+                        containers.add(str(container))
+            found.extend(
+                (
+                    names.POLL_TEMP_URL,
+                    services.config_transport(
+                        names.POLL_TEMP_URL, {"container": container}
+                    ),
+                )
+                for container in sorted(containers)
+            )
+        if services.clients.offers("messaging"):
+            found.append(
+                (names.ZAQAR_MESSAGE, services.config_transport(names.ZAQAR_MESSAGE))
+            )
+        return found
+
+    def _owned_channels(self) -> dict[tuple[str, str], str]:
+        """(transport, channel id) of every server's channel -> its server."""
+        owned: dict[tuple[str, str], str] = {}
+        for record in self.services.store.list_servers():
+            if not record.config_transport or not record.channel:
+                continue
+            transport = self.services.config_transport(record.config_transport)
+            channel_id = transport.channel_id(record.channel)
+            if channel_id:
+                owned[(record.config_transport, channel_id)] = record.server_id
+        return owned
+
+    def _republish_owned(self, removed: list[tuple[str, str]]) -> None:
+        """Publish again to a channel a server recorded while it was being
+        removed (its id enrolled again at that very moment)."""
+        owned = self._owned_channels()
+        for key in removed:
+            server_id = owned.get(key)
+            if server_id is None:
+                continue
+            LOG.warning("server %s took channel %s as it was swept", server_id, key[1])
+            try:
+                metadata.publish_server(self.services, server_id, key[0], create=False)
+            except exceptions.SwflowsError as exc:
+                LOG.warning("could not publish server %s again: %s", server_id, exc)
+
+
+def sweep_plan(
+    existing: Mapping[str, FoundChannel],
+    owned: Collection[str],
+    mine: str,
+    *,
+    untagged: bool,
+    seen: Mapping[str, float],
+    now: float,
+    grace: float,
+) -> tuple[list[str], dict[str, float]]:
+    """Which listed channels to remove now, and which orphans to remember.
+
+    A channel is an orphan when no server owns it and it carries ``mine``
+    (or no tag, with ``untagged``); it is due once it has been an orphan at
+    every look since ``seen`` says it first was, ``grace`` seconds ago.
+    The orphans not due yet are returned with when they were first seen;
+    one that is owned again, or gone, is forgotten.
+    """
+    due: list[str] = []
+    waiting: dict[str, float] = {}
+    for channel_id, found in sorted(existing.items()):
+        if channel_id in owned:
+            continue
+        if found.owner != mine and not (untagged and found.owner is None):
+            continue
+        first = seen.get(channel_id, now)
+        if now - first >= grace:
+            due.append(channel_id)
+        else:
+            waiting[channel_id] = first
+    return due, waiting
+
 
 def _ref_of(key: str) -> SignalRef | None:
     deployment_id, _, generation = key.partition("/")
@@ -333,4 +487,4 @@ def _ref_of(key: str) -> SignalRef | None:
     return SignalRef(deployment_id, int(generation), 0)
 
 
-__all__ = ["Watcher", "waiting_of"]
+__all__ = ["Watcher", "sweep_plan", "waiting_of"]

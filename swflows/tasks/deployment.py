@@ -43,10 +43,15 @@ class _PublishingTask(base.Task):
         self.config_options = dict(config_options or {})
 
     def republish(self, services: Services, server_id: str) -> None:
+        """After a revert: publish to the server's channel, if it still has one."""
         base.revert_quietly(
             f"metadata of server {server_id}",
             lambda: metadata.publish_server(
-                services, server_id, self.config_transport, self.config_options
+                services,
+                server_id,
+                self.config_transport,
+                self.config_options,
+                create=False,
             ),
         )
 
@@ -255,8 +260,14 @@ class DeleteDeployment(_PublishingTask):
         config_id: str | None,
     ) -> None:
         services.store.delete_deployment(deployment_id, missing_ok=True)
+        # the server may be unenrolled as soon as the row is gone: no
+        # channel is made for it, and one removed meanwhile stays removed
         metadata.publish_server(
-            services, server_id, self.config_transport, self.config_options
+            services,
+            server_id,
+            self.config_transport,
+            self.config_options,
+            create=False,
         )
 
     def revert(

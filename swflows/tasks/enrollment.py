@@ -228,6 +228,15 @@ def enroll(
         if old_channel is not None:
             remove_channel(services, old_name, old_channel)
     store.set_server_channel(server_id, name, channel, enrolled=True, in_compute=nova)
+    if (
+        old_name
+        and old_channel is not None
+        and (old_name, metadata.resources(old_channel))
+        != (name, metadata.resources(channel))
+    ):
+        # what a publish in flight wrote to the old channel since its removal
+        # (one that reads the new record after its write removes it itself)
+        metadata.withdraw(services, server_id, old_name, old_channel)
     metadata.publish_server(services, server_id, name, options)
     return store.get_server(server_id)  # type: ignore[no-any-return]
 
@@ -257,7 +266,12 @@ def _lacks_user(services: Services, name: str, channel: dict[str, Any]) -> bool:
 def unenroll(services: Services, server_id: str) -> bool:
     """Remove the server's channel and row; False if it was not known.
 
-    Refused with ServerInUse while deployments are on it.
+    Refused with ServerInUse while deployments are on it.  No channel
+    survives, whatever is in flight: the channel is removed, then the row,
+    then what a publish may have written meanwhile (a publish that finds
+    the row gone after its write removes it itself, see
+    :func:`swflows.tasks.metadata.uses_channel`).  Stopped halfway, it is
+    finished by unenrolling again: the row goes last but one.
     """
     store = services.store
     record = metadata.find_server(services, server_id)
@@ -267,7 +281,10 @@ def unenroll(services: Services, server_id: str) -> bool:
     if on_it:
         raise exceptions.ServerInUse(server_id, [d.id for d in on_it])
     remove_channel(services, record.config_transport, record.channel)
-    return bool(store.delete_server(server_id))
+    deleted = bool(store.delete_server(server_id))
+    if record.config_transport and record.channel:
+        metadata.withdraw(services, server_id, record.config_transport, record.channel)
+    return deleted
 
 
 #: Nova statuses that end a server's deployments

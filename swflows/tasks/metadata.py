@@ -33,6 +33,8 @@ def publish_server(
     server_id: str,
     transport: str,
     options: dict[str, Any] | None = None,
+    *,
+    create: bool = True,
 ) -> int:
     """Publish ``server_id``'s current document; return the version published.
 
@@ -41,6 +43,14 @@ def publish_server(
     between, it is read and published again, so the last copy published
     always matches the store.  The server keeps the transport it was first
     published with (or enrolled with); ``transport`` applies to new servers.
+
+    A server without a channel gets one, unless ``create`` is False (a
+    removal publishes only to a channel that exists: the server may have
+    been unenrolled since its deployment's row went; 0 is returned).  After
+    every write the store is read again: if the server is no longer there
+    (unenrolled) or no longer uses that channel (moved), what was written
+    is removed, so a publish still in flight never brings back a channel
+    that was removed.
     """
     store = services.store
     server = find_server(services, server_id)
@@ -48,6 +58,8 @@ def publish_server(
     config_transport = services.config_transport(name, options)
     channel = server.channel if server and server.channel is not None else None
     if channel is None:
+        if not create:
+            return 0
         channel = config_transport.ensure_channel(services, server_id)
         collect = config_transport.collect_config(services, channel)
         channel = {**channel, "os-collect-config": collect}
@@ -66,6 +78,15 @@ def publish_server(
             "os-collect-config": channel.get("os-collect-config", {}),
         }
         config_transport.publish(services, server_id, channel, document)
+        if not uses_channel(services, server_id, name, channel):
+            LOG.info(
+                "server %s left its %s channel while it was published to: "
+                "what was written is removed",
+                server_id,
+                name,
+            )
+            withdraw(services, server_id, name, channel)
+            return snapshot.version
         if not store.mark_published(server_id, snapshot.version):
             if store.server_metadata(server_id).version <= snapshot.version:
                 return snapshot.version  # a concurrent publisher got there first
@@ -75,6 +96,55 @@ def publish_server(
         return snapshot.version
 
     return attempt()
+
+
+def resources(channel: dict[str, Any] | None) -> dict[str, Any]:
+    """What names a channel's resources: the channel without the section
+    telling agents where to poll (a signed URL there is made anew)."""
+    return {k: v for k, v in (channel or {}).items() if k != "os-collect-config"}
+
+
+def uses_channel(
+    services: Services, server_id: str, name: str, channel: dict[str, Any]
+) -> bool:
+    """Whether the store still records ``channel`` as the server's.
+
+    Read after each write through it.  Unenroll removes the channel, then
+    the row, then the channel again: a write this read finds the row for
+    ended before that last removal, and a writer that finds no row removes
+    what it wrote itself.
+    """
+    record = find_server(services, server_id)
+    return (
+        record is not None
+        and record.config_transport == name
+        and resources(record.channel) == resources(channel)
+    )
+
+
+def withdraw(
+    services: Services, server_id: str, name: str, channel: dict[str, Any]
+) -> None:
+    """Remove what a publish wrote to a channel the server no longer uses.
+
+    Only what publishing writes (the object, the queue of swflows' own
+    project) is removed: a channel with a Keystone user is the enrollment's
+    to remove, and a write as that user fails once it is gone.
+    """
+    if channel.get("user"):
+        return
+    try:
+        services.config_transport(name).remove_channel(
+            services, str(channel.get("key") or server_id), resources(channel)
+        )
+    except exceptions.SwflowsError as exc:
+        LOG.warning(
+            "could not remove the %s channel of server %s (the metadata sweep "
+            "removes it): %s",
+            name,
+            server_id,
+            exc,
+        )
 
 
 class PublishMetadata(base.TransportTask):

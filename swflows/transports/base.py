@@ -155,6 +155,16 @@ class SignalTransport(abc.ABC):
         return ()
 
 
+@dataclasses.dataclass(frozen=True)
+class FoundChannel:
+    """A metadata channel's resource as a listing shows it."""
+
+    #: what :meth:`ConfigTransport.remove_channel` needs to remove it
+    channel: JsonDict
+    #: the tag of the installation that wrote it (:mod:`.owner`); None: none
+    owner: str | None
+
+
 class ConfigTransport(abc.ABC):
     """Base of every config (server metadata) transport."""
 
@@ -181,4 +191,14 @@ class ConfigTransport(abc.ABC):
 
     def collect_config(self, services: Services, channel: JsonDict) -> JsonDict:
         """The ``os-collect-config`` section telling agents where to poll."""
+        return {}
+
+    def channel_id(self, channel: JsonDict) -> str | None:
+        """The name of what publishing writes to, as :meth:`existing_channels`
+        keys it; None when nothing a listing shows is written."""
+        return None
+
+    def existing_channels(self, services: Services) -> dict[str, FoundChannel]:
+        """Every metadata resource of this transport that exists now, by
+        :meth:`channel_id` (the metadata sweep removes those no server owns)."""
         return {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from swflows.transports import base, names
+from swflows.transports import base, names, owner
 
 if TYPE_CHECKING:
     from swflows.services import Services
@@ -33,7 +33,12 @@ class PollTempUrl(base.ConfigTransport):
         swift.ensure_container(self.container)
         channel = {"container": self.container, "object": server_id}
         if swift.head_object(self.container, server_id) is None:
-            swift.put_object(self.container, server_id, b"{}")
+            swift.put_object(
+                self.container,
+                server_id,
+                b"{}",
+                content_type=owner.content_type(owner.tag(services)),
+            )
         return channel
 
     def metadata_url(self, services: Services, channel: base.JsonDict) -> str:
@@ -54,7 +59,10 @@ class PollTempUrl(base.ConfigTransport):
     ) -> None:
         body = json.dumps(document, sort_keys=True).encode()
         services.clients.object_store.put_object(
-            channel["container"], channel["object"], body
+            channel["container"],
+            channel["object"],
+            body,
+            content_type=owner.content_type(owner.tag(services)),
         )
 
     def remove_channel(
@@ -71,3 +79,18 @@ class PollTempUrl(base.ConfigTransport):
             "collectors": ["request"],
             "request": {"metadata_url": self.metadata_url(services, channel)},
         }
+
+    def channel_id(self, channel: base.JsonDict) -> str | None:
+        if not channel.get("container") or not channel.get("object"):
+            return None
+        return f"{channel['container']}/{channel['object']}"
+
+    def existing_channels(self, services: Services) -> dict[str, base.FoundChannel]:
+        """The objects of this transport's container."""
+        found: dict[str, base.FoundChannel] = {}
+        for item in services.clients.object_store.list_objects(self.container):
+            channel = {"container": self.container, "object": item.name}
+            found[f"{self.container}/{item.name}"] = base.FoundChannel(
+                channel, owner.of_content_type(item.content_type)
+            )
+        return found

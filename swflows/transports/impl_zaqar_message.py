@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from swflows.transports import base, names, server_user
+from swflows.transports import base, names, owner, server_user
 
 if TYPE_CHECKING:
     from swflows.clients.messaging import Messaging
@@ -41,7 +41,9 @@ class ZaqarMessage(base.ConfigTransport):
         if self.options.get("auth") == CREDENTIALS:
             user = server_user.ensure(services, server_id, server_user.ZAQAR, server_id)
             channel.update(key=server_id, user=user.to_dict())
-        self._client(services, channel).ensure_queue(queue)
+        self._client(services, channel).ensure_queue(
+            queue, {owner.PARAM: owner.tag(services)}
+        )
         return channel
 
     @staticmethod
@@ -96,3 +98,20 @@ class ZaqarMessage(base.ConfigTransport):
             ttl_seconds=SIGNED_URL_TTL,
         )
         return {"collectors": ["zaqar"], "zaqar": {"signed_url": signed}}
+
+    def channel_id(self, channel: base.JsonDict) -> str | None:
+        # a queue in a server user's project is not in swflows' listing
+        if channel.get("user") or not channel.get("queue"):
+            return None
+        return str(channel["queue"])
+
+    def existing_channels(self, services: Services) -> dict[str, base.FoundChannel]:
+        """The ``swm-`` queues of swflows' own project."""
+        found: dict[str, base.FoundChannel] = {}
+        for queue, metadata in services.clients.messaging.queue_metadata().items():
+            if queue.startswith(QUEUE_PREFIX):
+                tag = metadata.get(owner.PARAM)
+                found[queue] = base.FoundChannel(
+                    {"queue": queue}, str(tag) if tag else None
+                )
+        return found
