@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from swflows import model, states
+from swflows import model, signals, states
 from swflows.api import Swflows
+from swflows.tasks import signal as signal_tasks
 from tests.functional.test_agent import (
     WAIT,
     _alive,
@@ -25,7 +27,7 @@ from tests.functional.test_agent import (
     script_config,
     sw,
 )
-from tests.functional.test_runner import until
+from tests.functional.test_runner import instance, parked, until
 
 __all__ = ["sw"]
 
@@ -144,3 +146,37 @@ def test_cancelled_while_the_agent_is_down_does_not_run_after_restart(
         assert started(pids) == [child]
         sw.undeploy(nxt.id)
         sw.undeploy(dep.id)
+
+
+def test_a_cancel_that_died_before_publishing_is_withdrawn_by_its_flow(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    """cancel records the outcome, then publishes; a process dying in
+    between leaves the document unpublished, and the flow's wait step,
+    when the flow goes on, publishes it without the config."""
+    with instance(devcloud, tmp_path) as made:
+        server_id = str(uuid.uuid4())
+        dep = made.deploy(server_id, quick(made).id, timeout=60, wait=False)
+        until(lambda: parked(made, dep.id), what="the flow to park")
+        channel = made.store.get_server(server_id).channel
+        url = channel["os-collect-config"]["request"]["metadata_url"]
+
+        def document() -> list[str]:
+            body = requests.get(url, timeout=10).json()
+            return [item["id"] for item in body["deployments"]]
+
+        assert document() == [dep.config_id]
+        # what cancel does before it publishes
+        assert signal_tasks.record_outcome(
+            made.services, dep.id, dep.generation, signals.cancelled_outcome("op")
+        )
+        record = made.store.get_server(server_id)
+        assert record.published_version < record.metadata_version
+        assert listed(made, server_id) == []
+        made.runner.wake()
+        until(lambda: not made.list_flows(dep.id), 30, "the flow to end")
+        assert document() == []
+        record = made.store.get_server(server_id)
+        assert record.published_version == record.metadata_version
+        assert made.show(dep.id).reason["kind"] == "cancelled"
+        made.undeploy(dep.id)
