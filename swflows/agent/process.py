@@ -159,12 +159,14 @@ def _kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> str
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _group_alive(proc):
-        if time.monotonic() >= deadline:
-            break
+    while _group_alive(proc) and time.monotonic() < deadline:
         time.sleep(_POLL)
-    else:
-        return "SIGTERM"
+    if not _group_alive(proc):
+        try:  # the leader may have died since it was last polled
+            proc.wait(max(_POLL, deadline - time.monotonic()))
+            return "SIGTERM"
+        except subprocess.TimeoutExpired:
+            pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
