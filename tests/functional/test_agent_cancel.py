@@ -20,6 +20,7 @@ import requests
 from swflows import model, signals, states
 from swflows.api import Swflows
 from swflows.tasks import signal as signal_tasks
+from swflows.transports import names
 from tests.functional.test_agent import (
     WAIT,
     _alive,
@@ -113,6 +114,35 @@ def test_cancel_stops_the_running_hook(sw: Swflows, tmp_path: Path) -> None:
         time.sleep(2)  # several polls
         assert started(pids) == [child]
         assert server.agent.text().count(f"({dep.config_id}, group") == 1
+        sw.undeploy(dep.id)
+
+
+def test_cancel_reaches_an_agent_reading_zaqar(sw: Swflows, tmp_path: Path) -> None:
+    """ZAQAR_MESSAGE: the document without the config is the queue's newest
+    message, which the agent reads while the hook runs."""
+    pids = tmp_path / "pids"
+    config = sleeper(sw, pids)
+    server_dir = tmp_path / "server"
+    with agent_server(sw, server_dir, names.ZAQAR_MESSAGE, kill_grace=GRACE) as server:
+        dep = sw.deploy(
+            server.id,
+            config.id,
+            signal_transport=names.ZAQAR_SIGNAL,
+            timeout=WAIT,
+            wait=False,
+        )
+        [child] = until(lambda: started(pids), WAIT, "the hook to start")
+        assert sw.cancel(dep.id).status == states.FAILED
+        until(
+            lambda: not _alive(child),
+            GRACE + POLL_AND_SLACK,
+            "the hook's process group to be stopped",
+        )
+        again = sw.redeploy(
+            dep.id, config_id=quick(sw).id, timeout=WAIT, wait_timeout=30
+        )
+        assert again.status == states.COMPLETE, again.status_reason
+        assert started(pids) == [child]
         sw.undeploy(dep.id)
 
 
