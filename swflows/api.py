@@ -181,14 +181,7 @@ class Swflows:
         )
 
     def _config_options(self, name: str) -> dict[str, Any]:
-        if name == names.POLL_TEMP_URL:
-            return {
-                "container": self.conf.metadata_container,
-                "digest": self.conf.tempurl_digest,
-            }
-        if name == names.ZAQAR_MESSAGE:
-            return {"auth": self.conf.zaqar_message_auth}
-        return {}
+        return self.services.config_options(name)
 
     def _plan(
         self, server_id: str, signal_transport: str, config_transport: str | None
@@ -623,7 +616,12 @@ class Swflows:
         return recorded
 
     def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:
-        """End a running action FAILED, kind ``cancelled``."""
+        """End a running action FAILED, kind ``cancelled``.
+
+        Its derived config is withdrawn from the server's metadata, which
+        is published again before this returns: no agent starts it any
+        more, and swflows' agent stops its hook if it is running.
+        """
         current = self.store.get_deployment(deployment_id)
         if current.status != states.IN_PROGRESS:
             raise exceptions.InvalidTransition(
@@ -637,6 +635,7 @@ class Swflows:
                 deployment_id, self.show(deployment_id).status, states.FAILED
             )
         self.runner.wake()
+        signal_tasks.withdraw(self.services, deployment_id)
         return self.show(deployment_id)
 
     def republish(self, server_id: str) -> int:

@@ -135,6 +135,17 @@ class Services:
             return {"auth": conf.zaqar_signal_auth, "grace": conf.tempurl_grace_period}
         return {}
 
+    def config_options(self, name: str) -> dict[str, Any]:
+        """The options a config transport gets from the configuration."""
+        from swflows.transports import names
+
+        conf = self.conf
+        if name == names.POLL_TEMP_URL:
+            return {"container": conf.metadata_container, "digest": conf.tempurl_digest}
+        if name == names.ZAQAR_MESSAGE:
+            return {"auth": conf.zaqar_message_auth}
+        return {}
+
     def signal_transport(
         self, name: str, options: dict[str, Any] | None = None
     ) -> SignalTransport:

@@ -7,7 +7,8 @@ The transition table is the documentation: a status change not listed in
 from __future__ import annotations
 
 import enum
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from swflows import exceptions
 
@@ -66,3 +67,19 @@ def check_transition(
 
 def is_terminal(status: str | None) -> bool:
     return status in TERMINAL
+
+
+#: reason kinds whose action is withdrawn from the server's metadata
+WITHDRAWN_KINDS: Final = frozenset({ReasonKind.CANCELLED.value})
+
+
+def withdrawn(status: str | None, reason: Mapping[str, Any] | None) -> bool:
+    """Whether an action so ended leaves its server's metadata document.
+
+    A cancelled action must not run on the server any more: its derived
+    config is left out of the document, so no agent starts it (again, after
+    a restart), and swflows' agent stops it if it is running.
+    """
+    if status != FAILED or not isinstance(reason, Mapping):
+        return False
+    return reason.get("kind") in WITHDRAWN_KINDS

@@ -5,6 +5,13 @@ order: (optionally) a "started" signal, the hook, the final signal, and
 only then the marker (see :mod:`swflows.agent.state`).  Nothing in a
 document can crash the loop: a malformed item is signalled FAILED where
 its signal target can be found, and logged; a failing poll backs off.
+
+While a hook runs the agent goes on polling (in a thread that only reads
+the document).  An item that leaves the document while its hook runs was
+cancelled (or its deployment removed): its hook is stopped (its process
+group gets SIGTERM, then SIGKILL after ``kill_grace`` seconds), nothing is
+signalled (nobody waits for it any more), its marker says it was
+cancelled, and the agent goes on with the new document at once.
 """
 
 from __future__ import annotations
@@ -113,9 +120,14 @@ class Agent:
             state=self.state,
             stop=self.stop,
             timeout=config.hook_timeout or None,
+            grace=config.kill_grace,
         )
         #: the raw items of the last good document
         self.items: list[Any] = []
+        #: bumped with each new good document
+        self._generation = 0
+        #: one poll at a time (the loop's, or the one while a hook runs)
+        self._polling = threading.Lock()
         #: config id -> (monotonic time of the next delivery attempt, failures)
         self._retry: dict[str, tuple[float, int]] = {}
         #: problems already logged, so a bad document does not flood the log
@@ -165,31 +177,57 @@ class Agent:
 
     def step(self) -> bool:
         """One round: poll, then deploy what is due.  Whether anything moved."""
-        changed = False
-        collected = self.collector.collect()
-        if collected is not None:
-            try:
-                self.items = items.parse_document(collected)
-                changed = True
-                LOG.info("metadata changed: %d deployment(s)", len(self.items))
-            except exceptions.ValidationError as exc:
-                LOG.error("ignoring a malformed metadata document: %s", exc)
-            else:
-                # deployments gone from the document are no longer retried
-                present = {items.item_id(raw) for raw in self.items}
-                self._retry = {k: v for k, v in self._retry.items() if k in present}
-                if len(self._reported) > 1000:
-                    self._reported.clear()
+        changed = self.poll()
         ran = self.deploy_all()
         return changed or ran
 
+    def poll(self) -> bool:
+        """Read the document once; whether a new good one came.
+
+        CloudError (or another error) when it cannot be read.
+        """
+        with self._polling:
+            collected = self.collector.collect()
+            if collected is None:
+                return False
+            try:
+                parsed = items.parse_document(collected)
+            except exceptions.ValidationError as exc:
+                LOG.error("ignoring a malformed metadata document: %s", exc)
+                return False
+            self.items = parsed
+            self._generation += 1
+            LOG.info("metadata changed: %d deployment(s)", len(parsed))
+            # deployments gone from the document are no longer retried
+            present = self._present()
+            self._retry = {k: v for k, v in self._retry.items() if k in present}
+            if len(self._reported) > 1000:
+                self._reported.clear()
+            return True
+
+    def _present(self) -> set[str | None]:
+        return {items.item_id(raw) for raw in self.items}
+
     def deploy_all(self) -> bool:
-        """Deploy every item not yet deployed, in order.  Whether any ran."""
+        """Deploy every item not yet deployed, in order.  Whether any ran.
+
+        A new document read while a hook ran is gone through at once.
+        """
+        ran = False
+        generation = -1
+        while generation != self._generation:
+            generation = self._generation
+            ran = self._deploy_document(generation) or ran
+        return ran
+
+    def _deploy_document(self, generation: int) -> bool:
         ran = False
         seen: set[str] = set()
         for raw in self.items:
             if self.stop.is_set():
                 raise process.Interrupted("the agent is stopping")
+            if generation != self._generation:
+                break  # a new document came while a hook ran
             ident = items.item_id(raw)
             if ident is None:
                 self._report_once(
@@ -228,7 +266,19 @@ class Agent:
         if payload is not None:
             LOG.info("deployment %s ran before; sending its signal again", ident)
         else:
-            payload = self._run(ident, raw, target)
+            try:
+                payload = self._run(ident, raw, target)
+            except process.Cancelled as exc:
+                # nobody waits for its signal: the deployment ended (FAILED,
+                # cancelled) or was removed, and a late signal is ignored
+                LOG.warning(
+                    "deployment %s was withdrawn from the metadata while its "
+                    "hook ran (cancelled): %s; not signalled, not run again",
+                    ident,
+                    exc,
+                )
+                self._mark(ident, raw, {}, note=f"cancelled while running: {exc}")
+                return True
             self.state.save_pending(ident, payload)
         if target is None:
             LOG.error("deployment %s: cannot signal (%s)", ident, target_error)
@@ -275,8 +325,8 @@ class Agent:
         )
         started = time.monotonic()
         try:
-            payload = hook.run(item, self.context)
-        except process.Interrupted:
+            payload = self._run_hook(hook, item)
+        except (process.Interrupted, process.Cancelled):
             raise
         except Exception:
             LOG.exception("the %s hook failed on %s", item.group, ident)
@@ -297,6 +347,54 @@ class Agent:
             notify.describe(payload),
         )
         return dict(payload)
+
+    def _run_hook(self, hook: hooks.Hook, item: items.Item) -> Any:
+        """Run ``hook`` on ``item`` while polling the document: when a new
+        one no longer lists the item, the hook is told to stop."""
+        context = dataclasses.replace(self.context, cancel=threading.Event())
+        done = threading.Event()
+        watch = threading.Thread(
+            target=self._watch,
+            args=(item.id, context.cancel, done),
+            name=f"swflows-agent-watch-{item.id}",
+            daemon=True,
+        )
+        watch.start()
+        try:
+            return hook.run(item, context)
+        finally:
+            done.set()
+
+    def _watch(
+        self, ident: str, cancel: threading.Event, done: threading.Event
+    ) -> None:
+        """Poll while ``ident``'s hook runs; set ``cancel`` once it is withdrawn."""
+        schedule = Schedule(
+            self.config.interval,
+            self.config.min_interval,
+            self.config.max_backoff,
+            self.config.jitter,
+            random.Random(self.rand.random()),
+        )
+        delay = schedule.changed()
+        while not done.wait(delay) and not self.stop.is_set():
+            try:
+                if not self.poll():
+                    delay = schedule.unchanged()
+                    continue
+            except Exception as exc:
+                delay = schedule.failed()
+                LOG.debug("poll while %s runs failed: %s", ident, exc)
+                continue
+            delay = schedule.changed()
+            if ident not in self._present() and not done.is_set():
+                LOG.warning(
+                    "deployment %s left the metadata while its hook runs "
+                    "(cancelled): stopping the hook",
+                    ident,
+                )
+                cancel.set()
+                return
 
     def _started(self, target: notify.Target) -> None:
         try:

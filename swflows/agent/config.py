@@ -80,6 +80,9 @@ class AgentConfig:
     http_timeout: float = 10.0
     #: seconds a hook may run before it is killed (0: no limit)
     hook_timeout: float = 0.0
+    #: seconds between SIGTERM and SIGKILL when a hook's process group must
+    #: stop (its item cancelled, over its time limit, or the agent stopping)
+    kill_grace: float = 10.0
     #: folders searched for executable hooks, named by group
     hook_dirs: tuple[Path, ...] = DEFAULT_HOOK_DIRS
     #: attempts to deliver a final signal in one go, and their first backoff

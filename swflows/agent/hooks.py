@@ -64,12 +64,18 @@ def failure(code: int, message: str, stdout: str = "") -> dict[str, Any]:
 
 @dataclasses.dataclass
 class HookContext:
-    """What a hook may use: the state directory, limits, the stop flag."""
+    """What a hook may use: the state directory, limits, the stop and
+    cancel flags."""
 
     state: StateDir
     stop: threading.Event
     #: seconds a hook may run; None: no limit
     timeout: float | None = None
+    #: set when the item is withdrawn from the metadata (cancelled) while
+    #: it runs: the hook must stop (a process is stopped by :meth:`run`)
+    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    #: seconds between SIGTERM and SIGKILL when a hook's process must stop
+    grace: float = process.KILL_GRACE
     #: bytes of stdout/stderr (and of each output file) kept
     keep: int = signals.AGENT_SIGNAL_BYTES
     #: the environment hooks start from
@@ -92,6 +98,8 @@ class HookContext:
             timeout=self.timeout,
             stop=self.stop,
             keep=self.keep,
+            cancel=self.cancel,
+            grace=self.grace,
         )
 
 
@@ -105,6 +113,9 @@ class Hook(abc.ABC):
         Raise :class:`~swflows.agent.process.Interrupted` (as
         :meth:`HookContext.run` does) when the agent stops mid-run: nothing
         is signalled and the item runs again when the agent restarts.
+        Raise :class:`~swflows.agent.process.Cancelled` (as
+        :meth:`HookContext.run` does) once ``context.cancel`` is set: the
+        item was withdrawn, it is not signalled and never runs again.
         """
 
     def __repr__(self) -> str:

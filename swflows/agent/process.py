@@ -3,8 +3,9 @@
 stdout and stderr go to files, not pipes, so a hook that writes a lot (or
 leaves a background child holding its output open) can neither fill the
 agent's memory nor hang it; only their ends are read back.  The hook runs
-in its own session, so a time limit or an agent stopping kills its whole
-process group.  On Linux the hook is also killed when the agent dies (a
+in its own session, so a time limit, a cancel or an agent stopping stops
+its whole process group: SIGTERM, then SIGKILL to what is left of the
+group after a grace period.  On Linux the hook is also killed when the agent dies (a
 parent-death signal), so an agent restarted after a crash never runs a
 hook twice at the same time.
 """
@@ -31,13 +32,24 @@ from swflows import exceptions
 LOG = logging.getLogger(__name__)
 
 #: seconds between SIGTERM and SIGKILL when a hook must stop
-KILL_GRACE: Final = 5.0
+KILL_GRACE: Final = 10.0
 _POLL: Final = 0.05
 _PR_SET_PDEATHSIG: Final = 1
 
 
 class Interrupted(exceptions.SwflowsError):
     """The agent is stopping; the hook was killed and must run again later."""
+
+
+class Cancelled(exceptions.SwflowsError):
+    """The hook's item was withdrawn (cancelled) while it ran; it was stopped.
+
+    ``how`` says how its process group ended; the item must not run again.
+    """
+
+    def __init__(self, message: str, how: str = "") -> None:
+        super().__init__(message)
+        self.how = how
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,13 +79,17 @@ def run(
     stop: threading.Event | None = None,
     keep: int = 1 << 20,
     cwd: Path | None = None,
+    cancel: threading.Event | None = None,
+    grace: float = KILL_GRACE,
 ) -> Finished:
     """Run ``argv`` to its end and return how it ended.
 
     Output goes to ``out_base.stdout`` and ``out_base.stderr`` (removed
     afterwards); at most the last ``keep`` bytes of each are returned.  Past
-    ``timeout`` seconds the process group is killed and ``timed_out`` set.
-    When ``stop`` is set the process group is killed and Interrupted raised.
+    ``timeout`` seconds the process group is stopped and ``timed_out`` set.
+    When ``stop`` is set the process group is stopped and Interrupted
+    raised; when ``cancel`` is set, Cancelled.  Stopping is SIGTERM, then
+    SIGKILL once ``grace`` seconds passed with a process of the group left.
     OSError when the program cannot be started at all.
     """
     paths = {
@@ -100,7 +116,7 @@ def run(
                 close_fds=True,
                 preexec_fn=_die_with_parent(os.getpid()),
             )
-            timed_out = _wait(proc, timeout, stop)
+            timed_out = _wait(proc, timeout, stop, cancel, grace)
         return Finished(
             proc.returncode,
             _tail(paths["stdout"], keep),
@@ -113,7 +129,11 @@ def run(
 
 
 def _wait(
-    proc: subprocess.Popen[bytes], timeout: float | None, stop: threading.Event | None
+    proc: subprocess.Popen[bytes],
+    timeout: float | None,
+    stop: threading.Event | None,
+    cancel: threading.Event | None,
+    grace: float,
 ) -> bool:
     deadline = None if not timeout else time.monotonic() + timeout
     while True:
@@ -123,26 +143,64 @@ def _wait(
         except subprocess.TimeoutExpired:
             pass
         if stop is not None and stop.is_set():
-            _kill_group(proc)
+            _kill_group(proc, grace)
             raise Interrupted("the agent is stopping; the hook was killed")
+        if cancel is not None and cancel.is_set():
+            how = _kill_group(proc, grace)
+            raise Cancelled(f"the hook was stopped ({how})", how)
         if deadline is not None and time.monotonic() >= deadline:
-            _kill_group(proc)
+            _kill_group(proc, grace)
             return True
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the hook's process group, then SIGKILL it after a grace."""
-    for sig, grace in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, KILL_GRACE)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(grace)
-            break
+def _kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> str:
+    """SIGTERM the hook's process group, then SIGKILL what is left of it
+    after ``grace`` seconds; says which it took."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _group_alive(proc) and time.monotonic() < deadline:
+        time.sleep(_POLL)
+    if not _group_alive(proc):
+        try:  # the leader may have died since it was last polled
+            proc.wait(max(_POLL, deadline - time.monotonic()))
+            return "SIGTERM"
         except subprocess.TimeoutExpired:
-            continue
-    # what is left of the group (children that ignored SIGTERM) goes too
+            pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return f"SIGTERM, then SIGKILL after {grace:g} s"
+
+
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether a live process of the hook's group is left.
+
+    Zombies do not count: the leader is reaped here, but its orphaned
+    children are reaped by init, whenever it gets to them.
+    """
+    proc.poll()
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc_fs = Path("/proc")
+    if not (proc_fs / "self" / "stat").exists():
+        return True
+    for entry in proc_fs.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[2] == str(proc.pid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def _open_new(path: Path) -> Any:

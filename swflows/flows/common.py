@@ -64,7 +64,15 @@ def add_publish_and_wait(flow: tf_flow.Flow, name: str, plan: Plan) -> None:
     """Publish the metadata, then wait for the signal and drop its store."""
     flow.add(metadata.PublishMetadata(name, plan.config_transport, plan.config_options))
     if plan.waits:
-        flow.add(signal.AwaitSignal(name, plan.signal_transport, plan.signal_options))
+        flow.add(
+            signal.AwaitSignal(
+                name,
+                plan.signal_transport,
+                plan.signal_options,
+                config_transport=plan.config_transport,
+                config_options=plan.config_options,
+            )
+        )
     flow.add(signal.DeleteSignalStore(name, plan.signal_transport, plan.signal_options))
 
 

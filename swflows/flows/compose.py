@@ -389,7 +389,15 @@ def trigger_subflow(
         ),
     )
     if resolved.waits:
-        flow.add(_bound(name, signal.AwaitSignal, *transport))
+        flow.add(
+            _bound(
+                name,
+                signal.AwaitSignal,
+                *transport,
+                config_transport=resolved.config_transport,
+                config_options=resolved.config_options,
+            )
+        )
     flow.add(
         _bound(name, signal.DeleteSignalStore, *transport),
         ReadOutputs(

@@ -20,7 +20,8 @@ Errors name what is wrong:
   current values.
 
 Concurrency.  Every write that changes what a server sees (a deployment
-created or deleted, or its ``config_id`` changed) locks the server's row
+created or deleted, its ``config_id`` changed, or its action cancelled,
+which withdraws it: :func:`swflows.states.withdrawn`) locks the server's row
 (``SELECT ... FOR UPDATE``; SQLite: the whole database, ``BEGIN IMMEDIATE``)
 and bumps its ``metadata_version`` in the same transaction, so versions
 count those writes exactly and :meth:`Store.server_metadata` reads a
@@ -858,6 +859,8 @@ class Store:
         """The server's metadata document and its version, read in one query.
 
         A server the store has never seen has version 0 and no deployments.
+        A cancelled action's derived config is left out
+        (:func:`swflows.states.withdrawn`).
         """
         s, d, c = self._tables.servers, self._tables.deployments, self._tables.configs
         query = (
@@ -868,6 +871,8 @@ class Store:
                 c.c.group,
                 c.c.body,
                 c.c.created_at,
+                d.c.status,
+                d.c.reason,
             )
             .select_from(
                 s.outerjoin(d, d.c.server_id == s.c.server_id).outerjoin(
@@ -882,7 +887,11 @@ class Store:
             rows = conn.execute(query).all()
             if not rows:
                 return ServerMetadata(server_id, 0, [])
-            configs = [self._config_from_row(row) for row in rows if row.id]
+            configs = [
+                self._config_from_row(row)
+                for row in rows
+                if row.id and not states.withdrawn(row.status, row.reason)
+            ]
             # stable: equal names keep creation order (server_seq)
             configs.sort(key=lambda config: config.name)
             return ServerMetadata(
@@ -1129,7 +1138,9 @@ class Store:
         the stored values or the call raises ConcurrentUpdate (fields
         ``status``, ``generation``: the current values).  A status change is
         checked against :data:`swflows.states.TRANSITIONS`.  A changed
-        ``config_id`` bumps the server's metadata_version.  ``updated_time``
+        ``config_id``, or a status and reason that withdraw the action
+        (:func:`swflows.states.withdrawn`), bumps the server's
+        metadata_version.  ``updated_time``
         is set; ``id``, ``server_id`` and the times cannot be changed.
         """
         for field in changes:
@@ -1141,8 +1152,14 @@ class Store:
             changes["actions"] = tuple(changes["actions"])
         d = self._tables.deployments
 
+        # what changes the document: a new config, or a cancel withdrawing it
+        # (an action that follows a cancel always brings a new config_id)
+        listing = "config_id" in changes or states.withdrawn(
+            changes.get("status"), changes.get("reason")
+        )
+
         def op(conn: sa.Connection) -> model.Deployment:
-            if "config_id" in changes:
+            if listing:
                 server_id = conn.scalar(
                     sa.select(d.c.server_id).where(d.c.id == deployment_id)
                 )
@@ -1194,7 +1211,9 @@ class Store:
                     **self._deployment_values(updated),
                 )
             )
-            if updated.config_id != current.config_id:
+            if updated.config_id != current.config_id or states.withdrawn(
+                updated.status, updated.reason
+            ) != states.withdrawn(current.status, current.reason):
                 self._bump(conn, current.server_id)
             return updated
 

@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 import requests
 
+import swflows
 from swflows import model, states
 from swflows.agent import collectors
 from swflows.api import Swflows
@@ -85,6 +87,14 @@ def agent_command() -> list[str]:
     return [sys.executable, "-m", "swflows.agent"]
 
 
+def agent_env() -> dict[str, str]:
+    """The environment of an agent that runs the swflows these tests import
+    (a tree on PYTHONPATH, not the one installed beside the interpreter)."""
+    tree = str(Path(swflows.__file__).resolve().parents[1])
+    path = [tree, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 @dataclasses.dataclass
 class AgentProcess:
     conf: Path
@@ -97,6 +107,7 @@ class AgentProcess:
                 [*agent_command(), "--config-file", str(self.conf)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                env=agent_env(),
             )
         return self
 

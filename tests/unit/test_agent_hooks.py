@@ -270,3 +270,56 @@ def test_failure_payload() -> None:
         "deploy_status_code": 127,
     }
     assert json.dumps(hooks.failure(1, "x\n"))
+
+
+class TestCancel:
+    """A cancel stops the hook's whole process group: SIGTERM, then SIGKILL."""
+
+    @staticmethod
+    def alive(pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+    def test_sigterm_stops_the_group(
+        self, context: hooks.HookContext, tmp_path: Path
+    ) -> None:
+        pids = tmp_path / "pids"
+        script = f"#!/bin/sh\nsleep 600 &\necho $! > {pids}\nwait\n"
+        threading.Timer(0.5, context.cancel.set).start()
+        started = time.monotonic()
+        with pytest.raises(process.Cancelled) as caught:
+            run(script_item(script), context)
+        assert time.monotonic() - started < 5
+        assert caught.value.how == "SIGTERM"
+        assert not self.alive(int(pids.read_text()))
+        for sub in ("scripts", "outputs", "work"):
+            assert list((context.state.root / sub).iterdir()) == [], sub
+
+    def test_sigkill_after_the_grace(
+        self, context: hooks.HookContext, tmp_path: Path
+    ) -> None:
+        pids = tmp_path / "pids"
+        # an ignored signal stays ignored in children: nobody heeds SIGTERM
+        script = f"#!/bin/sh\ntrap '' TERM\nsleep 600 &\necho $! > {pids}\nwait\n"
+        context.grace = 0.5
+        threading.Timer(0.5, context.cancel.set).start()
+        started = time.monotonic()
+        with pytest.raises(process.Cancelled) as caught:
+            run(script_item(script), context)
+        took = time.monotonic() - started
+        assert 1.0 <= took < 5
+        assert caught.value.how == "SIGTERM, then SIGKILL after 0.5 s"
+        assert not self.alive(int(pids.read_text()))
+
+    def test_executable_hook_is_cancelled_too(
+        self, context: hooks.HookContext, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "slow"
+        path.write_text("#!/bin/sh\nsleep 600\n")
+        path.chmod(0o755)
+        threading.Timer(0.3, context.cancel.set).start()
+        with pytest.raises(process.Cancelled):
+            hooks.ExecutableHook(path).run(script_item(""), context)

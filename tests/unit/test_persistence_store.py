@@ -476,6 +476,40 @@ class StoreContract:
         assert store.server_metadata("other").deployments[0]["id"] == one.id
         assert other.server_id == "other"
 
+    def test_cancelled_action_leaves_the_metadata(self, store: Store) -> None:
+        """A cancel withdraws the derived config (and bumps the version, so
+        it is published again); the next action brings the server a config
+        again; other failures stay, as in Heat."""
+        one = store.create_config(derived_config("one"), derived=True)
+        two = store.create_config(derived_config("two"), derived=True)
+        kept = store.create_config(derived_config("kept"), derived=True)
+        dep = store.create_deployment(deployment(config_id=one.id))
+        failed = store.create_deployment(deployment(config_id=kept.id))
+        store.update_deployment(
+            failed.id,
+            status=states.FAILED,
+            reason={"kind": states.ReasonKind.EXIT_CODE.value},
+        )
+        assert store.server_metadata("srv").version == 2
+        store.update_deployment(
+            dep.id,
+            expected_status=states.IN_PROGRESS,
+            status=states.FAILED,
+            status_reason="Deployment cancelled.",
+            reason={"kind": states.ReasonKind.CANCELLED.value, "by": None},
+        )
+        metadata = store.server_metadata("srv")
+        assert [i["id"] for i in metadata.deployments] == [kept.id]
+        assert metadata.version == 3
+        store.update_deployment(dep.id, status_reason="still cancelled")
+        assert store.server_metadata("srv").version == 3
+        store.update_deployment(
+            dep.id, status=states.IN_PROGRESS, reason=None, config_id=two.id
+        )
+        metadata = store.server_metadata("srv")
+        assert [i["id"] for i in metadata.deployments] == [kept.id, two.id]
+        assert metadata.version == 4
+
     # -- publishing ----------------------------------------------------------
 
     def test_mark_published_is_compare_and_swap(self, store: Store) -> None:

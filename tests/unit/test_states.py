@@ -88,3 +88,16 @@ def test_reason_kinds_are_plain_strings() -> None:
         "signal_rejected",
         "infrastructure",
     }
+
+
+def test_only_a_cancel_withdraws_an_action() -> None:
+    cancelled = {"kind": "cancelled", "by": None}
+    assert states.withdrawn(KO, cancelled)
+    for kind in states.ReasonKind:
+        if kind is not states.ReasonKind.CANCELLED:
+            assert not states.withdrawn(KO, {"kind": kind.value})
+    assert not states.withdrawn(IP, cancelled)  # a new action began
+    assert not states.withdrawn(OK, cancelled)
+    assert not states.withdrawn(KO, None)
+    assert not states.withdrawn(KO, {})
+    assert not states.withdrawn(KO, "cancelled")  # type: ignore[arg-type]
