@@ -344,6 +344,21 @@ def _cut(text: str) -> str:
     return f"{text[:keep]}... [{len(text) - keep} characters cut]"
 
 
+def internal_error_outcome(detail: str, attempts: int) -> Outcome:
+    """swflows failed ``attempts`` times handling this deployment's own data
+    (``detail``: the error's class and first line)."""
+    return Outcome(
+        states.FAILED,
+        f"Internal error: swflows failed {attempts} times handling this "
+        f"deployment: {detail}",
+        {
+            "kind": states.ReasonKind.INTERNAL_ERROR.value,
+            "detail": detail,
+            "attempts": attempts,
+        },
+    )
+
+
 def encode_payload(payload: Mapping[str, Any]) -> bytes:
     """The bytes an agent sends: ASCII JSON, as Heat's agent sends them."""
     return json.dumps(payload).encode("ascii")

@@ -87,4 +87,5 @@ def test_reason_kinds_are_plain_strings() -> None:
         "server_gone",
         "signal_rejected",
         "infrastructure",
+        "internal_error",
     }
