@@ -331,15 +331,26 @@ def test_fuzzed_signals_through_the_real_watcher(
         )
         for deployment_id, _ in sent:
             dep = sw.show(deployment_id)
-            text = json.dumps([dep.status_reason, dep.reason, dep.output_values])
-            assert "\\u0000" not in text
-            json.dumps([dep.status_reason, dep.reason], ensure_ascii=False).encode()
+            for text in strings_of([dep.status_reason, dep.reason, dep.output_values]):
+                assert "\x00" not in text, deployment_id
+                text.encode("utf-8")  # no lone surrogate
         assert sum(sw.runner.watcher.failures.values()) == 0
         print(f"fuzz run took {time.monotonic() - started:.1f} s")
         for deployment_id, _ in sent:
             if sw.show(deployment_id).status == states.IN_PROGRESS:
                 sw.cancel(deployment_id)
         until(lambda: finished(sw, *(d for d, _ in sent)), what="the cancels")
+
+
+def strings_of(value: Any) -> list[str]:
+    """Every string in ``value``, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [*strings_of(k), *strings_of(v)]]
+    if isinstance(value, list):
+        return [s for item in value for s in strings_of(item)]
+    return []
 
 
 def expect(body: bytes) -> str | None:
