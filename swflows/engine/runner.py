@@ -144,6 +144,8 @@ class Runner:
         )
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: flows whose end is being recorded (not to be taken over meanwhile)
+        self._recording: set[str] = set()
         #: failures contained, by step (``record end``, ``resume``...)
         self.failures: collections.Counter[str] = collections.Counter()
         from swflows.engine.watcher import Watcher
@@ -368,6 +370,7 @@ class Runner:
         finally:
             with self._lock:
                 self._drives.pop(drive.flow_id, None)
+                self._recording.add(drive.flow_id)
         try:
             self.through_outage(lambda: self._after_run(drive, error), "record end")
         except Exception as exc:
@@ -378,6 +381,9 @@ class Runner:
                 drive.flow_id,
                 faults.describe(exc),
             )
+        finally:
+            with self._lock:
+                self._recording.discard(drive.flow_id)
 
     def through_outage(
         self,
@@ -712,8 +718,7 @@ class Runner:
         return [
             row
             for row in self.registry.find(states=[flow_rows.RUNNING, flow_rows.BROKEN])
-            if row.state == flow_rows.BROKEN
-            or (row.owner != self.owner and self._owner_gone(row, now))
+            if row.state == flow_rows.BROKEN or self._orphaned(row, now)
         ]
 
     @staticmethod
@@ -745,7 +750,7 @@ class Runner:
         if row.owner != self.owner:
             return self._owner_gone(row, now)
         with self._lock:
-            driven = row.id in self._drives
+            driven = row.id in self._drives or row.id in self._recording
         return not driven and row.lease_expired(now)
 
     def _resume_failed(self, row: flow_rows.FlowRow, exc: BaseException) -> None:
