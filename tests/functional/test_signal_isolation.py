@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,8 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from swflows import conf as sw_conf
-from swflows import signals, states
+from swflows import model, signals, states
 from swflows.api import Swflows
+from swflows.persistence import Store
+from swflows.tasks import signal as signal_tasks
 from swflows.wsgi.signal import make_app
 from tests.functional import flowkit
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
@@ -241,6 +244,37 @@ def test_a_row_of_broken_data_stalls_nothing(
         sw.undeploy(broken.id)
 
 
+@pytest.mark.parametrize("payload", [POISON, {"deploy_status_code": "e" * 90_000}])
+def test_every_database_stores_the_same(
+    tmp_path: Path, pg_url: str, payload: dict[str, Any]
+) -> None:
+    """SQLite and PostgreSQL keep a poisoned outcome identically."""
+    outcome = signals.outcome(payload, script_outputs())
+    stored = []
+    for url in (f"sqlite:///{tmp_path / 's.sqlite'}", pg_url):
+        prefix = unique_prefix() if url.startswith("postgresql") else "swflows_"
+        with Store(url, table_prefix=prefix, secret_key=SECRET_KEY) as store:
+            dep = store.create_deployment(
+                model.Deployment(
+                    id=model.new_id(),
+                    server_id="srv",
+                    config_id=None,
+                    source_config_id=None,
+                    action="CREATE",
+                    status=states.IN_PROGRESS,
+                )
+            )
+            services = types.SimpleNamespace(store=store)
+            assert signal_tasks.record_outcome(services, dep.id, 0, outcome)  # type: ignore[arg-type]
+            got = store.get_deployment(dep.id)
+            stored.append(
+                (got.status, got.status_reason, got.reason, got.output_values)
+            )
+    assert stored[0] == stored[1]
+    assert stored[0][1] == signals.storable_outcome(outcome).status_reason
+    assert len(stored[0][1]) <= signals.MAX_REASON_CHARS
+
+
 # ---------------------------------------------------------------- fuzzing
 
 #: texts biased to what databases refuse: NUL, lone surrogates, controls
@@ -365,6 +399,4 @@ def expect(body: bytes) -> str | None:
 
 
 def script_outputs() -> tuple[Any, ...]:
-    from swflows import model
-
     return (model.OutputSpec("result"), model.OutputSpec("problem", error_output=True))
