@@ -538,7 +538,7 @@ class Runner:
             failed = error is not None and not faults.is_outage(error)
             self.registry.release(flow_id, self.owner, failed=failed)
             if error is not None:
-                LOG.error("flow %s stopped: %s", flow_id, error)
+                LOG.error("flow %s stopped: %s", flow_id, faults.describe(error))
 
     def _finish(self, flow_id: str, error: BaseException | None) -> None:
         with self._lock:
@@ -889,11 +889,20 @@ class Runner:
     # -- leases -----------------------------------------------------------
     def _renew_forever(self) -> None:
         interval = self.lease_seconds / 3
+        failures = 0
         while not self._stopping.wait(interval):
             try:
                 self.renew_leases()
-            except Exception:
-                LOG.exception("could not renew flow leases")
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                self.failures["renew leases"] += 1
+                LOG.log(
+                    logging.ERROR if failures == 1 else logging.DEBUG,
+                    "could not renew flow leases (%d in a row): %s",
+                    failures,
+                    faults.describe(exc),
+                )
 
     def renew_leases(self) -> None:
         """Extend this runner's leases; stop the flows whose lease was lost."""

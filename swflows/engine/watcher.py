@@ -133,10 +133,22 @@ class Watcher:
         while not self.runner.stopping:
             try:
                 self.cycle()
+                if failures:
+                    LOG.warning(
+                        "signal watcher: cycles run again, after %d failed", failures
+                    )
                 failures = 0
-            except Exception:
+            except Exception as exc:
+                # reading the parked flows failed: the database is out of reach
                 failures += 1
-                LOG.exception("signal watcher cycle failed (%d in a row)", failures)
+                self.failures["cycle"] += 1
+                LOG.log(
+                    logging.ERROR if failures == 1 else logging.DEBUG,
+                    "signal watcher cycle failed (%d in a row; tried again "
+                    "with backoff): %s",
+                    failures,
+                    faults.describe(exc),
+                )
             self._wake.wait(self._delay(failures))
             self._wake.clear()
 
