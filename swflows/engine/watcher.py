@@ -124,6 +124,8 @@ class Watcher:
         #: what was last logged, by flow id and by step: each failure once
         self._logged: dict[str, str] = {}
         self._logged_steps: dict[str, str] = {}
+        #: flows that failed in the current cycle
+        self._failed_now: set[str] = set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -171,6 +173,7 @@ class Watcher:
         contained (:meth:`contain`) and the others are looked at.
         """
         self.cycles += 1
+        self._failed_now.clear()
         now = time.time()
         rows = self.runner.registry.parked()
         by_id = {row.id: row for row in rows}
@@ -193,7 +196,8 @@ class Watcher:
             try:
                 if self._check(row, read, now) or self._gone(row, gone):
                     ready.append(row.id)
-                self._strikes.pop(row.id, None)
+                if row.id not in self._failed_now:  # a clean look: start afresh
+                    self._strikes.pop(row.id, None)
             except Exception as exc:
                 self.contain("check", exc, row)
         resumed = []
@@ -247,6 +251,7 @@ class Watcher:
             LOG.debug("signal watcher: %s failed again: %s", step, detail)
         if row is None or outage:
             return
+        self._failed_now.add(row.id)
         strikes = self._strikes.get(row.id, 0) + 1
         self._strikes[row.id] = strikes
         if strikes >= MAX_DATA_FAILURES:
