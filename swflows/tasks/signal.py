@@ -171,7 +171,31 @@ def check_signal(
     deadline: float,
     timeout: int,
 ) -> dict[str, Any] | None:
-    """One look at a waiting action; its outcome once it has ended, else None."""
+    """One look at a waiting action; its outcome once it has ended, else None
+    (also when the database stayed busy: the next look tries again)."""
+    try:
+        return _look(
+            services,
+            transport,
+            deployment_id,
+            generation,
+            signal_store,
+            deadline,
+            timeout,
+        )
+    except exceptions.ConcurrentUpdate:
+        return None
+
+
+def _look(
+    services: Services,
+    transport: SignalTransport,
+    deployment_id: str,
+    generation: int,
+    signal_store: dict[str, Any],
+    deadline: float,
+    timeout: int,
+) -> dict[str, Any] | None:
     deployment = services.store.get_deployment(deployment_id)
     if deployment.generation != generation or deployment.is_terminal:
         return outcome_of(deployment)
