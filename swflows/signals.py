@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -27,12 +28,25 @@ AGENT_SIGNAL_BYTES: Final = 950000
 DEPLOY_SIGNAL: Final = "deploy_signal"
 SIGNAL_STARTED: Final = "started"
 
+#: the longest ``status_reason`` stored; a longer one is cut, keeping its start
+MAX_REASON_CHARS: Final = 4096
+#: what :func:`storable_outcome` puts in place of a character no database stores
+REPLACEMENT_CHAR: Final = "\ufffd"
+#: the reason key listing what :func:`storable_outcome` altered
+ALTERED_KEY: Final = "altered"
+
 #: what :func:`trim_payload` puts in place of an output value that cannot fit
 TRIMMED_MARKER: Final = (
     "[swflows: a {size}-byte value was removed to fit a {limit}-byte signal]"
 )
 
 _TRIMMABLE: Final = (model.DEPLOY_STDOUT, model.DEPLOY_STDERR)
+#: JSON's own whitespace (RFC 8259); str.strip would also take control
+#: characters such as U+001C, which are not JSON
+_JSON_WHITESPACE: Final = " \t\n\r"
+#: NUL (PostgreSQL refuses it in text and JSON) and lone surrogates (not
+#: encodable as UTF-8, so refused by every database driver)
+_UNSTORABLE: Final = re.compile("[\x00\ud800-\udfff]")
 _JSON_TYPES: Final = {
     list: "an array",
     str: "a string",
@@ -110,7 +124,7 @@ def parse_payload(
         raise exceptions.SignalRejected(
             "signal", f"payload is not valid UTF-8 ({exc.reason} at byte {exc.start})"
         ) from None
-    if not text.strip():
+    if not text.strip(_JSON_WHITESPACE):
         return None
     try:
         payload = json.loads(
@@ -259,6 +273,92 @@ def rejected_outcome(detail: str) -> Outcome:
         states.FAILED,
         f"Signal rejected: {detail}",
         {"kind": states.ReasonKind.SIGNAL_REJECTED.value, "detail": detail},
+    )
+
+
+def storable_outcome(outcome: Outcome) -> Outcome:
+    """``outcome`` as every supported database stores it, and alike on each.
+
+    NUL characters (PostgreSQL refuses them) and lone surrogates (no
+    database driver can encode them) become U+FFFD, in values and in keys,
+    however deeply nested; ``status_reason`` and the texts of ``reason``
+    are cut to :data:`MAX_REASON_CHARS` (a MariaDB TEXT column holds 64
+    KiB).  What was altered is listed in ``reason["altered"]``: the paths
+    whose characters were ``replaced`` and those ``truncated``.  An
+    outcome that needs nothing is returned as it is.
+    """
+    replaced: list[str] = []
+    truncated: list[str] = []
+    status_reason = _storable(outcome.status_reason, "status_reason", replaced)
+    if len(status_reason) > MAX_REASON_CHARS:
+        status_reason = _cut(status_reason)
+        truncated.append("status_reason")
+    reason = _storable(outcome.reason, "reason", replaced, truncated)
+    output_values = _storable(outcome.output_values, "output_values", replaced)
+    if not replaced and not truncated:
+        return outcome
+    altered: dict[str, list[str]] = {}
+    if replaced:
+        altered["replaced"] = replaced
+    if truncated:
+        altered["truncated"] = truncated
+    return Outcome(
+        outcome.status,
+        status_reason,
+        {**reason, ALTERED_KEY: altered},
+        output_values,
+    )
+
+
+def _storable(
+    value: Any, path: str, replaced: list[str], truncated: list[str] | None = None
+) -> Any:
+    """``value`` with unstorable characters replaced (and, with
+    ``truncated``, long texts cut), each path altered noted."""
+    if isinstance(value, str):
+        text = value
+        if _UNSTORABLE.search(text):
+            text = _UNSTORABLE.sub(REPLACEMENT_CHAR, text)
+            replaced.append(path)
+        if truncated is not None and len(text) > MAX_REASON_CHARS:
+            text = _cut(text)
+            truncated.append(path)
+        return text
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = key
+            if isinstance(key, str) and _UNSTORABLE.search(key):
+                name = _UNSTORABLE.sub(REPLACEMENT_CHAR, key)
+                replaced.append(f"{path}.{name}")
+            out[name] = _storable(item, f"{path}.{name}", replaced, truncated)
+        return out
+    if isinstance(value, list | tuple):
+        return [
+            _storable(item, f"{path}[{index}]", replaced, truncated)
+            for index, item in enumerate(value)
+        ]
+    return value
+
+
+def _cut(text: str) -> str:
+    """The start of ``text`` in :data:`MAX_REASON_CHARS`, saying how much went."""
+    keep = MAX_REASON_CHARS - 48
+    return f"{text[:keep]}... [{len(text) - keep} characters cut]"
+
+
+def internal_error_outcome(detail: str, attempts: int) -> Outcome:
+    """swflows failed ``attempts`` times handling this deployment's own data
+    (``detail``: the error's class and first line)."""
+    return Outcome(
+        states.FAILED,
+        f"Internal error: swflows failed {attempts} times handling this "
+        f"deployment: {detail}",
+        {
+            "kind": states.ReasonKind.INTERNAL_ERROR.value,
+            "detail": detail,
+            "attempts": attempts,
+        },
     )
 
 

@@ -53,6 +53,10 @@ class ReasonKind(enum.StrEnum):
     SIGNAL_REJECTED = "signal_rejected"
     #: the flow could not create what the deployment needs and reverted
     INFRASTRUCTURE = "infrastructure"
+    #: swflows failed handling this deployment's own data, again and again
+    #: (a stored value it cannot read or write): it was ended rather than
+    #: left waiting forever
+    INTERNAL_ERROR = "internal_error"
 
 
 def check_transition(

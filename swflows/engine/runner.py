@@ -25,6 +25,14 @@ row names the deployment it awaits now.  It can be cancelled as a whole
 or woken from its wait, and reverted.  Its outcome (the values its steps
 provided, or its error) stays in its logbook's meta after it ended, until
 :meth:`Runner.forget_result`.
+
+A database outage loses no flow: recording how a flow ended (or that it
+parked) is retried while the database is unreachable, for up to
+:data:`RECORD_RETRY_SECONDS`; a flow left behind all the same (this
+runner's own, whose lease ran out while nothing drove it) is taken over
+like a dead runner's.  Resuming one flow never stops the others: a failure
+is logged, counted in :attr:`Runner.failures`, and the flow left for a
+later try, or set aside as BROKEN once it failed too often.
 """
 
 from __future__ import annotations
@@ -39,9 +47,10 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import tenacity
 from taskflow import atom as tf_atom
 from taskflow import engines
 from taskflow import states as tf_states
@@ -50,6 +59,7 @@ from taskflow.types import failure as tf_failure
 from taskflow.types import notifier
 
 from swflows import exceptions, flows
+from swflows.engine import faults
 from swflows.flows import compose
 from swflows.persistence import flows as flow_rows
 from swflows.services import SERVICES_KEY, Services
@@ -73,6 +83,10 @@ MAX_TAKEOVERS = 5
 WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
 #: how many ended flows' outcomes a runner keeps for a wait() that comes late
 FINISHED_KEPT = 1024
+#: how long recording a flow's end (or its parking) is retried while the
+#: database is unreachable; past that, the flow is taken over once its
+#: lease runs out
+RECORD_RETRY_SECONDS = 300.0
 #: the flows-table kind of a developer's own flow
 CUSTOM = flow_rows.CUSTOM
 #: stored values never kept in a custom flow's result
@@ -130,6 +144,10 @@ class Runner:
         )
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: flows whose end is being recorded (not to be taken over meanwhile)
+        self._recording: set[str] = set()
+        #: failures contained, by step (``record end``, ``resume``...)
+        self.failures: collections.Counter[str] = collections.Counter()
         from swflows.engine.watcher import Watcher
 
         self.watcher = Watcher(self)
@@ -352,10 +370,51 @@ class Runner:
         finally:
             with self._lock:
                 self._drives.pop(drive.flow_id, None)
+                self._recording.add(drive.flow_id)
         try:
-            self._after_run(drive, error)
-        except Exception:
-            LOG.exception("flow %s: could not record how it ended", drive.flow_id)
+            self.through_outage(lambda: self._after_run(drive, error), "record end")
+        except Exception as exc:
+            self.failures["record end"] += 1
+            LOG.error(
+                "flow %s: could not record how it ended (%s); it is taken "
+                "over once its lease runs out",
+                drive.flow_id,
+                faults.describe(exc),
+            )
+        finally:
+            with self._lock:
+                self._recording.discard(drive.flow_id)
+
+    def through_outage(
+        self,
+        call: Callable[[], Any],
+        what: str,
+        seconds: float = RECORD_RETRY_SECONDS,
+    ) -> Any:
+        """``call()``, made again while it fails on an outage (the database
+        unreachable) for up to ``seconds``, or until the runner stops."""
+
+        def retry(state: tenacity.RetryCallState) -> bool:
+            outcome = state.outcome
+            if outcome is None or not outcome.failed:
+                return False
+            exc = outcome.exception()
+            if exc is None or not faults.is_outage(exc):
+                return False
+            if state.attempt_number == 1:
+                LOG.warning(
+                    "%s: waiting for the database: %s", what, faults.describe(exc)
+                )
+            return True
+
+        retrying = tenacity.Retrying(
+            retry=retry,
+            stop=tenacity.stop_after_delay(seconds)
+            | tenacity.stop_when_event_set(self._stopping),
+            wait=tenacity.wait_exponential(multiplier=0.5, max=5.0),
+            reraise=True,
+        )
+        return retrying(call)
 
     def _park_if_waiting(self, drive: _Drive) -> bool:
         """Park a resumed flow that is at its waiting step with nothing to do.
@@ -475,9 +534,11 @@ class Runner:
         elif drive.lost:
             LOG.warning("flow %s: lease lost, left to its new owner", flow_id)
         else:  # suspended by close(), or stopped by an error of storage
-            self.registry.release(flow_id, self.owner, failed=error is not None)
+            # an outage is nobody's fault: it is not counted against the flow
+            failed = error is not None and not faults.is_outage(error)
+            self.registry.release(flow_id, self.owner, failed=failed)
             if error is not None:
-                LOG.error("flow %s stopped: %s", flow_id, error)
+                LOG.error("flow %s stopped: %s", flow_id, faults.describe(error))
 
     def _finish(self, flow_id: str, error: BaseException | None) -> None:
         with self._lock:
@@ -624,8 +685,14 @@ class Runner:
         return True
 
     # -- resuming ---------------------------------------------------------
-    def resume_parked(self, flow_id: str) -> bool:
-        """Claim a parked flow and run it on; False if another runner has it."""
+    def resume_parked(
+        self, flow_id: str, waiting: dict[str, Any] | None = None
+    ) -> bool:
+        """Claim a parked flow and run it on; False if another runner has it.
+
+        If it cannot be rebuilt, it is parked again on ``waiting`` (what it
+        waited for) before the error is raised, for the watcher to judge.
+        """
         if self.stopping:
             return False
         if not self.registry.claim(
@@ -636,7 +703,13 @@ class Runner:
             from_states=(flow_rows.PARKED,),
         ):
             return False
-        return self._load_and_submit(flow_id)
+        try:
+            return self._load_and_submit(flow_id)
+        except Exception:
+            if waiting is not None:
+                with contextlib.suppress(Exception):
+                    self.registry.park(flow_id, self.owner, waiting)
+            raise
 
     def interrupted(self) -> list[flow_rows.FlowRow]:
         """Flows no live runner drives: their runner died or gave them up,
@@ -645,8 +718,7 @@ class Runner:
         return [
             row
             for row in self.registry.find(states=[flow_rows.RUNNING, flow_rows.BROKEN])
-            if row.state == flow_rows.BROKEN
-            or (row.owner != self.owner and self._owner_gone(row, now))
+            if row.state == flow_rows.BROKEN or self._orphaned(row, now)
         ]
 
     @staticmethod
@@ -664,29 +736,63 @@ class Runner:
         for row in self.registry.find(states=[flow_rows.RUNNING]):
             if flow_id is not None and row.id != flow_id:
                 continue
-            if row.owner == self.owner or not self._owner_gone(row, now):
-                continue
-            if row.takeovers >= MAX_TAKEOVERS:
-                note = (
-                    f"taken over {row.takeovers} times without finishing: "
-                    "its runners keep dying or failing on it"
-                )
-                self.registry.break_flow(row.id, note)
-                LOG.error("flow %s (%s) set aside: %s", row.id, row.kind, note)
-                continue
-            if not self.registry.claim(
-                row.id,
-                self.owner,
-                lease_until=time.time() + self.lease_seconds,
-                now=now,
-                from_states=(flow_rows.RUNNING,),
-                dead_owner=row.owner if flow_rows.owner_is_dead(row.owner) else None,
-            ):
-                continue
-            LOG.info("flow %s (%s): taken over from %s", row.id, row.kind, row.owner)
-            if self._load_and_submit(row.id):
-                resumed.append(row.id)
+            try:
+                if self._take_over(row, now):
+                    resumed.append(row.id)
+            except Exception as exc:
+                self._resume_failed(row, exc)
         return resumed
+
+    def _orphaned(self, row: flow_rows.FlowRow, now: float) -> bool:
+        """Whether a RUNNING flow has nobody driving it: its runner is gone,
+        or it is this runner's own, not driven here, its lease run out (its
+        end could not be recorded through a database outage)."""
+        if row.owner != self.owner:
+            return self._owner_gone(row, now)
+        with self._lock:
+            driven = row.id in self._drives or row.id in self._recording
+        return not driven and row.lease_expired(now)
+
+    def _resume_failed(self, row: flow_rows.FlowRow, exc: BaseException) -> None:
+        """Contain a failure resuming one flow: logged, counted, and the flow
+        released for a later try (counted as a takeover, unless it was an
+        outage, so one failing on every try is set aside as BROKEN)."""
+        self.failures["resume"] += 1
+        outage = faults.is_outage(exc)
+        LOG.log(
+            logging.WARNING if outage else logging.ERROR,
+            "flow %s (%s): could not be resumed (%s, the others go on): %s",
+            row.id,
+            row.kind,
+            faults.OUTAGE if outage else "its data",
+            faults.describe(exc),
+        )
+        with contextlib.suppress(Exception):
+            self.registry.release(row.id, self.owner, failed=not outage)
+
+    def _take_over(self, row: flow_rows.FlowRow, now: float) -> bool:
+        """Claim and resume one interrupted flow; whether it was resumed."""
+        if not self._orphaned(row, now):
+            return False
+        if row.takeovers >= MAX_TAKEOVERS:
+            note = (
+                f"taken over {row.takeovers} times without finishing: "
+                "its runners keep dying or failing on it"
+            )
+            self.registry.break_flow(row.id, note)
+            LOG.error("flow %s (%s) set aside: %s", row.id, row.kind, note)
+            return False
+        if not self.registry.claim(
+            row.id,
+            self.owner,
+            lease_until=time.time() + self.lease_seconds,
+            now=now,
+            from_states=(flow_rows.RUNNING,),
+            dead_owner=row.owner if flow_rows.owner_is_dead(row.owner) else None,
+        ):
+            return False
+        LOG.info("flow %s (%s): taken over from %s", row.id, row.kind, row.owner)
+        return self._load_and_submit(row.id)
 
     def _load_and_submit(self, flow_id: str) -> bool:
         """Rebuild a claimed flow from its logbook and drive it."""
@@ -783,11 +889,20 @@ class Runner:
     # -- leases -----------------------------------------------------------
     def _renew_forever(self) -> None:
         interval = self.lease_seconds / 3
+        failures = 0
         while not self._stopping.wait(interval):
             try:
                 self.renew_leases()
-            except Exception:
-                LOG.exception("could not renew flow leases")
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                self.failures["renew leases"] += 1
+                LOG.log(
+                    logging.ERROR if failures == 1 else logging.DEBUG,
+                    "could not renew flow leases (%d in a row): %s",
+                    failures,
+                    faults.describe(exc),
+                )
 
     def renew_leases(self) -> None:
         """Extend this runner's leases; stop the flows whose lease was lost."""

@@ -29,10 +29,18 @@ metadata objects and queues that carry this installation's owner tag and
 that no server of its store has owned at any sweep for
 ``channel_sweep_grace`` seconds (a crash, or a version before unenroll
 closed its race, left them).
+
+One flow never stops the others: a failure handling one of them is logged
+once, counted in :attr:`Watcher.failures`, and the cycle goes on with the
+rest.  An outage (:mod:`swflows.engine.faults`) is simply met again next
+cycle; a fault of the flow's own data, met :data:`MAX_DATA_FAILURES` times
+in a row, ends its deployment FAILED (kind ``internal_error``), or sets the
+flow aside as BROKEN when even that cannot be written.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import random
@@ -42,6 +50,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from swflows import exceptions, signals, states
+from swflows.engine import faults
 from swflows.persistence import flows as flow_rows
 from swflows.services import Services
 from swflows.tasks import enrollment, metadata
@@ -63,6 +72,11 @@ LOG = logging.getLogger(__name__)
 SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
 #: seconds between two looks at Nova for deleted or broken servers
 SERVER_CHECK_INTERVAL = 2.0
+#: a flow whose own data made the watcher fail this many times in a row is
+#: ended (``internal_error``) rather than left waiting forever
+MAX_DATA_FAILURES = 3
+#: failures remembered (not to log them twice) before starting afresh
+LOGGED_KEPT = 10000
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
@@ -114,6 +128,15 @@ class Watcher:
         #: cycles run, and flows resumed (for tests and status)
         self.cycles = 0
         self.resumed = 0
+        #: failures contained, by step (``check``, ``resume``, ``sweep``...)
+        self.failures: collections.Counter[str] = collections.Counter()
+        #: data faults in a row, by flow id
+        self._strikes: dict[str, int] = {}
+        #: what was last logged, by flow id and by step: each failure once
+        self._logged: dict[str, str] = {}
+        self._logged_steps: dict[str, str] = {}
+        #: flows that failed in the current cycle
+        self._failed_now: set[str] = set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -123,10 +146,22 @@ class Watcher:
         while not self.runner.stopping:
             try:
                 self.cycle()
+                if failures:
+                    LOG.warning(
+                        "signal watcher: cycles run again, after %d failed", failures
+                    )
                 failures = 0
-            except Exception:
+            except Exception as exc:
+                # reading the parked flows failed: the database is out of reach
                 failures += 1
-                LOG.exception("signal watcher cycle failed (%d in a row)", failures)
+                self.failures["cycle"] += 1
+                LOG.log(
+                    logging.ERROR if failures == 1 else logging.DEBUG,
+                    "signal watcher cycle failed (%d in a row; tried again "
+                    "with backoff): %s",
+                    failures,
+                    faults.describe(exc),
+                )
             self._wake.wait(self._delay(failures))
             self._wake.clear()
 
@@ -142,24 +177,133 @@ class Watcher:
 
     # -- one cycle ----------------------------------------------------------
     def cycle(self) -> list[str]:
-        """Look once at every parked flow; the ids of those resumed."""
+        """Look once at every parked flow; the ids of those resumed.
+
+        Only reading the parked flows can fail the cycle (the database is
+        down: every flow meets it alike); what fails for one flow is
+        contained (:meth:`contain`) and the others are looked at.
+        """
         self.cycles += 1
+        self._failed_now.clear()
         now = time.time()
+        rows = self.runner.registry.parked()
+        by_id = {row.id: row for row in rows}
         ready = []
         waiting: list[flow_rows.FlowRow] = []
-        for row in self.runner.registry.parked():
-            if self._ended(row) or self._cancel_asked(row):
-                ready.append(row.id)
-            else:
-                waiting.append(row)
-        gone = self._servers_gone(waiting)
+        for row in rows:
+            try:
+                if self._ended(row) or self._cancel_asked(row):
+                    ready.append(row.id)
+                else:
+                    waiting.append(row)
+            except Exception as exc:
+                self.contain("cancel", exc, row)
+        try:
+            gone = self._servers_gone(waiting)
+        except Exception as exc:
+            self.contain("server check", exc)
+            gone = {}
         for row, read in self._observe(waiting):
-            if self._check(row, read, now) or self._gone(row, gone):
-                ready.append(row.id)
-        resumed = [flow_id for flow_id in ready if self.runner.resume_parked(flow_id)]
+            try:
+                if self._check(row, read, now) or self._gone(row, gone):
+                    ready.append(row.id)
+                if row.id not in self._failed_now:  # a clean look: start afresh
+                    self._strikes.pop(row.id, None)
+            except Exception as exc:
+                self.contain("check", exc, row)
+        resumed = []
+        for flow_id in ready:
+            try:
+                if self.runner.resume_parked(flow_id, _waiting_of(by_id, flow_id)):
+                    resumed.append(flow_id)
+                    self._strikes.pop(flow_id, None)
+            except Exception as exc:
+                self.contain("resume", exc, by_id.get(flow_id))
         self.resumed += len(resumed)
-        self._housekeeping()
+        try:
+            self._housekeeping()
+        except Exception as exc:
+            self.contain("housekeeping", exc)
+        for gone_id in set(self._strikes).union(self._logged) - set(by_id):
+            self._strikes.pop(gone_id, None)
+            self._logged.pop(gone_id, None)
         return resumed
+
+    # -- containing failures ----------------------------------------------
+    def contain(
+        self, step: str, exc: BaseException, row: flow_rows.FlowRow | None = None
+    ) -> None:
+        """Count and log (once) a failure of ``step``, for ``row``'s flow if
+        it is one flow's; end that flow's deployment once its own data
+        failed :data:`MAX_DATA_FAILURES` times in a row."""
+        self.failures[step] += 1
+        detail = faults.describe(exc)
+        outage = faults.is_outage(exc)
+        logged = self._logged if row is not None else self._logged_steps
+        key = row.id if row is not None else step
+        if logged.get(key) != detail:
+            if len(logged) >= LOGGED_KEPT:
+                logged.clear()
+            logged[key] = detail
+            where = (
+                f"flow {row.id} (deployment {row.deployment_id})"
+                if row is not None
+                else "the watcher"
+            )
+            LOG.log(
+                logging.WARNING if outage else logging.ERROR,
+                "signal watcher: %s failed for %s (%s, the others go on): %s",
+                step,
+                where,
+                faults.OUTAGE if outage else "its data",
+                detail,
+            )
+        else:
+            LOG.debug("signal watcher: %s failed again: %s", step, detail)
+        if row is None or outage:
+            return
+        self._failed_now.add(row.id)
+        strikes = self._strikes.get(row.id, 0) + 1
+        self._strikes[row.id] = strikes
+        if strikes >= MAX_DATA_FAILURES:
+            self._strikes.pop(row.id, None)
+            self._give_up(row, detail, strikes)
+
+    def _give_up(self, row: flow_rows.FlowRow, detail: str, attempts: int) -> None:
+        """End a deployment its flow's data keeps failing on (FAILED, kind
+        ``internal_error``), so its flow runs on; if it cannot be ended
+        (or already was), set the flow aside as BROKEN."""
+        outcome = signals.internal_error_outcome(detail, attempts)
+        ended = False
+        try:
+            generation = row.deployment_generation
+            if generation is None:
+                generation = int((row.waiting or {})["generation"])
+            ended = signal_tasks.record_outcome(
+                self.services, row.deployment_id, int(generation), outcome
+            )
+        except Exception as exc:
+            LOG.error(
+                "deployment %s could not be ended: %s",
+                row.deployment_id,
+                faults.describe(exc),
+            )
+        if ended:
+            LOG.error(
+                "deployment %s ended FAILED (%s): %s",
+                row.deployment_id,
+                states.ReasonKind.INTERNAL_ERROR.value,
+                outcome.status_reason,
+            )
+            return
+        note = f"set aside after {attempts} failures handling it: {detail}"
+        try:
+            self.runner.registry.break_flow(row.id, note)
+            LOG.error("flow %s %s", row.id, note)
+        except Exception as exc:
+            LOG.error(
+                "flow %s could not be set aside: %s", row.id, faults.describe(exc)
+            )
 
     @staticmethod
     def _ended(row: flow_rows.FlowRow) -> bool:
@@ -201,20 +345,38 @@ class Watcher:
             )
             groups.setdefault(key, []).append(row)
         for (name, options), members in groups.items():
-            transport = self.services.signal_transport(name, json.loads(options))
-            if not transport.pulled:
-                out.extend((row, None) for row in members)
-                continue
-            stores = {row.id: row.waiting["store"] for row in members if row.waiting}
-            known = {row.id: (row.waiting or {}).get("seen") for row in members}
             try:
-                reads = transport.observe(self.services, stores, known)
-            except exceptions.SwflowsError as exc:
-                # the service is down: deadlines still count
-                LOG.warning("could not read %s signals: %s", name, exc)
-                reads = {}
+                reads = self._reads(name, json.loads(options), members)
+            except Exception as exc:
+                if faults.is_outage(exc):
+                    # the service is down: deadlines still count
+                    self.contain(f"reading {name} signals", exc)
+                    reads = {}
+                else:  # one flow's store, most likely: read each alone
+                    reads = self._reads_one_by_one(name, json.loads(options), members)
             out.extend((row, reads.get(row.id)) for row in members)
         return out
+
+    def _reads(
+        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
+    ) -> dict[str, SignalRead]:
+        transport = self.services.signal_transport(name, options)
+        if not transport.pulled:
+            return {}
+        stores = {row.id: row.waiting["store"] for row in members if row.waiting}
+        known = {row.id: (row.waiting or {}).get("seen") for row in members}
+        return dict(transport.observe(self.services, stores, known))
+
+    def _reads_one_by_one(
+        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
+    ) -> dict[str, SignalRead]:
+        reads: dict[str, SignalRead] = {}
+        for row in members:
+            try:
+                reads.update(self._reads(name, options, [row]))
+            except Exception as exc:
+                self.contain("read", exc, row)
+        return reads
 
     def _check(
         self, row: flow_rows.FlowRow, read: SignalRead | None, now: float
@@ -287,8 +449,14 @@ class Watcher:
             self.runner.resume_interrupted()
         if clock - self._last_sweep >= float(self.conf.sweep_interval):
             self._last_sweep = clock
-            self.sweep()
-            self.sweep_channels()
+            for step, sweep in (
+                ("sweeping signal stores", self.sweep),
+                ("sweeping channels", self.sweep_channels),
+            ):
+                try:
+                    sweep()
+                except Exception as exc:
+                    self.contain(step, exc)
 
     def sweep(self) -> list[str]:
         """Remove signal stores no unfinished flow can read; their keys."""
@@ -311,12 +479,16 @@ class Watcher:
                 if not existing:
                     continue
                 live = {row.deployment_id for row in self.runner.registry.find()}
-                for key, store in existing.items():
+            except Exception as exc:
+                self.contain(f"sweeping {name} stores", exc)
+                continue
+            for key, store in existing.items():
+                try:
                     if self._stray(key, live):
                         transport.delete_store(self.services, store)
                         removed.append(key)
-            except exceptions.SwflowsError as exc:
-                LOG.warning("could not sweep %s stores: %s", name, exc)
+                except Exception as exc:  # that store only: the others go on
+                    self.contain(f"sweeping {name} store {key}", exc)
         if removed:
             LOG.info("removed %d signal store(s) no flow waits on", len(removed))
         return removed
@@ -478,6 +650,13 @@ def sweep_plan(
         else:
             waiting[channel_id] = first
     return due, waiting
+
+
+def _waiting_of(
+    rows: dict[str, flow_rows.FlowRow], flow_id: str
+) -> dict[str, Any] | None:
+    row = rows.get(flow_id)
+    return dict(row.waiting) if row is not None and row.waiting else None
 
 
 def _ref_of(key: str) -> SignalRef | None:

@@ -79,8 +79,10 @@ def record_outcome(
 
     Only the action that is running (its generation, IN_PROGRESS) can be
     ended, so a late or repeated signal, a cancel and a timeout never
-    overwrite one another: the first one recorded wins.
+    overwrite one another: the first one recorded wins.  What is stored is
+    :func:`~swflows.signals.storable_outcome`: the same on every database.
     """
+    outcome = signals.storable_outcome(outcome)
     try:
         services.store.update_deployment(
             deployment_id,
@@ -91,7 +93,9 @@ def record_outcome(
             reason=dict(outcome.reason),
             output_values=dict(outcome.output_values),
         )
-    except exceptions.ConcurrentUpdate:
+    except exceptions.ConcurrentUpdate as exc:
+        if "expected_status" not in exc.fields:
+            raise  # the database stayed busy: nothing was decided
         return False
     return True
 
@@ -229,7 +233,31 @@ def check_signal(
     deadline: float,
     timeout: int,
 ) -> dict[str, Any] | None:
-    """One look at a waiting action; its outcome once it has ended, else None."""
+    """One look at a waiting action; its outcome once it has ended, else None
+    (also when the database stayed busy: the next look tries again)."""
+    try:
+        return _look(
+            services,
+            transport,
+            deployment_id,
+            generation,
+            signal_store,
+            deadline,
+            timeout,
+        )
+    except exceptions.ConcurrentUpdate:
+        return None
+
+
+def _look(
+    services: Services,
+    transport: SignalTransport,
+    deployment_id: str,
+    generation: int,
+    signal_store: dict[str, Any],
+    deadline: float,
+    timeout: int,
+) -> dict[str, Any] | None:
     deployment = services.store.get_deployment(deployment_id)
     if deployment.generation != generation or deployment.is_terminal:
         return outcome_of(deployment)

@@ -17,7 +17,8 @@ deployment was not waiting: the signal is ignored, as Heat ignores it; a
 payload swflows cannot use ends the deployment FAILED, kind
 ``signal_rejected``), 400 for a payload refused outright, 404 for an
 unknown deployment or config, 413 for a body over ``max_signal_bytes``,
-503 (try again) or 500 when the store or the cloud failed.
+503 (try again: the store or the cloud could not be reached) or 500 when
+they failed otherwise, its ``error`` naming the error's class.
 Tokens, passwords and payloads are never logged.
 """
 
@@ -33,6 +34,7 @@ import webob
 from oslo_config import cfg
 
 from swflows import derive, exceptions
+from swflows.engine import faults
 
 if TYPE_CHECKING:
     from swflows.api import Swflows
@@ -71,7 +73,10 @@ class SignalApp:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         request = webob.Request(environ)
-        response = self.handle(request)
+        try:
+            response = self.handle(request)
+        except Exception as exc:  # never a bare 500: say what failed
+            response = _failed(f"{request.method} {request.path_info}", exc)
         return response(environ, start_response)  # type: ignore[no-any-return]
 
     def handle(self, request: webob.Request) -> webob.Response:
@@ -90,9 +95,8 @@ class SignalApp:
             deployment_id, stack_user = self._find(kind, ident)
         except exceptions.NotFound as exc:
             return _error(404, exc.message)
-        except exceptions.SwflowsError as exc:
-            LOG.error("signal to %s %s: could not find it: %s", kind, ident, exc)
-            return _error(503 if exc.retryable else 500, "the signal was not recorded")
+        except Exception as exc:
+            return _failed(f"signal to {kind} {ident}", exc)
         if stack_user is None or stack_user != user_id:
             LOG.warning(
                 "signal for deployment %s refused: user %s is not its stack user",
@@ -112,9 +116,8 @@ class SignalApp:
             return _error(400, exc.message)
         except exceptions.DeploymentNotFound as exc:
             return _error(404, exc.message)
-        except exceptions.SwflowsError as exc:
-            LOG.error("signal for deployment %s failed: %s", deployment_id, exc)
-            return _error(503 if exc.retryable else 500, "the signal was not recorded")
+        except Exception as exc:
+            return _failed(f"signal for deployment {deployment_id}", exc)
         LOG.info(
             "signal for deployment %s %s",
             deployment_id,
@@ -139,6 +142,20 @@ class SignalApp:
         raise exceptions.DeploymentNotFound(
             ident, f"no deployment runs config {ident} now"
         )
+
+
+def _failed(what: str, exc: BaseException) -> webob.Response:
+    """503 (try again) for an outage, 500 otherwise, naming the error's class
+    (its message may hold what the server sent: it is logged, on one line)."""
+    LOG.error("%s failed: %s", what, faults.describe(exc))
+    name = type(exc).__name__
+    if faults.is_outage(exc):
+        return _error(
+            503,
+            f"the signal was not recorded: {name}: the store or the cloud "
+            "could not be reached; try again",
+        )
+    return _error(500, f"the signal was not recorded: internal error {name}")
 
 
 def _route(path: str) -> tuple[str, str] | None:

@@ -87,6 +87,7 @@ def test_reason_kinds_are_plain_strings() -> None:
         "server_gone",
         "signal_rejected",
         "infrastructure",
+        "internal_error",
     }
 
 

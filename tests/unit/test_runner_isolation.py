@@ -1,0 +1,128 @@
+"""The runner contains a failure resuming one flow, and takes over its own
+flows left undriven (their end could not be recorded through an outage)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from swflows import conf as sw_conf
+from swflows.engine import runner as runner_mod
+from swflows.persistence import Store
+from swflows.persistence import flows as flow_rows
+from swflows.services import Clients, Services
+from tests.unit.test_runner_resume import FakeEngine, StoppedStorage
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        services = Services(
+            store=store,
+            conf=sw_conf.get_conf(config_files=[]),
+            clients=Clients(),
+            secret=b"k" * 32,
+        )
+        made = runner_mod.Runner(services, workers=1)  # not started: no threads
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+def add(runner: runner_mod.Runner, flow_id: str, lease_until: float) -> None:
+    runner.registry.add(
+        flow_id,
+        kind="deploy",
+        deployment_id=f"d-{flow_id}",
+        server_id="s1",
+        owner=runner.owner,
+        lease_until=lease_until,
+    )
+
+
+def test_its_own_flow_left_undriven_is_taken_over(runner: runner_mod.Runner) -> None:
+    add(runner, "mine", time.time() - 1)  # lease ran out, nothing drives it
+    add(runner, "live", time.time() + 60)
+    assert [row.id for row in runner.interrupted()] == ["mine"]
+    runner.resume_interrupted()
+    # it had no logbook: it never started, and is removed
+    assert runner.registry.get("mine") is None
+    live = runner.registry.get("live")
+    assert live is not None and live.state == flow_rows.RUNNING
+
+
+def test_a_flow_whose_end_is_being_recorded_is_not_taken_over(
+    runner: runner_mod.Runner,
+) -> None:
+    add(runner, "f1", time.time() - 1)
+    runner._recording.add("f1")
+    assert runner.interrupted() == []
+    assert runner.resume_interrupted() == []
+    assert runner.registry.get("f1") is not None
+
+
+def test_one_flow_failing_to_resume_stops_no_other(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add(runner, "bad", time.time() - 1)
+    add(runner, "good", time.time() - 1)
+    loaded: list[str] = []
+
+    def load(flow_id: str) -> bool:
+        if flow_id == "bad":
+            raise KeyError("a stored value does not read back")
+        loaded.append(flow_id)
+        return True
+
+    monkeypatch.setattr(runner, "_load_and_submit", load)
+    assert runner.resume_interrupted() == ["good"]
+    assert loaded == ["good"]
+    assert runner.failures["resume"] == 1
+    bad = runner.registry.get("bad")
+    # released, the failure counted: one failing every time is set aside
+    assert bad is not None and bad.owner is None and bad.takeovers == 1
+
+
+def test_an_outage_while_resuming_is_not_counted_against_the_flow(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add(runner, "f1", time.time() - 1)
+
+    def load(flow_id: str) -> bool:
+        raise sa.exc.OperationalError("SELECT", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(runner, "_load_and_submit", load)
+    assert runner.resume_interrupted() == []
+    row = runner.registry.get("f1")
+    assert row is not None and row.owner is None and row.takeovers == 0
+
+
+def test_recording_an_end_is_retried_through_an_outage(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add(runner, "f1", time.time() + 30)
+    release = runner.registry.release
+    calls: list[Any] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> bool:
+        calls.append(kwargs)
+        if len(calls) < 3:
+            raise sa.exc.OperationalError("UPDATE", {}, Exception("refused"))
+        return release(*args, **kwargs)
+
+    monkeypatch.setattr(runner.registry, "release", flaky)
+    engine = FakeEngine(StoppedStorage())  # type: ignore[arg-type]
+    down = sa.exc.OperationalError("UPDATE", {}, Exception("refused"))
+    runner.through_outage(
+        lambda: runner._after_run(runner_mod._Drive("f1", engine, {}), down), "test"
+    )
+    assert len(calls) == 3
+    # the flow stopped on an outage: released, not counted against it
+    row = runner.registry.get("f1")
+    assert row is not None and row.owner is None and row.takeovers == 0

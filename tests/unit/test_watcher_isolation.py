@@ -1,0 +1,139 @@
+"""The watcher contains a failure handling one parked flow: the others are
+looked after in the same cycle, and a deployment whose own data keeps
+failing ends FAILED (``internal_error``) instead of waiting forever."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swflows import conf as sw_conf
+from swflows import model, states
+from swflows.engine import runner as runner_mod
+from swflows.engine import watcher as watcher_mod
+from swflows.persistence import Store
+from swflows.services import Clients, Services
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        services = Services(
+            store=store,
+            conf=sw_conf.get_conf(config_files=[]),
+            clients=Clients(),
+            secret=b"k" * 32,
+        )
+        made = runner_mod.Runner(services, workers=1)  # not started: no threads
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+def parked(runner: runner_mod.Runner, **waiting: Any) -> str:
+    """A waiting deployment and its parked flow; the deployment's id."""
+    dep = runner.services.store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="srv",
+            config_id=None,
+            source_config_id=None,
+            action="CREATE",
+            status=states.IN_PROGRESS,
+        )
+    )
+    flow_id = f"flow-{dep.id}"
+    runner.registry.add(
+        flow_id,
+        kind="deploy",
+        deployment_id=dep.id,
+        server_id="srv",
+        owner=runner.owner,
+        lease_until=time.time() + 30,
+    )
+    values = {
+        "transport": "NO_SIGNAL",
+        "options": {},
+        "store": {},
+        "deployment_id": dep.id,
+        "generation": dep.generation,
+        "timeout": 60,
+        "deadline": time.time() + 60,
+        "pickup_deadline": None,
+        "delivery_timeout": 0,
+        "picked_up": False,
+        "seen": None,
+        **waiting,
+    }
+    assert runner.registry.park(flow_id, runner.owner, values)
+    return str(dep.id)
+
+
+def status(runner: runner_mod.Runner, deployment_id: str) -> model.Deployment:
+    return runner.services.store.get_deployment(deployment_id)
+
+
+def test_a_broken_row_stalls_no_other_and_ends_failed(
+    runner: runner_mod.Runner, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = parked(runner, deadline="soon")
+    late = parked(runner, deadline=time.time() - 1)  # its timeout has passed
+    waiting = parked(runner)
+    watcher = runner.watcher
+    watcher.cycle()
+    assert status(runner, late).reason["kind"] == states.ReasonKind.TIMEOUT.value
+    assert status(runner, broken).status == states.IN_PROGRESS
+    for _ in range(watcher_mod.MAX_DATA_FAILURES - 1):
+        watcher.cycle()
+    ended = status(runner, broken)
+    assert ended.status == states.FAILED
+    assert ended.reason == {
+        "kind": states.ReasonKind.INTERNAL_ERROR.value,
+        "detail": "ValueError: could not convert string to float: 'soon'",
+        "attempts": watcher_mod.MAX_DATA_FAILURES,
+    }
+    assert status(runner, waiting).status == states.IN_PROGRESS
+    assert watcher.failures["check"] == watcher_mod.MAX_DATA_FAILURES
+    # logged once, on one line
+    told = [r for r in caplog.records if "failed for flow" in r.getMessage()]
+    assert len(told) == 1
+    assert "ValueError" in told[0].getMessage()
+
+
+def test_an_outage_is_not_held_against_a_flow(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+
+    deployment_id = parked(runner)
+    watcher = runner.watcher
+
+    def down(*args: Any, **kwargs: Any) -> bool:
+        raise sa.exc.OperationalError("UPDATE", {}, Exception("refused"))
+
+    monkeypatch.setattr(watcher, "_check", down)
+    for _ in range(watcher_mod.MAX_DATA_FAILURES * 2):
+        watcher.cycle()
+    assert watcher.failures["check"] == watcher_mod.MAX_DATA_FAILURES * 2
+    assert status(runner, deployment_id).status == states.IN_PROGRESS
+
+
+def test_a_row_that_cannot_be_ended_is_set_aside(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployment_id = parked(runner, deadline="soon")
+    monkeypatch.setattr(
+        watcher_mod.signal_tasks,
+        "record_outcome",
+        lambda *args: (_ for _ in ()).throw(ValueError("refused by the database")),
+    )
+    for _ in range(watcher_mod.MAX_DATA_FAILURES):
+        runner.watcher.cycle()
+    (row,) = runner.registry.find(deployment_id=deployment_id)
+    assert row.state == "BROKEN"
+    assert row.note is not None and "ValueError" in row.note
