@@ -1,4 +1,5 @@
-"""Database fixtures for the store's functional tests (SQLite file, PostgreSQL).
+"""Database fixtures for the store's functional tests (SQLite file,
+PostgreSQL, MariaDB).
 
 Import the fixtures a test module needs by name::
 
@@ -9,6 +10,8 @@ Import the fixtures a test module needs by name::
   session ends.  The server is ``$SWFLOWS_TEST_PG_URL``, default
   ``postgresql+psycopg2://postgres@127.0.0.1:5432/postgres``.  If it cannot
   be reached the tests **fail**; they never skip.
+* ``mysql_url`` (session): the same on MariaDB/MySQL, ``$SWFLOWS_TEST_MYSQL_URL``,
+  default ``mysql+pymysql://root@127.0.0.1:3306/``; it fails, never skips.
 * ``db_url``: parametrized ``sqlite`` (a new file) and ``postgresql``.
 * ``store``: an open :class:`~swflows.persistence.Store` on ``db_url``, with
   its own table prefix on PostgreSQL so tests sharing the database never
@@ -36,8 +39,12 @@ PG_ADMIN_URL = os.environ.get(
 SECRET_KEY = fernet.Fernet.generate_key()
 BACKENDS = ("sqlite", "postgresql")
 
+MYSQL_ADMIN_URL = os.environ.get(
+    "SWFLOWS_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/"
+)
+
 #: the fixtures, for ``import *``
-__all__ = ["db_url", "pg_url", "store"]
+__all__ = ["db_url", "mysql_url", "pg_url", "store"]
 
 _lock = threading.Lock()
 _session_db: dict[str, str] = {}
@@ -87,6 +94,49 @@ def pg_url(request: pytest.FixtureRequest) -> str:
         if "url" not in _session_db:
             _session_db["url"] = _create_database(request.config)
         return _session_db["url"]
+
+
+@pytest.fixture(scope="session")
+def mysql_url(request: pytest.FixtureRequest) -> str:
+    """This session's MariaDB database (created once per process, utf8mb4)."""
+    with _lock:
+        if "mysql" not in _session_db:
+            _session_db["mysql"] = _create_mysql_database(request.config)
+        return _session_db["mysql"]
+
+
+def _create_mysql_database(config: pytest.Config) -> str:
+    name = f"swflows_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(MYSQL_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(
+                f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 "
+                "COLLATE utf8mb4_bin"
+            )
+    except sa.exc.OperationalError as exc:
+        pytest.fail(
+            f"MariaDB is required for these tests and is not reachable at "
+            f"{sa.make_url(MYSQL_ADMIN_URL).render_as_string(hide_password=True)}:"
+            f" {exc.orig}\nStart it with: tools/services start",
+            pytrace=False,
+        )
+    finally:
+        admin.dispose()
+
+    def drop() -> None:
+        engine = sa.create_engine(MYSQL_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+        finally:
+            engine.dispose()
+
+    config.add_cleanup(drop)
+    url = sa.make_url(MYSQL_ADMIN_URL).set(database=name)
+    return url.update_query_dict({"charset": "utf8mb4"}).render_as_string(
+        hide_password=False
+    )
 
 
 def sqlite_url(folder: pathlib.Path) -> str:

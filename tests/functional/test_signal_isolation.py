@@ -246,13 +246,13 @@ def test_a_row_of_broken_data_stalls_nothing(
 
 @pytest.mark.parametrize("payload", [POISON, {"deploy_status_code": "e" * 90_000}])
 def test_every_database_stores_the_same(
-    tmp_path: Path, pg_url: str, payload: dict[str, Any]
+    tmp_path: Path, pg_url: str, mysql_url: str, payload: dict[str, Any]
 ) -> None:
-    """SQLite and PostgreSQL keep a poisoned outcome identically."""
+    """SQLite, PostgreSQL and MariaDB keep a poisoned outcome identically."""
     outcome = signals.outcome(payload, script_outputs())
     stored = []
-    for url in (f"sqlite:///{tmp_path / 's.sqlite'}", pg_url):
-        prefix = unique_prefix() if url.startswith("postgresql") else "swflows_"
+    for url in (f"sqlite:///{tmp_path / 's.sqlite'}", pg_url, mysql_url):
+        prefix = "swflows_" if url.startswith("sqlite") else unique_prefix()
         with Store(url, table_prefix=prefix, secret_key=SECRET_KEY) as store:
             dep = store.create_deployment(
                 model.Deployment(
@@ -270,7 +270,7 @@ def test_every_database_stores_the_same(
             stored.append(
                 (got.status, got.status_reason, got.reason, got.output_values)
             )
-    assert stored[0] == stored[1]
+    assert stored[0] == stored[1] == stored[2]
     assert stored[0][1] == signals.storable_outcome(outcome).status_reason
     assert len(stored[0][1]) <= signals.MAX_REASON_CHARS
 
