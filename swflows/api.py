@@ -270,7 +270,9 @@ class Swflows:
             "signal_transport": current.signal_transport,
         }
         started = self._start("redeploy", plan, inputs)
-        return self._result(deployment_id, started, wait, wait_timeout)
+        return self._result(
+            deployment_id, started, wait, wait_timeout, current.generation + 1
+        )
 
     def suspend(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
         return self.redeploy(deployment_id, action=model.SUSPEND, **kwargs)
@@ -689,19 +691,35 @@ class Swflows:
         started: tuple[str, concurrent.futures.Future[str]],
         wait: bool,
         wait_timeout: float | None,
+        generation: int = FIRST_GENERATION,
     ) -> model.Deployment:
+        """The deployment once its flow ended (``wait``), else as soon as
+        the flow started the action of ``generation`` (IN_PROGRESS, unless
+        the flow already ended it) or ended."""
         flow_id, future = started
         if wait:
             self.runner.wait(flow_id, wait_timeout)
             return self.show(deployment_id)
-        for attempt in tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(exceptions.DeploymentNotFound),
+
+        def look() -> model.Deployment | None:
+            ended = future.done()
+            if ended:
+                future.result()  # raise the flow's error, if any
+            try:
+                found = self.show(deployment_id)
+            except exceptions.DeploymentNotFound:
+                if ended:
+                    raise
+                return None
+            if found.generation < generation and not ended:
+                return None  # the row as it was before this action
+            return found
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda found: found is None),
             wait=tenacity.wait_fixed(0.05),
             stop=tenacity.stop_after_delay(wait_timeout or 60),
-            reraise=True,
-        ):
-            with attempt:
-                if future.done():
-                    future.result()  # raise the flow's error, if any
-                return self.show(deployment_id)
-        raise AssertionError("unreachable")
+            retry_error_callback=lambda _: self.show(deployment_id),
+        )
+        found = retrying(look)
+        return found if found is not None else self.show(deployment_id)

@@ -309,6 +309,62 @@ def test_trigger_backup_with_an_overridden_input(sw: Swflows, tmp_path: Path) ->
         sw.undeploy(dep.id)
 
 
+def test_redeploy_and_trigger_without_waiting_return_the_new_action(
+    sw: Swflows, tmp_path: Path
+) -> None:
+    """``wait=False`` returns the IN_PROGRESS row of the action it started,
+    not the row as it was (COMPLETE, the previous action)."""
+    log, release = tmp_path / "actions.log", tmp_path / "release"
+    step = (
+        "#!/bin/sh\n"
+        'echo "$deploy_action $foo" >> "$log"\n'
+        'if [ "$deploy_action" != CREATE ]; then\n'
+        '  while [ ! -e "$release" ]; do sleep 0.05; done\n'
+        "fi\n"
+        'printf %s "$deploy_action:$foo" > $heat_outputs_path.result\n'
+    )
+    config = sw.create_config(
+        "db",
+        {
+            "configs": [
+                {"actions": ["CREATE", "UPDATE"], "config": step, "tool": "script"},
+                {"actions": ["BACKUP"], "config": step, "tool": "script"},
+            ]
+        },
+        group="component",
+        inputs=[
+            {"name": "foo", "default": "x"},
+            {"name": "log", "default": str(log)},
+            {"name": "release", "default": str(release)},
+        ],
+        outputs=[{"name": "result"}],
+    )
+    with agent_server(sw, tmp_path / "server") as server:
+        dep = sw.deploy(server.id, config.id, input_values={"foo": "a"}, timeout=WAIT)
+        assert dep.status == states.COMPLETE, dep.status_reason
+
+        update = sw.redeploy(dep.id, input_values={"foo": "b"}, wait=False)
+        assert (update.id, update.action) == (dep.id, "UPDATE")
+        assert update.status == states.IN_PROGRESS, update.status_reason
+        assert update.generation == dep.generation + 1
+        assert update.config_id != dep.config_id
+        assert update.input_values["foo"] == "b"
+        release.touch()
+        done = sw.wait(dep.id, WAIT)
+        assert done.status == states.COMPLETE, done.status_reason
+        assert done.output_values["result"] == "UPDATE:b"
+
+        release.unlink()
+        backup = sw.trigger(dep.id, "BACKUP", wait=False)
+        assert backup.id != dep.id
+        assert (backup.action, backup.status) == ("BACKUP", states.IN_PROGRESS)
+        release.touch()
+        assert sw.wait(backup.id, WAIT).output_values["result"] == "BACKUP:b"
+        assert log.read_text() == "CREATE a\nUPDATE b\nBACKUP b\n"
+        sw.undeploy(backup.id)
+        sw.undeploy(dep.id)
+
+
 def test_undeploy_runs_the_delete_action(sw: Swflows, tmp_path: Path) -> None:
     log = tmp_path / "actions.log"
     config = component_config(sw, log)
