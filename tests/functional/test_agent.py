@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -258,6 +259,59 @@ def test_zaqar_signal_as_stack_user(devcloud: dict[str, Any], tmp_path: Path) ->
             assert dep.output_values["result"] == "zq!"
             made.undeploy(dep.id)
             assert leftovers(made, dep.id) == {}
+
+
+def _secrets_given(sw: Swflows, dep: model.Deployment) -> dict[str, str]:
+    """The secrets the deployment's agent was given, by input name."""
+    values = {spec.name: spec.value for spec in sw.get_config(dep.config_id).inputs}
+    found = {}
+    if values.get("deploy_password"):
+        found["deploy_password"] = values["deploy_password"]
+    url = values.get("deploy_signal_id")
+    if url and "temp_url_sig=" in url:
+        found["temp_url_sig"] = url.split("temp_url_sig=")[1].split("&")[0]
+    return found
+
+
+@pytest.mark.parametrize("transport", [names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL])
+def test_a_hook_printing_its_secrets_stores_them_masked(
+    devcloud: dict[str, Any],
+    tmp_path: Path,
+    transport: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A script that prints its environment (the signal URL and its TempURL
+    signature, the stack user's password) and fails: what is stored and
+    logged has them masked."""
+    caplog.set_level(logging.DEBUG)
+    with isolated(devcloud, tmp_path, zaqar_signal_auth="credentials") as made:
+        config = script_config(
+            made,
+            "#!/bin/sh\n"
+            "env | sort >&2\n"
+            'echo "signalling to $deploy_signal_id as $deploy_password"\n'
+            'printf %s "$deploy_signal_id $deploy_password" \\\n'
+            "  > $heat_outputs_path.result\n"
+            "exit 1\n",
+        )
+        with agent_server(made, tmp_path / "server") as server:
+            dep = made.deploy(
+                server.id, config.id, signal_transport=transport, timeout=WAIT
+            )
+            assert dep.status == states.FAILED, dep.status_reason
+            secrets = _secrets_given(made, dep)
+            wanted = {
+                names.TEMP_URL_SIGNAL: {"temp_url_sig"},
+                names.ZAQAR_SIGNAL: {"deploy_password"},
+            }[transport]
+            assert set(secrets) == wanted
+            stored = made.show(dep.id)
+            text = json.dumps(stored.to_dict()) + caplog.text
+            for name, secret in secrets.items():
+                assert secret not in text, f"{name} stored or logged in clear"
+            stderr = stored.output_values["deploy_stderr"]
+            assert "deploy_server_id=" in stderr and "***" in stderr
+            made.undeploy(dep.id)
 
 
 def test_unknown_group_fails_naming_it(sw: Swflows, tmp_path: Path) -> None:
