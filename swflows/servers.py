@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 #: channel entries that are secret or said elsewhere: never shown
-_HIDDEN = (enrollment.COLLECT, "user")
+_HIDDEN = (enrollment.COLLECT, "user", metadata.AGENT)
 
 
 def check_server_id(server_id: Any) -> str:
