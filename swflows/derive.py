@@ -302,7 +302,10 @@ def zaqar_signal_inputs(
     Three forms:
 
     * ``auth=heat_signal_inputs(...)``: Heat's form, the stack user's
-      credentials then ``deploy_queue_id``.  Heat's agents understand it.
+      credentials then ``deploy_queue_id``.  Heat's ``heat-config-notify``
+      was written for it, but posts with python-zaqarclient's v1 API,
+      which current clients and Zaqar no longer have: swflows refuses
+      ZAQAR_SIGNAL for a server running Heat's agents.
     * ``signed_url={...}``: no stack user.  ``deploy_queue_id`` then
       ``deploy_queue_signed_url``, a JSON object as Zaqar's "share" call
       returns it plus the endpoint::
