@@ -368,7 +368,8 @@ def for_agent(
 ) -> list[dict[str, Any]]:
     """A server's derived configs as published to its agent.
 
-    Every input carries ``value``, None when it has none, as Heat publishes
+    Every input carries ``value`` (its default when it was given None, else
+    None when it has none), as Heat publishes
     them: Heat's ``55-heat-config`` and ``heat-config-notify`` read it
     directly and skip a config without it (no signal).  For Heat's agents
     (``heat_agents``), a Number or Boolean value, or a missing
@@ -406,6 +407,8 @@ def _published_input(item: Any, heat_agents: bool) -> Any:
         return item
     published = dict(item)
     value = published.get("value")
+    if value is None:
+        value = published.get("default")  # what swflows' agent has always used
     if heat_agents and published.get("type") != model.STRING:
         value = heat_agents_text(value)
     published["value"] = value

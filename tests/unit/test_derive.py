@@ -897,6 +897,13 @@ class TestForAgent:
             ]
         assert "value" not in derived["inputs"][1]  # the input is not changed
 
+    def test_an_input_given_none_gets_its_default(self) -> None:
+        derived = make(source(), input_values={"foo": None, "flag": None})
+        for heat_agents, flag in ((False, False), (True, "false")):
+            [item] = derive.for_agent([derived.to_dict()], heat_agents=heat_agents)
+            values = {i["name"]: i["value"] for i in item["inputs"]}
+            assert (values["foo"], values["flag"]) == ("dflt", flag)
+
     def test_heat_script_hook_environment_matches_swflows_agent(self) -> None:
         """What Heat's script hook puts in the environment from the published
         values is what swflows' agent puts there from the typed ones."""
