@@ -695,7 +695,8 @@ class Swflows:
         config_transport: str | None = None,
         agent: str = bootdata.SWFLOWS_AGENT,
     ) -> dict[str, Any]:
-        """Boot a server through Nova with boot data, and enroll it."""
+        """Boot a server through Nova with boot data for ``agent``, and
+        enroll it (recording ``agent``, see :meth:`enroll_server`)."""
         return servers.create(self, name, image, flavor, config_transport, agent)
 
     def delete_server(self, server_id: str) -> None:
