@@ -43,8 +43,9 @@ PATTERNS: Final = (
 )
 
 
-def known_secrets(inputs: Iterable[model.InputSpec]) -> frozenset[str]:
-    """The secret strings a derived config's inputs hold.
+def known_secrets(values: Mapping[str, Any]) -> frozenset[str]:
+    """The secret strings among a derived config's input values (name ->
+    value, as :func:`input_values` gives them, or as an agent reads them).
 
     The password and signed URL signature inputs (:data:`derive.SECRET_INPUTS`),
     and the signature of the signal URL (``deploy_signal_id``) in its raw
@@ -52,17 +53,21 @@ def known_secrets(inputs: Iterable[model.InputSpec]) -> frozenset[str]:
     is a secret as a whole.
     """
     found: set[str] = set()
-    for spec in inputs:
-        value = spec.value
+    for name, value in values.items():
         if value is None:
             continue
-        if spec.name == derive.DEPLOY_QUEUE_SIGNED_URL and isinstance(value, Mapping):
+        if name == derive.DEPLOY_QUEUE_SIGNED_URL and isinstance(value, Mapping):
             found.add(str(value.get("signature") or ""))
-        elif spec.name in derive.SECRET_INPUTS:
+        elif name in derive.SECRET_INPUTS:
             found.add(value if isinstance(value, str) else str(value))
-        elif spec.name == derive.DEPLOY_SIGNAL_ID and isinstance(value, str):
+        elif name == derive.DEPLOY_SIGNAL_ID and isinstance(value, str):
             found.update(_url_secrets(value))
     return frozenset(s for s in found if len(s) >= MIN_SECRET_LENGTH)
+
+
+def input_values(inputs: Iterable[model.InputSpec]) -> dict[str, Any]:
+    """A derived config's inputs as name -> value."""
+    return {spec.name: spec.value for spec in inputs}
 
 
 def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
@@ -123,6 +128,7 @@ __all__ = [
     "MASK",
     "MIN_SECRET_LENGTH",
     "PATTERNS",
+    "input_values",
     "known_secrets",
     "mask",
     "mask_outputs",

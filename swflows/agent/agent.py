@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 
-from swflows import exceptions, model
+from swflows import exceptions, masking, model
 from swflows.agent import collectors, hooks, http, items, notify, process
 from swflows.agent.config import AgentConfig
 from swflows.agent.state import StateDir
@@ -228,7 +228,11 @@ class Agent:
         if payload is not None:
             LOG.info("deployment %s ran before; sending its signal again", ident)
         else:
-            payload = self._run(ident, raw, target)
+            # the secrets it was given (its signal URL's signature, its
+            # password) leave the server masked, whatever the hook printed
+            payload = masking.mask_outputs(
+                self._run(ident, raw, target), masking.known_secrets(inputs)
+            )
             self.state.save_pending(ident, payload)
         if target is None:
             LOG.error("deployment %s: cannot signal (%s)", ident, target_error)

@@ -209,5 +209,5 @@ def outcome_from_payload(
     if deployment.config_id:
         derived = services.store.get_config(deployment.config_id)
         outputs = derived.outputs
-        secrets = masking.known_secrets(derived.inputs)
+        secrets = masking.known_secrets(masking.input_values(derived.inputs))
     return signals.outcome(masking.mask_outputs(payload, secrets), outputs)

@@ -39,24 +39,28 @@ def derived(*transport_inputs: tuple[str, object]) -> model.Config:
     )
 
 
+def secrets_of(config: model.Config) -> frozenset[str]:
+    return masking.known_secrets(masking.input_values(config.inputs))
+
+
 def test_known_secrets_of_each_transport() -> None:
     temp_url = derived(*derive.temp_url_signal_inputs(PUT_URL))
-    assert masking.known_secrets(temp_url.inputs) == {SIG}
+    assert secrets_of(temp_url) == {SIG}
     heat = derived(*derive.heat_signal_inputs("http://ks", "u", "uid", PASSWORD, "p"))
-    assert masking.known_secrets(heat.inputs) == {PASSWORD}
+    assert secrets_of(heat) == {PASSWORD}
     zaqar = derived(*derive.zaqar_signal_inputs("q1", signed_url=SIGNED))
-    assert masking.known_secrets(zaqar.inputs) == {SIGNED["signature"]}
+    assert secrets_of(zaqar) == {SIGNED["signature"]}
 
 
 def test_a_cfn_signature_is_known_raw_and_decoded() -> None:
     url = "http://cfn/v1/signal/x?Timestamp=1&Signature=ab%2Bcd%2Fefgh%3D"
-    found = masking.known_secrets(derived(*derive.cfn_signal_inputs(url)).inputs)
+    found = secrets_of(derived(*derive.cfn_signal_inputs(url)))
     assert found == {"ab%2Bcd%2Fefgh%3D", "ab+cd/efgh="}
 
 
 def test_a_signal_url_without_a_known_signature_is_a_secret_whole() -> None:
     url = "https://signals.example/opaque-token-in-the-path"
-    found = masking.known_secrets(derived(*derive.cfn_signal_inputs(url)).inputs)
+    found = secrets_of(derived(*derive.cfn_signal_inputs(url)))
     assert found == {url}
 
 
@@ -72,7 +76,7 @@ def test_a_script_printing_its_environment() -> None:
     env = "\n".join(
         f"{spec.name}={shlex.quote(json.dumps(spec.value))}" for spec in config.inputs
     )
-    masked = masking.mask_text(env, masking.known_secrets(config.inputs))
+    masked = masking.mask_text(env, secrets_of(config))
     assert SIG not in masked and PASSWORD not in masked
     assert "temp_url_sig=***&temp_url_expires=2147483647" in masked
     assert "deploy_password='\"***\"'" in masked
