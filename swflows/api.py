@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: generation of a deployment's first action
 FIRST_GENERATION = 1
+#: agents that cannot send a ZAQAR_SIGNAL (see Swflows._refuse_for_agent)
+_NO_ZAQAR_SIGNAL = frozenset({bootdata.HEAT_AGENTS})
 
 
 class Swflows:
@@ -143,16 +145,27 @@ class Swflows:
         self.store.delete_config(config_id)
 
     # -- resolving choices ---------------------------------------------
-    def _signal_transport(self, requested: str | None) -> str:
+    def _signal_transport(
+        self, requested: str | None, server_id: str | None = None
+    ) -> str:
+        """The signal transport to use, AUTO resolved; one the agent of
+        ``server_id`` cannot use is refused (AUTO passes over it)."""
         name = names.normalize_signal_transport(
             requested or self.conf.default_deployment_signal_transport
         )
+        agent = (
+            metadata.server_agent(self.services, server_id)
+            if server_id
+            else bootdata.SWFLOWS_AGENT
+        )
         if name != names.AUTO:
             self.services.signal_transport(name, self.services.signal_options(name))
+            self._refuse_for_agent(name, agent, server_id)
             return name
         offered = {
             names.TEMP_URL_SIGNAL: self.services.clients.offers("object_store"),
-            names.ZAQAR_SIGNAL: self.services.clients.offers("messaging"),
+            names.ZAQAR_SIGNAL: self.services.clients.offers("messaging")
+            and agent not in _NO_ZAQAR_SIGNAL,
             names.HEAT_SIGNAL: self.services.clients.offers("stack_users"),
             names.NO_SIGNAL: True,
         }
@@ -166,6 +179,17 @@ class Swflows:
             "AUTO found no signal transport this cloud offers among "
             + ", ".join(self.conf.auto_signal_transport_order)
         )
+
+    @staticmethod
+    def _refuse_for_agent(name: str, agent: str, server_id: str | None) -> None:
+        if name == names.ZAQAR_SIGNAL and agent in _NO_ZAQAR_SIGNAL:
+            raise exceptions.NotSupported(
+                f"server {server_id} runs Heat's agents, which cannot send a "
+                "ZAQAR_SIGNAL: heat-config-notify posts it with "
+                "python-zaqarclient's v1 API, which current clients no longer "
+                "ship and current Zaqar (v2) no longer serves; use "
+                "TEMP_URL_SIGNAL (or AUTO, which picks it)"
+            )
 
     def _config_transport(self, server_id: str, requested: str | None) -> str:
         """The server's enrolled transport; else ``requested`` or the default.
@@ -222,7 +246,7 @@ class Swflows:
         source = self.store.get_config(config_id)
         values = dict(input_values or {})
         derive.check_action(source, action, actions)
-        transport = self._signal_transport(signal_transport)
+        transport = self._signal_transport(signal_transport, server_id)
         plan = self._plan(server_id, transport, config_transport)
         deployment_id = deployment_id or model.new_id()
         inputs: dict[str, Any] = {
@@ -269,6 +293,11 @@ class Swflows:
         source = self.store.get_config(source_id)
         values = {**current.input_values, **dict(input_values or {})}
         derive.check_action(source, action, current.actions)
+        self._refuse_for_agent(
+            current.signal_transport,
+            metadata.server_agent(self.services, current.server_id),
+            current.server_id,
+        )
         if derive.replace_on_change_changed(source, current.input_values, values):
             replacement = self.deploy(
                 current.server_id,
@@ -295,7 +324,9 @@ class Swflows:
             "signal_transport": current.signal_transport,
         }
         started = self._start("redeploy", plan, inputs)
-        return self._result(deployment_id, started, wait, wait_timeout)
+        return self._result(
+            deployment_id, started, wait, wait_timeout, current.generation + 1
+        )
 
     def suspend(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
         return self.redeploy(deployment_id, action=model.SUSPEND, **kwargs)
@@ -381,7 +412,7 @@ class Swflows:
         source = self.store.get_config(original.source_config_id)
         derive.check_action(source, action, original.actions)
         transport = self._signal_transport(
-            signal_transport or original.signal_transport
+            signal_transport or original.signal_transport, original.server_id
         )
         plan = self._plan(original.server_id, transport, None)
         new_id = model.new_id()
@@ -416,9 +447,10 @@ class Swflows:
         Serving it counts as the server picking up its waiting deployments
         (for the delivery timeout).
         """
-        found = list(self.store.server_metadata(server_id).deployments)
+        found = self.store.server_metadata(server_id).deployments
+        agent = metadata.server_agent(self.services, server_id)
         self.runner.registry.mark_picked_up(server_id)
-        return found
+        return derive.for_agent(found, heat_agents=agent == bootdata.HEAT_AGENTS)
 
     def wait(
         self, deployment_id: str, timeout: float | None = None
@@ -647,15 +679,20 @@ class Swflows:
 
     # -- servers (see docs/enrollment.md) --------------------------------
     def enroll_server(
-        self, server_id: str, config_transport: str | None = None
+        self,
+        server_id: str,
+        config_transport: str | None = None,
+        agent: str | None = None,
     ) -> dict[str, Any]:
         """Give a server its metadata channel and publish its document.
 
         Idempotent; another ``config_transport`` moves the server: the new
-        channel is published and the old one removed.  Returns
-        :meth:`show_server`.
+        channel is published and the old one removed.  ``agent`` ("swflows"
+        or "heat") records the agent the server runs, which decides the
+        form of its document and the signal transports it can use (None:
+        the one recorded, else swflows' agent).  Returns :meth:`show_server`.
         """
-        return servers.enroll(self, server_id, config_transport)
+        return servers.enroll(self, server_id, config_transport, agent)
 
     def unenroll_server(self, server_id: str, *, force: bool = False) -> bool:
         """Remove everything enrolling made; False if the server was unknown.
@@ -673,13 +710,18 @@ class Swflows:
         (``console``: where an agent that died at boot says why)."""
         return servers.describe(self, server_id, console_lines)
 
-    def boot_data(self, server_id: str, agent: str = bootdata.SWFLOWS_AGENT) -> str:
-        """cloud-init user_data starting ``agent`` ("swflows" or "heat")."""
-        return bootdata.user_data(servers.collect_section(self, server_id), agent)
+    def boot_data(self, server_id: str, agent: str | None = None) -> str:
+        """cloud-init user_data starting ``agent`` ("swflows" or "heat";
+        None: the one the server was enrolled for).  Another agent than the
+        recorded one is recorded (see :meth:`enroll_server`)."""
+        section = servers.collect_section(self, server_id)
+        return bootdata.user_data(section, servers.use_agent(self, server_id, agent))
 
-    def agent_config(self, server_id: str, agent: str = bootdata.SWFLOWS_AGENT) -> str:
-        """The agent's configuration file, for a server that already runs."""
-        return bootdata.agent_config(servers.collect_section(self, server_id), agent)
+    def agent_config(self, server_id: str, agent: str | None = None) -> str:
+        """The agent's configuration file, for a server that already runs
+        (``agent`` as for :meth:`boot_data`)."""
+        section = servers.collect_section(self, server_id)
+        return bootdata.agent_config(section, servers.use_agent(self, server_id, agent))
 
     def create_server(
         self,
@@ -690,7 +732,8 @@ class Swflows:
         config_transport: str | None = None,
         agent: str = bootdata.SWFLOWS_AGENT,
     ) -> dict[str, Any]:
-        """Boot a server through Nova with boot data, and enroll it."""
+        """Boot a server through Nova with boot data for ``agent``, and
+        enroll it (recording ``agent``, see :meth:`enroll_server`)."""
         return servers.create(self, name, image, flavor, config_transport, agent)
 
     def delete_server(self, server_id: str) -> None:
@@ -726,19 +769,35 @@ class Swflows:
         started: tuple[str, concurrent.futures.Future[str]],
         wait: bool,
         wait_timeout: float | None,
+        generation: int = FIRST_GENERATION,
     ) -> model.Deployment:
+        """The deployment once its flow ended (``wait``), else as soon as
+        the flow started the action of ``generation`` (IN_PROGRESS, unless
+        the flow already ended it) or ended."""
         flow_id, future = started
         if wait:
             self.runner.wait(flow_id, wait_timeout)
             return self.show(deployment_id)
-        for attempt in tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(exceptions.DeploymentNotFound),
+
+        def look() -> model.Deployment | None:
+            ended = future.done()
+            if ended:
+                future.result()  # raise the flow's error, if any
+            try:
+                found = self.show(deployment_id)
+            except exceptions.DeploymentNotFound:
+                if ended:
+                    raise
+                return None
+            if found.generation < generation and not ended:
+                return None  # the row as it was before this action
+            return found
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda found: found is None),
             wait=tenacity.wait_fixed(0.05),
             stop=tenacity.stop_after_delay(wait_timeout or 60),
-            reraise=True,
-        ):
-            with attempt:
-                if future.done():
-                    future.result()  # raise the flow's error, if any
-                return self.show(deployment_id)
-        raise AssertionError("unreachable")
+            retry_error_callback=lambda _: self.show(deployment_id),
+        )
+        found = retrying(look)
+        return found if found is not None else self.show(deployment_id)

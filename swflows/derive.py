@@ -302,7 +302,10 @@ def zaqar_signal_inputs(
     Three forms:
 
     * ``auth=heat_signal_inputs(...)``: Heat's form, the stack user's
-      credentials then ``deploy_queue_id``.  Heat's agents understand it.
+      credentials then ``deploy_queue_id``.  Heat's ``heat-config-notify``
+      was written for it, but posts with python-zaqarclient's v1 API,
+      which current clients and Zaqar no longer have: swflows refuses
+      ZAQAR_SIGNAL for a server running Heat's agents.
     * ``signed_url={...}``: no stack user.  ``deploy_queue_id`` then
       ``deploy_queue_signed_url``, a JSON object as Zaqar's "share" call
       returns it plus the endpoint::
@@ -358,6 +361,58 @@ def started_signal_input() -> InputPairs:
     crashes on a non-string value in an input that is not a map or a list.
     """
     return [(DEPLOY_SIGNAL_STARTED, "true")]
+
+
+def for_agent(
+    deployments: Sequence[Mapping[str, Any]], *, heat_agents: bool = False
+) -> list[dict[str, Any]]:
+    """A server's derived configs as published to its agent.
+
+    Every input carries ``value`` (its default when it was given None, else
+    None when it has none), as Heat publishes
+    them: Heat's ``55-heat-config`` and ``heat-config-notify`` read it
+    directly and skip a config without it (no signal).  For Heat's agents
+    (``heat_agents``), a Number or Boolean value, or a missing
+    value of a type other than String, is published as the text swflows'
+    agent would put in the hook's environment (``3``, ``2.5``, ``true``,
+    ``""``): ``55-heat-config`` turns only String inputs into text, and
+    Heat's script and puppet hooks crash on an environment variable that is
+    not text.  A String without a value stays None (``55-heat-config``
+    makes it ``"None"``, as under Heat); maps and lists stay as they are
+    (the hooks JSON-encode them).  The declared types are kept.
+    """
+    out = []
+    for item in deployments:
+        config = dict(item)
+        inputs = config.get("inputs")
+        if isinstance(inputs, list):
+            config["inputs"] = [_published_input(i, heat_agents) for i in inputs]
+        out.append(config)
+    return out
+
+
+def heat_agents_text(value: Any) -> Any:
+    """``value`` as published to Heat's agents for a non-String input."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _published_input(item: Any, heat_agents: bool) -> Any:
+    if not isinstance(item, Mapping):
+        return item
+    published = dict(item)
+    value = published.get("value")
+    if value is None:
+        value = published.get("default")  # what swflows' agent has always used
+    if heat_agents and published.get("type") != model.STRING:
+        value = heat_agents_text(value)
+    published["value"] = value
+    return published
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:

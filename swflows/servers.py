@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 #: channel entries that are secret or said elsewhere: never shown
-_HIDDEN = (enrollment.COLLECT, "user")
+_HIDDEN = (enrollment.COLLECT, "user", metadata.AGENT)
 
 
 def check_server_id(server_id: Any) -> str:
@@ -40,11 +40,16 @@ def check_server_id(server_id: Any) -> str:
     return server_id
 
 
-def enroll(sw: Swflows, server_id: str, requested: str | None) -> dict[str, Any]:
+def enroll(
+    sw: Swflows, server_id: str, requested: str | None, agent: str | None = None
+) -> dict[str, Any]:
     """Enroll on ``requested``, else the server's transport, else the one
     its Nova metadata names (a boot whose enrollment did not finish: its
-    channel is adopted), else the configuration's."""
+    channel is adopted), else the configuration's; for ``agent`` (None:
+    the one recorded, else swflows' agent)."""
     check_server_id(server_id)
+    if agent is not None:
+        bootdata.check_agent(agent)
     services = sw.services
     record = metadata.find_server(services, server_id)
     nova, key, booted = enrollment.nova_view(services, server_id)
@@ -61,8 +66,27 @@ def enroll(sw: Swflows, server_id: str, requested: str | None) -> dict[str, Any]
         sw._config_options(name),
         key=key if record is None else None,
         nova=nova,
+        agent=agent,
     )
     return describe(sw, server_id)
+
+
+def use_agent(sw: Swflows, server_id: str, agent: str | None) -> str:
+    """The agent the server runs: ``agent`` (recorded, and the document
+    published again in its form, when it changes), else the recorded one.
+    Refused (nothing recorded) when that agent cannot read the server's
+    channel."""
+    record = sw.store.get_server(server_id)
+    current = metadata.agent_of(record)
+    chosen = bootdata.check_agent(agent) if agent is not None else current
+    bootdata.collector_of(collect_section(sw, server_id), chosen)
+    if chosen == current:
+        return current
+    channel = {**(record.channel or {}), metadata.AGENT: chosen}
+    sw.store.set_server_channel(server_id, record.config_transport, channel)
+    name = str(record.config_transport)
+    metadata.publish_server(sw.services, server_id, name, sw._config_options(name))
+    return chosen
 
 
 def describe(sw: Swflows, server_id: str, console_lines: int = 0) -> dict[str, Any]:
@@ -79,6 +103,7 @@ def describe(sw: Swflows, server_id: str, console_lines: int = 0) -> dict[str, A
     return {
         "server_id": record.server_id,
         "config_transport": record.config_transport,
+        "agent": metadata.agent_of(record),
         "enrolled": enrolled is not None,
         "enrolled_at": enrolled.isoformat() if enrolled else None,
         "in_compute": record.in_compute,
@@ -165,6 +190,7 @@ def create(
     options = sw._config_options(transport)
     key = model.new_id()
     channel = enrollment.make_channel(services, transport, options, key, key)
+    channel[metadata.AGENT] = agent
     try:
         user_data = bootdata.user_data(channel[enrollment.COLLECT], agent)
         server = compute.create_server(

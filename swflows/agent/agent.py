@@ -27,7 +27,7 @@ from typing import Any
 
 import requests
 
-from swflows import exceptions, model
+from swflows import exceptions, masking, model
 from swflows.agent import collectors, hooks, http, items, notify, process
 from swflows.agent.config import AgentConfig
 from swflows.agent.state import StateDir
@@ -267,7 +267,11 @@ class Agent:
             LOG.info("deployment %s ran before; sending its signal again", ident)
         else:
             try:
-                payload = self._run(ident, raw, target)
+                # the secrets it was given (its signal URL's signature, its
+                # password) leave the server masked, whatever the hook printed
+                payload = masking.mask_outputs(
+                    self._run(ident, raw, target), masking.known_secrets(inputs)
+                )
             except process.Cancelled as exc:
                 # nobody waits for its signal: the deployment ended (FAILED,
                 # cancelled) or was removed, and a late signal is ignored

@@ -15,12 +15,16 @@ def add_server(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("server", metavar="SERVER", help="the server's id")
 
 
-def add_agent(parser: argparse.ArgumentParser) -> None:
+def add_agent(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     parser.add_argument(
         "--agent",
         choices=bootdata.AGENTS,
-        default=bootdata.SWFLOWS_AGENT,
-        help="swflows' agent, or Heat's agents (os-collect-config)",
+        default=default,
+        help="swflows' agent, or Heat's agents (os-collect-config); recorded "
+        "as the agent the server runs, which decides the form of its metadata "
+        "and the signal transports it can use (default: "
+        + (default or "the one the server was enrolled for, else swflows")
+        + ")",
     )
 
 
@@ -40,10 +44,13 @@ class EnrollServer(base.ShowOne):
         parser = super().get_parser(prog_name)
         add_server(parser)
         add_transport(parser)
+        add_agent(parser)
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        shown = self.sw.enroll_server(parsed_args.server, parsed_args.config_transport)
+        shown = self.sw.enroll_server(
+            parsed_args.server, parsed_args.config_transport, parsed_args.agent
+        )
         return base.fields(shown)
 
 
@@ -142,7 +149,7 @@ class CreateServer(base.ShowOne):
         parser.add_argument("--image", required=True, help="image name or id")
         parser.add_argument("--flavor", required=True, help="flavor name or id")
         add_transport(parser)
-        add_agent(parser)
+        add_agent(parser, bootdata.SWFLOWS_AGENT)
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from swflows import exceptions
+from swflows import bootdata, exceptions
 from swflows.persistence.store import ServerRecord
 from swflows.services import Services
 from swflows.tasks import metadata
@@ -188,6 +188,7 @@ def enroll(
     *,
     key: str | None = None,
     nova: bool | None = None,
+    agent: str | None = None,
 ) -> ServerRecord:
     """Give ``server_id`` its channel on transport ``name``, and publish.
 
@@ -198,6 +199,9 @@ def enroll(
     removed, the new one recorded and published: a crash anywhere leaves a
     state that enrolling again finishes.
     ``key`` names the channel's resources (default: the server id).
+    ``agent`` (:data:`bootdata.AGENTS`) is recorded as the agent the server
+    runs, which decides the form its document is published in; None keeps
+    the one recorded.
     """
     store = services.store
     record = metadata.find_server(services, server_id)
@@ -227,6 +231,9 @@ def enroll(
         )
         if old_channel is not None:
             remove_channel(services, old_name, old_channel)
+    agent = agent or (old_channel or {}).get(metadata.AGENT)
+    if agent is not None:
+        channel = {**channel, metadata.AGENT: bootdata.check_agent(agent)}
     store.set_server_channel(server_id, name, channel, enrolled=True, in_compute=nova)
     if (
         old_name

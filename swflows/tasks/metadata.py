@@ -7,9 +7,10 @@ from typing import Any
 
 import tenacity
 
-from swflows import exceptions
+from swflows import bootdata, derive, exceptions
 from swflows.services import Services
 from swflows.tasks import base
+from swflows.transports import names
 
 LOG = logging.getLogger(__name__)
 
@@ -26,6 +27,34 @@ def find_server(services: Services, server_id: str) -> Any:
         return services.store.get_server(server_id)
     except exceptions.ServerNotFound:
         return None
+
+
+#: the channel's entry naming the agent the server runs (bootdata.AGENTS)
+AGENT = "agent"
+
+
+def agent_of(server: Any) -> str:
+    """The agent ``server`` (its record, or None) runs (:func:`channel_agent`)."""
+    if server is None:
+        return bootdata.SWFLOWS_AGENT
+    return channel_agent(server.channel, server.config_transport)
+
+
+def channel_agent(channel: dict[str, Any] | None, transport: str | None) -> str:
+    """The agent recorded in a server's channel when it was enrolled or
+    booted; else Heat's agents on POLL_SERVER_HEAT, which only they read;
+    else swflows' agent."""
+    recorded = (channel or {}).get(AGENT)
+    if recorded in bootdata.AGENTS:
+        return str(recorded)
+    if transport == names.POLL_SERVER_HEAT:
+        return bootdata.HEAT_AGENTS
+    return bootdata.SWFLOWS_AGENT
+
+
+def server_agent(services: Services, server_id: str) -> str:
+    """The agent the server runs (:func:`agent_of`)."""
+    return agent_of(find_server(services, server_id))
 
 
 def publish_server(
@@ -65,6 +94,8 @@ def publish_server(
         channel = {**channel, "os-collect-config": collect}
         store.set_server_channel(server_id, name, channel)
 
+    agent = channel_agent(channel, name)
+
     @tenacity.retry(
         retry=tenacity.retry_if_exception_type(exceptions.ConcurrentUpdate),
         stop=tenacity.stop_after_delay(PUBLISH_PATIENCE),
@@ -74,7 +105,9 @@ def publish_server(
     def attempt() -> int:
         snapshot = store.server_metadata(server_id)
         document = {
-            "deployments": snapshot.deployments,
+            "deployments": derive.for_agent(
+                snapshot.deployments, heat_agents=agent == bootdata.HEAT_AGENTS
+            ),
             "os-collect-config": channel.get("os-collect-config", {}),
         }
         config_transport.publish(services, server_id, channel, document)

@@ -8,7 +8,7 @@ from typing import Any
 
 import tenacity
 
-from swflows import exceptions, signals, states
+from swflows import exceptions, masking, signals, states
 from swflows.model import Deployment, OutputSpec
 from swflows.services import Services
 from swflows.tasks import base
@@ -282,7 +282,12 @@ def _look(
 def outcome_from_payload(
     services: Services, deployment: Deployment, raw: bytes | str | dict[str, Any]
 ) -> signals.Outcome | None:
-    """The outcome a raw signal gives, None for a progress signal."""
+    """The outcome a raw signal gives, None for a progress signal.
+
+    The secrets the server was given (its signal URL's signature, its
+    password) and anything shaped like a signature or a token are masked
+    in the values it sent, so the outcome can be stored and logged.
+    """
     try:
         payload = signals.parse_payload(raw)
     except exceptions.SignalRejected as exc:
@@ -290,6 +295,9 @@ def outcome_from_payload(
     if payload is None or signals.is_progress(payload):
         return None
     outputs: tuple[OutputSpec, ...] = ()
+    secrets: frozenset[str] = frozenset()
     if deployment.config_id:
-        outputs = services.store.get_config(deployment.config_id).outputs
-    return signals.outcome(payload, outputs)
+        derived = services.store.get_config(deployment.config_id)
+        outputs = derived.outputs
+        secrets = masking.known_secrets(masking.input_values(derived.inputs))
+    return signals.outcome(masking.mask_outputs(payload, secrets), outputs)

@@ -111,8 +111,7 @@ def _create_mysql_database(config: pytest.Config) -> str:
     try:
         with admin.connect() as conn:
             conn.exec_driver_sql(
-                f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 "
-                "COLLATE utf8mb4_bin"
+                f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
             )
     except sa.exc.OperationalError as exc:
         pytest.fail(

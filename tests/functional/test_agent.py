@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -271,6 +272,59 @@ def test_zaqar_signal_as_stack_user(devcloud: dict[str, Any], tmp_path: Path) ->
             assert leftovers(made, dep.id) == {}
 
 
+def _secrets_given(sw: Swflows, dep: model.Deployment) -> dict[str, str]:
+    """The secrets the deployment's agent was given, by input name."""
+    values = {spec.name: spec.value for spec in sw.get_config(dep.config_id).inputs}
+    found = {}
+    if values.get("deploy_password"):
+        found["deploy_password"] = values["deploy_password"]
+    url = values.get("deploy_signal_id")
+    if url and "temp_url_sig=" in url:
+        found["temp_url_sig"] = url.split("temp_url_sig=")[1].split("&")[0]
+    return found
+
+
+@pytest.mark.parametrize("transport", [names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL])
+def test_a_hook_printing_its_secrets_stores_them_masked(
+    devcloud: dict[str, Any],
+    tmp_path: Path,
+    transport: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A script that prints its environment (the signal URL and its TempURL
+    signature, the stack user's password) and fails: what is stored and
+    logged has them masked."""
+    caplog.set_level(logging.DEBUG)
+    with isolated(devcloud, tmp_path, zaqar_signal_auth="credentials") as made:
+        config = script_config(
+            made,
+            "#!/bin/sh\n"
+            "env | sort >&2\n"
+            'echo "signalling to $deploy_signal_id as $deploy_password"\n'
+            'printf %s "$deploy_signal_id $deploy_password" \\\n'
+            "  > $heat_outputs_path.result\n"
+            "exit 1\n",
+        )
+        with agent_server(made, tmp_path / "server") as server:
+            dep = made.deploy(
+                server.id, config.id, signal_transport=transport, timeout=WAIT
+            )
+            assert dep.status == states.FAILED, dep.status_reason
+            secrets = _secrets_given(made, dep)
+            wanted = {
+                names.TEMP_URL_SIGNAL: {"temp_url_sig"},
+                names.ZAQAR_SIGNAL: {"deploy_password"},
+            }[transport]
+            assert set(secrets) == wanted
+            stored = made.show(dep.id)
+            text = json.dumps(stored.to_dict()) + caplog.text
+            for name, secret in secrets.items():
+                assert secret not in text, f"{name} stored or logged in clear"
+            stderr = stored.output_values["deploy_stderr"]
+            assert "deploy_server_id=" in stderr and "***" in stderr
+            made.undeploy(dep.id)
+
+
 def test_unknown_group_fails_naming_it(sw: Swflows, tmp_path: Path) -> None:
     config = sw.create_config("site", "class { 'x': }", group="puppet")
     with agent_server(sw, tmp_path) as server:
@@ -317,6 +371,62 @@ def test_trigger_backup_with_an_overridden_input(sw: Swflows, tmp_path: Path) ->
         assert sw.show(dep.id).output_values["result"] == "CREATE:prod"
         sw.undeploy(backup.id)  # a trigger's record: no DELETE run
         assert log.read_text() == "CREATE prod\nBACKUP nightly\n"
+        sw.undeploy(dep.id)
+
+
+def test_redeploy_and_trigger_without_waiting_return_the_new_action(
+    sw: Swflows, tmp_path: Path
+) -> None:
+    """``wait=False`` returns the IN_PROGRESS row of the action it started,
+    not the row as it was (COMPLETE, the previous action)."""
+    log, release = tmp_path / "actions.log", tmp_path / "release"
+    step = (
+        "#!/bin/sh\n"
+        'echo "$deploy_action $foo" >> "$log"\n'
+        'if [ "$deploy_action" != CREATE ]; then\n'
+        '  while [ ! -e "$release" ]; do sleep 0.05; done\n'
+        "fi\n"
+        'printf %s "$deploy_action:$foo" > $heat_outputs_path.result\n'
+    )
+    config = sw.create_config(
+        "db",
+        {
+            "configs": [
+                {"actions": ["CREATE", "UPDATE"], "config": step, "tool": "script"},
+                {"actions": ["BACKUP"], "config": step, "tool": "script"},
+            ]
+        },
+        group="component",
+        inputs=[
+            {"name": "foo", "default": "x"},
+            {"name": "log", "default": str(log)},
+            {"name": "release", "default": str(release)},
+        ],
+        outputs=[{"name": "result"}],
+    )
+    with agent_server(sw, tmp_path / "server") as server:
+        dep = sw.deploy(server.id, config.id, input_values={"foo": "a"}, timeout=WAIT)
+        assert dep.status == states.COMPLETE, dep.status_reason
+
+        update = sw.redeploy(dep.id, input_values={"foo": "b"}, wait=False)
+        assert (update.id, update.action) == (dep.id, "UPDATE")
+        assert update.status == states.IN_PROGRESS, update.status_reason
+        assert update.generation == dep.generation + 1
+        assert update.config_id != dep.config_id
+        assert update.input_values["foo"] == "b"
+        release.touch()
+        done = sw.wait(dep.id, WAIT)
+        assert done.status == states.COMPLETE, done.status_reason
+        assert done.output_values["result"] == "UPDATE:b"
+
+        release.unlink()
+        backup = sw.trigger(dep.id, "BACKUP", wait=False)
+        assert backup.id != dep.id
+        assert (backup.action, backup.status) == ("BACKUP", states.IN_PROGRESS)
+        release.touch()
+        assert sw.wait(backup.id, WAIT).output_values["result"] == "BACKUP:b"
+        assert log.read_text() == "CREATE a\nUPDATE b\nBACKUP b\n"
+        sw.undeploy(backup.id)
         sw.undeploy(dep.id)
 
 

@@ -225,6 +225,35 @@ def test_hook_that_raises_signals_failed(tmp_path: Path) -> None:
     assert "RuntimeError: boom" in payload["deploy_stderr"]
 
 
+def test_secrets_the_hook_prints_leave_the_server_masked(tmp_path: Path) -> None:
+    """A hook that prints its signal URL and its password (or crashes
+    with them in its traceback): the signal and the state dir hold ***."""
+    url = "http://swift/v1/AUTH_p/c/o?temp_url_sig=0123456789abcdef&temp_url_expires=9"
+    password = "s3cret-password-42"
+
+    class Printing(hooks.Hook):
+        def run(self, item: items.Item, context: hooks.HookContext) -> dict[str, Any]:
+            env = "\n".join(f"{k}={v}" for k, v in item.values.items())
+            return {"result": [url], "deploy_stderr": env, "deploy_status_code": 1}
+
+    raw = item("a")
+    raw["inputs"][3]["value"] = url
+    raw["inputs"].append({"name": "deploy_password", "value": password})
+    ag, rec, _ = make(tmp_path, doc(raw), hook=Printing())
+    ag.step()
+    payload = rec.sent[-1][1]
+    assert (
+        "deploy_signal_id=http://swift/v1/AUTH_p/c/o?temp_url_sig=***&"
+        in (payload["deploy_stderr"])
+    )
+    assert "deploy_password=***" in payload["deploy_stderr"]
+    assert payload["result"] == [url.replace("0123456789abcdef", "***")]
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert "0123456789abcdef" not in text and password not in text, path
+
+
 def test_bad_document_keeps_the_last_good_one(tmp_path: Path) -> None:
     ag, _rec, hook = make(
         tmp_path, doc(item("a")), b"{broken", doc(item("a"), item("b"))

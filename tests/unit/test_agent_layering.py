@@ -17,6 +17,7 @@ ALLOWED_SWFLOWS = {
     "swflows",
     "swflows.model",
     "swflows.derive",
+    "swflows.masking",
     "swflows.signals",
     "swflows.states",
     "swflows.exceptions",

@@ -822,3 +822,98 @@ class TestTransportNames:
         with pytest.raises(exceptions.ValidationError) as exc:
             names.needs_stack_user("ZAQAR_SIGNAL", "token")
         assert exc.value.field == "zaqar_signal_auth"
+
+
+class TestForAgent:
+    """The derived configs as a server's agent gets them."""
+
+    def published(self, heat_agents: bool) -> dict[str, Any]:
+        src = source(
+            inputs=[
+                {"name": "foo", "default": "dflt"},
+                {"name": "port", "type": "Number"},
+                {"name": "ratio", "type": "Number", "default": 2.5},
+                {"name": "flag", "type": "Boolean", "default": False},
+                {"name": "on", "type": "Boolean"},
+                {"name": "name"},
+                {"name": "data", "type": "Json", "default": {"k": [1]}},
+                {"name": "hosts", "type": "CommaDelimitedList", "default": "a,b"},
+                {"name": "nothing", "type": "Json"},
+            ]
+        )
+        derived = make(
+            src,
+            input_values={"port": 8080, "on": True},
+            signal_transport="TEMP_URL_SIGNAL",
+            transport_inputs=derive.temp_url_signal_inputs(PUT_URL),
+        )
+        [item] = derive.for_agent([derived.to_dict()], heat_agents=heat_agents)
+        return item
+
+    def test_every_input_carries_a_value_as_heat_publishes_them(self) -> None:
+        """55-heat-config reads ``value`` directly: without it, KeyError and
+        the config is skipped with no signal."""
+        for heat_agents in (False, True):
+            item = self.published(heat_agents)
+            assert all("value" in i for i in item["inputs"])
+        item = self.published(heat_agents=False)
+        values = {i["name"]: i["value"] for i in item["inputs"]}
+        assert values["name"] is None and values["nothing"] is None
+        assert (values["port"], values["ratio"], values["on"]) == (8080, 2.5, True)
+
+    def test_heat_agents_get_numbers_and_booleans_as_text(self) -> None:
+        """55-heat-config makes text of String inputs only, and Heat's script
+        hook puts each value in the environment: a number crashes it."""
+        item = self.published(heat_agents=True)
+        by_name = {i["name"]: i for i in item["inputs"]}
+        assert {n: by_name[n]["value"] for n in by_name if n[:7] != "deploy_"} == {
+            "foo": "dflt",
+            "port": "8080",
+            "ratio": "2.5",
+            "flag": "false",
+            "on": "true",
+            "name": None,  # a String: 55-heat-config makes it "None", as Heat's
+            "data": {"k": [1]},
+            "hosts": ["a", "b"],
+            "nothing": "",
+        }
+        assert by_name["port"]["type"] == "Number"  # the declared type is kept
+        assert all(
+            isinstance(i["value"], str | dict | list)
+            for i in item["inputs"]
+            if i["type"] != "String"
+        )
+        assert by_name["deploy_signal_id"]["value"] == PUT_URL
+
+    def test_the_rest_of_the_config_is_unchanged(self) -> None:
+        derived = make(source()).to_dict()
+        for heat_agents in (False, True):
+            [item] = derive.for_agent([derived], heat_agents=heat_agents)
+            assert {k: v for k, v in item.items() if k != "inputs"} == {
+                k: v for k, v in derived.items() if k != "inputs"
+            }
+            assert [i["name"] for i in item["inputs"]] == [
+                i["name"] for i in derived["inputs"]
+            ]
+        assert "value" not in derived["inputs"][1]  # the input is not changed
+
+    def test_an_input_given_none_gets_its_default(self) -> None:
+        derived = make(source(), input_values={"foo": None, "flag": None})
+        for heat_agents, flag in ((False, False), (True, "false")):
+            [item] = derive.for_agent([derived.to_dict()], heat_agents=heat_agents)
+            values = {i["name"]: i["value"] for i in item["inputs"]}
+            assert (values["foo"], values["flag"]) == ("dflt", flag)
+
+    def test_heat_script_hook_environment_matches_swflows_agent(self) -> None:
+        """What Heat's script hook puts in the environment from the published
+        values is what swflows' agent puts there from the typed ones."""
+        from swflows.agent import hooks
+
+        typed = self.published(heat_agents=False)["inputs"]
+        heat = self.published(heat_agents=True)["inputs"]
+        for mine, theirs in zip(typed, heat, strict=True):
+            value = theirs["value"]
+            if theirs["type"] == "String" and not isinstance(value, str):
+                continue  # 55-heat-config's str(): Heat's own behaviour
+            env = json.dumps(value) if isinstance(value, dict | list) else value
+            assert env == hooks._env_value(mine["value"]), mine["name"]

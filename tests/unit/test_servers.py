@@ -70,3 +70,25 @@ def test_undeploy_all_skips_a_deployment_removed_meanwhile(
     )
     monkeypatch.setattr(sw.store, "list_deployments", lambda **_: [gone])
     assert servers.undeploy_all(sw, "s1") == []
+
+
+@pytest.mark.parametrize(
+    ("channel", "transport", "agent"),
+    [
+        (None, None, "swflows"),
+        ({"key": "k"}, "POLL_TEMP_URL", "swflows"),
+        ({"key": "k", "agent": "heat"}, "POLL_TEMP_URL", "heat"),
+        ({"key": "k", "agent": "swflows"}, "ZAQAR_MESSAGE", "swflows"),
+        ({"key": "k"}, "POLL_SERVER_HEAT", "heat"),  # only Heat's agents read it
+        ({"agent": "puppet"}, "POLL_TEMP_URL", "swflows"),
+    ],
+)
+def test_the_agent_a_server_runs(
+    channel: dict[str, Any] | None, transport: str | None, agent: str
+) -> None:
+    from swflows.tasks import metadata
+
+    assert metadata.channel_agent(channel, transport) == agent
+    record = SimpleNamespace(channel=channel, config_transport=transport)
+    assert metadata.agent_of(record) == agent
+    assert metadata.agent_of(None) == "swflows"
