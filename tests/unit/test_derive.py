@@ -822,3 +822,22 @@ class TestTransportNames:
         with pytest.raises(exceptions.ValidationError) as exc:
             names.needs_stack_user("ZAQAR_SIGNAL", "token")
         assert exc.value.field == "zaqar_signal_auth"
+
+
+# found by tests/unit/test_fuzz_config.py
+@pytest.mark.parametrize("pairs", [None, 5, "deploy_signal_id=x", b"x"])
+def test_transport_inputs_that_are_no_pairs_are_refused(pairs: Any) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        make(transport_inputs=pairs)
+    assert exc.value.field == "transport_inputs"
+
+
+def test_values_nested_too_deeply_are_refused() -> None:
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(exceptions.ValidationError, match="nests too deeply") as exc:
+        make(input_values={"new": deep})
+    assert exc.value.field == "input_values.new"
+    with pytest.raises(exceptions.ValidationError, match="nests too deeply"):
+        make(transport_inputs=[("deploy_extra", deep)])
