@@ -77,6 +77,29 @@ class _Errors:
         return self.app.swflows(resume=False)  # type: ignore[no-any-return]
 
 
+def _column_key(name: str) -> str:
+    return name.lower().strip().replace(" ", "_")
+
+
+class _Columns:
+    """Refuse ``-c`` naming no column as bad input (cliff's own check ends
+    in a bare ValueError, exit status 1)."""
+
+    def produce_output(
+        self, parsed_args: argparse.Namespace, column_names: Any, data: Any
+    ) -> int:
+        requested = {_column_key(c) for c in getattr(parsed_args, "columns", ()) or ()}
+        if requested and not requested & {_column_key(c) for c in column_names}:
+            raise parsing.BadInput(
+                "--column",
+                f"no column {', '.join(parsed_args.columns)}; "
+                f"the columns are {', '.join(column_names)}",
+            )
+        return super().produce_output(  # type: ignore[misc,no-any-return]
+            parsed_args, column_names, data
+        )
+
+
 class Command(_Errors, command.Command, metaclass=abc.ABCMeta):
     """A command printing what it did, not a table."""
 
@@ -84,12 +107,12 @@ class Command(_Errors, command.Command, metaclass=abc.ABCMeta):
         return self._guarded(super().run, parsed_args)
 
 
-class Lister(_Errors, lister.Lister, metaclass=abc.ABCMeta):
+class Lister(_Errors, _Columns, lister.Lister, metaclass=abc.ABCMeta):
     def run(self, parsed_args: argparse.Namespace) -> int:
         return self._guarded(super().run, parsed_args)
 
 
-class ShowOne(_Errors, show.ShowOne, metaclass=abc.ABCMeta):
+class ShowOne(_Errors, _Columns, show.ShowOne, metaclass=abc.ABCMeta):
     #: set by take_action: the status to exit with after the output
     exit_status: int = 0
 
