@@ -78,7 +78,7 @@ def has_json_form(value: Any) -> bool:
 
 
 # -- coerce_value ------------------------------------------------------------------
-@fuzz(1000)
+@fuzz(800)
 @given(type_=type_names, value=odd_values)
 def test_coerce_value(type_: Any, value: Any) -> None:
     case("config")
@@ -157,7 +157,7 @@ component_bodies = st.fixed_dictionaries(
 )
 
 
-@fuzz(800)
+@fuzz(600)
 @given(data=input_dicts)
 def test_input_specs(data: dict[str, Any]) -> None:
     case("config")
@@ -213,7 +213,7 @@ config_fields = st.fixed_dictionaries(
 )
 
 
-@fuzz(900)
+@fuzz(700)
 @given(data=config_fields)
 def test_configs_from_dicts(data: dict[str, Any]) -> None:
     case("config")
@@ -308,7 +308,7 @@ transport_inputs = st.one_of(
 )
 
 
-@fuzz(900)
+@fuzz(700)
 @given(
     source=sources(),
     deployment_id=st.one_of(st.just("dep-1"), nasty_text, json_scalars),

@@ -291,7 +291,7 @@ def as_given(document: Any, form: str) -> Any:
     return text if form == "text" else text.encode()
 
 
-@fuzz(1500)
+@fuzz(1000)
 @given(
     document=documents,
     form=st.sampled_from(["decoded", "text", "bytes"]),

@@ -195,7 +195,7 @@ raw_bodies = st.one_of(
 
 
 # -- parse_payload ------------------------------------------------------------------
-@fuzz(700)
+@fuzz(600)
 @given(raw=raw_bodies)
 def test_any_body_is_a_signal_or_refused(raw: bytes) -> None:
     case("signals")
