@@ -119,6 +119,18 @@ class SwflowsApp(app.App):
         if not self.options.log_file:
             root.setLevel(level)
 
+    def run(self, argv: list[str]) -> int:
+        """Run one command; global options alone show the help.
+
+        cliff would start an interactive shell reading commands from stdin
+        when no command follows the global options (``swflows -v``).
+        """
+        argv = list(argv)
+        _, rest = self.parser.parse_known_args(argv)
+        if not rest:
+            argv.append("help")
+        return int(super().run(argv))
+
     # -- the Swflows instance ----------------------------------------------
     def config_files(self) -> list[str]:
         paths = list(self.options.swflows_config)

@@ -121,3 +121,16 @@ def test_config_files_that_cannot_be_used(tmp_path: Path) -> None:
     path.write_bytes(b"configs: " + b"[" * 1200)
     with pytest.raises(parsing.BadInput, match=r"nests too deeply|not YAML"):
         parsing.read_config_body(str(path), "component")
+
+
+# found by tests/unit/test_fuzz_cli.py
+@pytest.mark.parametrize("argv", [["-v"], ["--debug", "-q"], ["--config-file", "x"]])
+def test_global_options_alone_show_the_help(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_shell(self: main.SwflowsApp) -> None:
+        raise AssertionError("an interactive shell was started")
+
+    monkeypatch.setattr(main.SwflowsApp, "interact", no_shell)
+    assert main.main(argv) == 0
+    assert "deployment create" in capsys.readouterr().out

@@ -281,8 +281,11 @@ def test_commands_end_in_a_status_not_a_traceback(
     argv = data.draw(command_lines(SAFE_COMMANDS, str(path)))
     if ids and data.draw(st.booleans()):
         argv.append(ids[0])
+    if not data.draw(st.integers(0, 19)):
+        argv = []  # global options alone
     argv = [*globals_, *argv]
     result, text, app = run(shared, argv)
+    assert not app.interactive_mode
     event(f"{' '.join(argv[len(globals_) : len(globals_) + 2])}: exit {result}")
     assert result in {int(c) for c in ExitCode}, (result, text)
     assert app.escaped is None or isinstance(app.escaped, exceptions.SwflowsError), (
