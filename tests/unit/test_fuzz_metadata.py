@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from swflows import derive, exceptions, model
 from swflows.agent import collectors, items
+from swflows.agent import config as agent_config
 from tests.unit import fuzzing
 from tests.unit.fuzzing import case, fuzz, json_scalars, json_text, json_values
 
@@ -407,3 +408,79 @@ def test_zaqar_pages_and_endpoints(page: Any, endpoint: str) -> None:
     assert link is None or link.startswith("/")
     root = collectors.api_root(endpoint)
     assert endpoint.rstrip("/").startswith(root)
+
+
+# -- the agent's configuration (boot data, os-collect-config) -----------------------
+agent_keys = st.sampled_from(
+    [
+        "interval",
+        "min_interval",
+        "jitter",
+        "splay",
+        "notify_attempts",
+        "zaqar_signal_bytes",
+        "hook_dirs",
+        "state_dir",
+        "collectors",
+        "log_level",
+        "heat_signal_url",
+        "polling_interval",
+        "unknown",
+    ]
+)
+agent_values = st.one_of(
+    json_values,
+    st.sampled_from(["1" + "0" * 400, "-1", "1e999", "nan", "0", "request zaqar"]),
+    st.integers(-(10**400), 10**400),
+)
+agent_sections = st.fixed_dictionaries(
+    {},
+    optional={
+        "agent": st.one_of(
+            st.dictionaries(agent_keys, agent_values, max_size=3), json_values
+        ),
+        "request": st.one_of(
+            st.fixed_dictionaries(
+                {"metadata_url": st.one_of(st.just("https://x/m"), json_scalars)}
+            ),
+            json_values,
+        ),
+        "zaqar": st.one_of(
+            st.fixed_dictionaries({"signed_url": st.one_of(json_text, json_values)}),
+            json_values,
+        ),
+        "os-collect-config": json_values,
+        "collectors": json_values,
+        "polling_interval": agent_values,
+    },
+)
+
+
+@fuzz(400)
+@given(
+    sections=agent_sections,
+    form=st.sampled_from(["json", "ini", "bytes"]),
+    raw=st.binary(max_size=60),
+)
+def test_agent_configuration_files(
+    tmp_path_factory: pytest.TempPathFactory, sections: Any, form: str, raw: bytes
+) -> None:
+    case("metadata")
+    path = tmp_path_factory.getbasetemp() / "agent.conf"
+    if form == "json":
+        path.write_text(json.dumps(sections))
+    elif form == "ini":
+        lines = []
+        for name, section in sections.items():
+            lines.append(f"[{name}]")
+            if isinstance(section, dict):
+                lines += [f"{k} = {v}" for k, v in section.items()]
+        path.write_text("\n".join(lines), encoding="utf-8", errors="surrogatepass")
+    else:
+        path.write_bytes(raw)
+    try:
+        loaded = agent_config.load([path])
+    except exceptions.ValidationError as exc:
+        assert exc.field
+        return
+    assert loaded.collector()[0] in collectors.COLLECTORS
