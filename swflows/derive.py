@@ -413,7 +413,7 @@ def _text(field: str, value: Any) -> str:
         )
     if not value.strip():
         raise exceptions.ValidationError(field, "must not be empty")
-    return value
+    return model.check_storable_text(field, value)
 
 
 def _json_checked(field: str, value: Any) -> Any:

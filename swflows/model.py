@@ -565,6 +565,8 @@ class Deployment:
     def __post_init__(self) -> None:
         _require_str("server_id", self.server_id)
         _require_str("action", self.action)
+        if isinstance(self.name, str):
+            check_storable_text("name", self.name)
         if self.status not in states.STATUSES:
             raise exceptions.ValidationError(
                 "status", f"unknown status {self.status!r}"

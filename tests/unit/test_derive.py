@@ -841,3 +841,11 @@ def test_values_nested_too_deeply_are_refused() -> None:
     assert exc.value.field == "input_values.new"
     with pytest.raises(exceptions.ValidationError, match="nests too deeply"):
         make(transport_inputs=[("deploy_extra", deep)])
+
+
+@pytest.mark.parametrize("bad", ["a\x00", "\ud800x"])
+@pytest.mark.parametrize("field", ["name", "server_id", "action", "deployment_id"])
+def test_text_no_database_stores_is_refused(bad: str, field: str) -> None:
+    with pytest.raises(exceptions.ValidationError, match=r"NUL|lone surrogate") as exc:
+        make(**{field: bad})
+    assert exc.value.field == field

@@ -480,3 +480,10 @@ def test_config_bodies_and_options_without_a_json_form_are_refused(
     with pytest.raises(exceptions.ValidationError) as exc:
         model.Config.create("c", **kwargs)
     assert exc.value.field == field
+
+
+@pytest.mark.parametrize("bad", ["a\x00", "\ud800"])
+def test_a_deployment_name_no_database_stores_is_refused(bad: str) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.Deployment("d", "s", None, None, "CREATE", states.IN_PROGRESS, name=bad)
+    assert exc.value.field == "name"
