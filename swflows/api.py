@@ -8,6 +8,7 @@ and handed to the flow's factory, so a flow is always rebuilt the same way.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -244,7 +245,7 @@ class Swflows:
     ) -> model.Deployment:
         """Deploy ``config_id`` to ``server_id``: its ``action`` (CREATE) runs."""
         source = self.store.get_config(config_id)
-        values = dict(input_values or {})
+        values = _input_values(input_values)
         derive.check_action(source, action, actions)
         transport = self._signal_transport(signal_transport, server_id)
         plan = self._plan(server_id, transport, config_transport)
@@ -291,7 +292,7 @@ class Swflows:
                 "config_id", f"deployment {deployment_id} has no config to redeploy"
             )
         source = self.store.get_config(source_id)
-        values = {**current.input_values, **dict(input_values or {})}
+        values = {**current.input_values, **_input_values(input_values)}
         derive.check_action(source, action, current.actions)
         self._refuse_for_agent(
             current.signal_transport,
@@ -421,7 +422,7 @@ class Swflows:
             "server_id": original.server_id,
             "source_config_id": source.id,
             "action": action,
-            "input_values": {**original.input_values, **dict(input_values or {})},
+            "input_values": {**original.input_values, **_input_values(input_values)},
             "name": f"{original.name or source.name}-{action}",
             "timeout": self._timeout(timeout or original.timeout),
             "generation": FIRST_GENERATION,
@@ -801,3 +802,28 @@ class Swflows:
         )
         found = retrying(look)
         return found if found is not None else self.show(deployment_id)
+
+
+def _input_values(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``input_values`` as a flow stores them: names as text, JSON values.
+
+    Checked before a flow starts, whose stored inputs could not hold them.
+    """
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise exceptions.ValidationError("input_values", "must be a mapping")
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise exceptions.ValidationError(
+                "input_values", f"names must be strings, not {type(key).__name__}"
+            )
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            raise exceptions.ValidationError(
+                f"input_values.{key}",
+                "must have a JSON form (no NaN, infinity or non-JSON type; "
+                "not nested too deeply)",
+            ) from None
+    return dict(values)

@@ -468,7 +468,7 @@ def _text(field: str, value: Any) -> str:
         )
     if not value.strip():
         raise exceptions.ValidationError(field, "must not be empty")
-    return value
+    return model.check_storable_text(field, value)
 
 
 def _json_checked(field: str, value: Any) -> Any:
@@ -478,7 +478,22 @@ def _json_checked(field: str, value: Any) -> Any:
         raise exceptions.ValidationError(
             field, f"must have a JSON form: {exc}"
         ) from None
+    except RecursionError:
+        raise exceptions.ValidationError(
+            field, "must have a JSON form: it nests too deeply"
+        ) from None
     return value
+
+
+def _json_copy(field: str, value: Any) -> Any:
+    """A copy of ``value`` through its JSON form (deepcopy recurses deeper)."""
+    text = json.dumps(_json_checked(field, value))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise exceptions.ValidationError(
+            field, "must have a JSON form: it nests too deeply"
+        ) from None
 
 
 def _undeclared_value(field: str, value: Any) -> Any:
@@ -494,7 +509,7 @@ def _undeclared_value(field: str, value: Any) -> Any:
 def _deploy_input(name: str, value: Any) -> model.InputSpec:
     field = f"transport_inputs.{name}"
     if isinstance(value, (dict, list)):
-        type_, value = model.JSON, _json_checked(field, copy.deepcopy(value))
+        type_, value = model.JSON, _json_copy(field, value)
     else:
         type_ = model.STRING
         value = _json_checked(field, model.coerce_value(field, type_, value))
@@ -506,7 +521,15 @@ def _deploy_input(name: str, value: Any) -> model.InputSpec:
 def _transport_pairs(
     pairs: Sequence[tuple[str, Any]] | Mapping[str, Any],
 ) -> InputPairs:
-    items = list(pairs.items()) if isinstance(pairs, Mapping) else list(pairs)
+    if isinstance(pairs, Mapping):
+        items = list(pairs.items())
+    elif isinstance(pairs, Sequence) and not isinstance(pairs, str | bytes):
+        items = list(pairs)
+    else:
+        raise exceptions.ValidationError(
+            "transport_inputs",
+            f"expected (name, value) pairs or a mapping, not {type(pairs).__name__}",
+        )
     out: InputPairs = []
     for item in items:
         if not isinstance(item, tuple | list) or len(item) != 2:

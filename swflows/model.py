@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import math
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -44,6 +44,7 @@ DEPLOY_STATUS_CODE: Final = "deploy_status_code"
 RESERVED_OUTPUTS: Final = (DEPLOY_STDOUT, DEPLOY_STDERR, DEPLOY_STATUS_CODE)
 
 MAX_NAME_LENGTH: Final = 255
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 
@@ -72,6 +73,23 @@ def _require_str(field: str, value: Any, *, empty_ok: bool = False) -> str:
         raise exceptions.ValidationError(
             field, f"must be at most {MAX_NAME_LENGTH} characters"
         )
+    check_storable_text(field, value)
+    return value
+
+
+def check_storable_text(field: str, value: str) -> str:
+    """Refuse text no database column takes: a NUL, or a lone surrogate.
+
+    PostgreSQL refuses NUL in text; a lone surrogate (text decoded with
+    ``surrogateescape``, or an escape like ``\\ud800`` in JSON) is not
+    UTF-8 at all, so no driver can send it.
+    """
+    if "\x00" in value:
+        raise exceptions.ValidationError(field, "must not contain a NUL character")
+    if _SURROGATE.search(value):
+        raise exceptions.ValidationError(
+            field, "must be valid Unicode text (it holds a lone surrogate)"
+        )
     return value
 
 
@@ -97,7 +115,12 @@ def coerce_value(field: str, type_: str, value: Any) -> Any:
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, (str, int, float)):
-            return str(value)
+            try:
+                return str(value)
+            except ValueError:  # an int too long for text
+                raise exceptions.ValidationError(
+                    field, "expected a String, got a number too long to write"
+                ) from None
         raise exceptions.ValidationError(
             field, f"expected a String, not {_kind(value)}"
         )
@@ -115,10 +138,12 @@ def coerce_value(field: str, type_: str, value: Any) -> Any:
                     number = float(value)
                 except ValueError:
                     pass
-        # NaN and infinities have no JSON form
-        if number is not None and (isinstance(number, int) or math.isfinite(number)):
+        # NaN, infinities and ints too long for text have no JSON form
+        if number is not None and _has_json_form(number):
             return number
-        raise exceptions.ValidationError(field, f"expected a Number, got {value!r}")
+        raise exceptions.ValidationError(
+            field, f"expected a Number, got {_short(value)}"
+        )
     if type_ == BOOLEAN:
         if isinstance(value, bool):
             return value
@@ -126,7 +151,9 @@ def coerce_value(field: str, type_: str, value: Any) -> Any:
             return value.strip().lower() in _TRUE
         if isinstance(value, int) and value in (0, 1):
             return bool(value)
-        raise exceptions.ValidationError(field, f"expected a Boolean, got {value!r}")
+        raise exceptions.ValidationError(
+            field, f"expected a Boolean, got {_short(value)}"
+        )
     if type_ == COMMA_DELIMITED_LIST:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",")] if value else []
@@ -140,21 +167,52 @@ def coerce_value(field: str, type_: str, value: Any) -> Any:
         # scalars are refused so that coercing again returns the same value.
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = json.loads(value, parse_constant=_refuse_constant)
             except ValueError as exc:
                 raise exceptions.ValidationError(
                     field, f"invalid JSON: {exc}"
+                ) from None
+            except RecursionError:
+                raise exceptions.ValidationError(
+                    field, "invalid JSON: it nests too deeply"
                 ) from None
             if not isinstance(value, (dict, list)):
                 raise exceptions.ValidationError(
                     field, f"expected Json (a map or a list), not {_kind(value)}"
                 )
         if isinstance(value, (dict, list)):
+            if not _has_json_form(value):
+                raise exceptions.ValidationError(
+                    field,
+                    "expected Json, got a value with no JSON form (NaN, an "
+                    "infinity, a non-JSON type, or nesting too deep)",
+                )
             return value
         raise exceptions.ValidationError(field, f"expected Json, not {_kind(value)}")
     raise exceptions.ValidationError(
         field, f"unknown type {type_!r}; expected one of {', '.join(INPUT_TYPES)}"
     )
+
+
+def _has_json_form(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to fit an error message (it may be any size)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for text
+        return f"a {_kind(value)} too long to show"
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,12 +393,25 @@ class Config:
             options = {}
         if not isinstance(options, Mapping):
             raise exceptions.ValidationError("options", "must be a mapping")
+        if creation_time is not None and not isinstance(creation_time, _dt.datetime):
+            raise exceptions.ValidationError(
+                "creation_time", f"must be a time, not {_kind(creation_time)}"
+            )
         if config is None:
             config = ""
         if not isinstance(config, (str, Mapping, list)):
             raise exceptions.ValidationError(
                 "config", f"must be a string or a mapping, not {_kind(config)}"
             )
+        # the store keeps both as JSON: NaN, infinities and other types have no
+        # JSON form, and a nesting too deep for the parser could not be read back
+        for field, value in (("config", config), ("options", options)):
+            if not _has_json_form(value):
+                raise exceptions.ValidationError(
+                    field,
+                    "must have a JSON form (no NaN, infinity or non-JSON type; "
+                    "not nested too deeply)",
+                )
         built = cls(
             id=id or new_id(),
             name=name,
@@ -376,7 +447,13 @@ class Config:
         )
         created = data.get("creation_time")
         if isinstance(created, str):
-            created = _dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ")
+            try:
+                created = _dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ")
+            except ValueError:
+                raise exceptions.ValidationError(
+                    "creation_time",
+                    f"must be a time like 2026-11-21T13:33:18Z, not {_short(created)}",
+                ) from None
         return cls.create(
             data.get("name"),  # type: ignore[arg-type]
             data.get("config", ""),
@@ -488,6 +565,8 @@ class Deployment:
     def __post_init__(self) -> None:
         _require_str("server_id", self.server_id)
         _require_str("action", self.action)
+        if isinstance(self.name, str):
+            check_storable_text("name", self.name)
         if self.status not in states.STATUSES:
             raise exceptions.ValidationError(
                 "status", f"unknown status {self.status!r}"

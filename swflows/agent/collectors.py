@@ -220,7 +220,7 @@ def signed_url_value(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise exceptions.ValidationError(
                 "signed_url", "must be a JSON object"
             ) from None
@@ -275,7 +275,10 @@ def api_root(endpoint: str) -> str:
 def _next_link(page: Any) -> str | None:
     if not isinstance(page, Mapping):
         return None
-    for link in page.get("links") or ():
+    links = page.get("links")
+    if not isinstance(links, list):
+        return None
+    for link in links:
         if isinstance(link, Mapping) and link.get("rel") == "next":
             href = link.get("href")
             if isinstance(href, str) and href.startswith("/"):

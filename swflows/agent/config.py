@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -291,11 +292,12 @@ def _number(field: str, raw: Any, kind: type[int] | type[float]) -> Any:
         raise exceptions.ValidationError(field, "must be a number")
     try:
         value = kind(raw.strip() if isinstance(raw, str) else raw)
-    except (TypeError, ValueError):
+        finite = math.isfinite(value)
+    except (TypeError, ValueError, OverflowError):
         raise exceptions.ValidationError(
-            field, f"must be a number, not {raw!r}"
+            field, f"must be a number, not {reprlib.repr(raw)}"
         ) from None
-    if not math.isfinite(value) or value < 0:
+    if not finite or value < 0:
         raise exceptions.ValidationError(field, "must be a number of at least 0")
     return value
 

@@ -151,6 +151,18 @@ class SwflowsApp(app.App):
             return int(parsing.ExitCode.BAD_INPUT)
         return int(super().run_subcommand(argv))
 
+    def run(self, argv: list[str]) -> int:
+        """Run one command; global options alone show the help.
+
+        cliff would start an interactive shell reading commands from stdin
+        when no command follows the global options (``swflows -v``).
+        """
+        argv = list(argv)
+        _, rest = self.parser.parse_known_args(argv)
+        if not rest:
+            argv.append("help")
+        return int(super().run(argv))
+
     # -- the Swflows instance ----------------------------------------------
     def config_files(self) -> list[str]:
         paths = list(self.options.swflows_config)

@@ -78,24 +78,35 @@ def exit_code(deployment: Any) -> ExitCode:
 def read_text(path: str, option: str) -> str:
     """A file's text; a missing or unreadable file is bad input."""
     try:
-        return Path(path).read_text()
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(option, f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(
+            option, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+
+
+def _load_yaml(text: str, path: str, option: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BadInput(option, f"{path} is not YAML: {exc}") from None
+    except RecursionError:
+        raise BadInput(option, f"{path} nests too deeply to be read") from None
 
 
 def read_definition(path: str) -> dict[str, Any]:
     """A definition file (YAML or JSON): ``inputs``, ``outputs``, ``options``."""
-    try:
-        data = yaml.safe_load(read_text(path, "--definition-file")) or {}
-    except yaml.YAMLError as exc:
-        raise BadInput("--definition-file", f"{path} is not YAML: {exc}") from None
+    text = read_text(path, "--definition-file")
+    data = _load_yaml(text, path, "--definition-file") or {}
     if not isinstance(data, Mapping):
         raise BadInput("--definition-file", f"{path} must hold a mapping")
     unknown = set(data) - {"inputs", "outputs", "options"}
     if unknown:
         raise BadInput(
             "--definition-file",
-            f"{path}: unknown keys {', '.join(sorted(unknown))} "
+            f"{path}: unknown keys {', '.join(sorted(map(str, unknown)))} "
             "(expected inputs, outputs, options)",
         )
     return dict(data)
@@ -106,7 +117,4 @@ def read_config_body(path: str, group: str) -> Any:
     text = read_text(path, "--config-file")
     if group != "component":
         return text
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise BadInput("--config-file", f"{path} is not YAML: {exc}") from None
+    return _load_yaml(text, path, "--config-file")

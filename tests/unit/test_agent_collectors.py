@@ -199,3 +199,17 @@ def test_api_root(endpoint: str, root: str) -> None:
 def test_safe_url() -> None:
     url = "http://user:pw@h:80/v1/AUTH_x/c/o?temp_url_sig=S&temp_url_expires=1"
     assert http.safe_url(url) == "http://h:80/v1/AUTH_x/c/o?..."
+
+
+# found by tests/unit/test_fuzz_metadata.py
+def test_a_signed_url_nested_too_deeply_is_refused() -> None:
+    with pytest.raises(exceptions.ValidationError, match="signed_url"):
+        collectors.signed_url_value("[" * 5000 + "]" * 5000)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [{"links": 1}, {"links": "next"}, {"links": {"rel": "next"}}, {"links": True}],
+)
+def test_a_page_whose_links_are_no_list_has_no_next(page: Any) -> None:
+    assert collectors._next_link(page) is None

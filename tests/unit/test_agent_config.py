@@ -141,3 +141,17 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_numbers_must_be_numbers(value: Any) -> None:
     with pytest.raises(exceptions.ValidationError):
         config.build({"interval": value})
+
+
+# found by tests/unit/test_fuzz_metadata.py
+@pytest.mark.parametrize("key", ["interval", "notify_attempts"])
+def test_a_number_too_large_for_a_float_is_refused(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "agent.json"
+    path.write_text(
+        json.dumps(
+            {"agent": {key: 10**400}, "request": {"metadata_url": "https://x/m"}}
+        )
+    )
+    with pytest.raises(exceptions.ValidationError, match="must be a number") as exc:
+        config.load([path])
+    assert exc.value.field == f"agent.{key}"

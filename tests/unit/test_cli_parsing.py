@@ -92,3 +92,45 @@ def test_global_options_end_at_the_command() -> None:
     assert rest == ["config", "create", "--config-file", "s"]
     known, rest = parser.parse_known_args(["--config-file=b", "flow", "list"])
     assert known.swflows_config == ["b"] and rest == ["flow", "list"]
+
+
+# found by tests/unit/test_fuzz_cli.py
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"\x80inputs: []\n", "not UTF-8 text"),
+        (b"[" * 1200 + b"]" * 1200, "nests too deeply"),
+        (b"1: a\nb: c\n", "unknown keys 1, b"),
+    ],
+)
+def test_definition_files_that_cannot_be_used(
+    tmp_path: Path, content: bytes, match: str
+) -> None:
+    path = tmp_path / "def.yaml"
+    path.write_bytes(content)
+    with pytest.raises(parsing.BadInput, match=match) as exc:
+        parsing.read_definition(str(path))
+    assert exc.value.field == "--definition-file"
+
+
+def test_config_files_that_cannot_be_used(tmp_path: Path) -> None:
+    path = tmp_path / "body"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(parsing.BadInput, match=r"--config-file: .* not UTF-8"):
+        parsing.read_config_body(str(path), "script")
+    path.write_bytes(b"configs: " + b"[" * 1200)
+    with pytest.raises(parsing.BadInput, match=r"nests too deeply|not YAML"):
+        parsing.read_config_body(str(path), "component")
+
+
+# found by tests/unit/test_fuzz_cli.py
+@pytest.mark.parametrize("argv", [["-v"], ["--debug", "-q"], ["--config-file", "x"]])
+def test_global_options_alone_show_the_help(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_shell(self: main.SwflowsApp) -> None:
+        raise AssertionError("an interactive shell was started")
+
+    monkeypatch.setattr(main.SwflowsApp, "interact", no_shell)
+    assert main.main(argv) == 0
+    assert "deployment create" in capsys.readouterr().out

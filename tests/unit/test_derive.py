@@ -917,3 +917,30 @@ class TestForAgent:
                 continue  # 55-heat-config's str(): Heat's own behaviour
             env = json.dumps(value) if isinstance(value, dict | list) else value
             assert env == hooks._env_value(mine["value"]), mine["name"]
+
+
+# found by tests/unit/test_fuzz_config.py
+@pytest.mark.parametrize("pairs", [None, 5, "deploy_signal_id=x", b"x"])
+def test_transport_inputs_that_are_no_pairs_are_refused(pairs: Any) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        make(transport_inputs=pairs)
+    assert exc.value.field == "transport_inputs"
+
+
+def test_values_nested_too_deeply_are_refused() -> None:
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(exceptions.ValidationError, match="nests too deeply") as exc:
+        make(input_values={"new": deep})
+    assert exc.value.field == "input_values.new"
+    with pytest.raises(exceptions.ValidationError, match="nests too deeply"):
+        make(transport_inputs=[("deploy_extra", deep)])
+
+
+@pytest.mark.parametrize("bad", ["a\x00", "\ud800x"])
+@pytest.mark.parametrize("field", ["name", "server_id", "action", "deployment_id"])
+def test_text_no_database_stores_is_refused(bad: str, field: str) -> None:
+    with pytest.raises(exceptions.ValidationError, match=r"NUL|lone surrogate") as exc:
+        make(**{field: bad})
+    assert exc.value.field == field

@@ -410,3 +410,80 @@ def test_isotime() -> None:
 
 def test_new_ids_are_unique() -> None:
     assert model.new_id() != model.new_id()
+
+
+# found by tests/unit/test_fuzz_config.py
+@pytest.mark.parametrize("bad", ["a\x00b", "\x00", "name\ud800", "\udfff"])
+def test_names_no_database_stores_are_refused(bad: str) -> None:
+    with pytest.raises(exceptions.ValidationError, match=r"NUL|lone surrogate") as exc:
+        model.Config.create(bad)
+    assert exc.value.field == "name"
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.Config.create("ok", group=bad)
+    assert exc.value.field == "group"
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.InputSpec.from_dict({"name": bad})
+    assert exc.value.field == "inputs.name"
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.Deployment("d", bad, None, None, "CREATE", states.IN_PROGRESS)
+    assert exc.value.field == "server_id"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[NaN]", '{"a": Infinity}', "[-Infinity]", [float("nan")], {"a": [float("inf")]}],
+)
+def test_json_values_without_a_json_form_are_refused(value: Any) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.coerce_value("f", model.JSON, value)
+    assert exc.value.field == "f"
+
+
+def test_json_nested_too_deeply_is_refused() -> None:
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    for value in ("[" * 5000 + "]" * 5000, deep):
+        with pytest.raises(exceptions.ValidationError, match=r"f: .*(deep|JSON form)"):
+            model.coerce_value("f", model.JSON, value)
+
+
+def test_numbers_too_long_for_text_are_refused() -> None:
+    huge = 10**5000
+    for type_ in (model.STRING, model.NUMBER):
+        with pytest.raises(exceptions.ValidationError) as exc:
+            model.coerce_value("f", type_, huge)
+        assert exc.value.field == "f"
+    with pytest.raises(exceptions.ValidationError, match="default"):
+        model.InputSpec.from_dict({"name": "n", "type": "Number", "default": huge})
+
+
+@pytest.mark.parametrize("created", ["yesterday", "2026-13-01T00:00:00Z", "", 5, []])
+def test_config_creation_time_that_is_no_time_is_refused(created: Any) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.Config.from_dict({"name": "c", "creation_time": created})
+    assert exc.value.field == "creation_time"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"config": {"a": float("nan")}}, "config"),
+        ({"config": [{1, 2}]}, "config"),
+        ({"options": {"x": float("inf")}}, "options"),
+        ({"options": {"x": object()}}, "options"),
+    ],
+)
+def test_config_bodies_and_options_without_a_json_form_are_refused(
+    kwargs: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.Config.create("c", **kwargs)
+    assert exc.value.field == field
+
+
+@pytest.mark.parametrize("bad", ["a\x00", "\ud800"])
+def test_a_deployment_name_no_database_stores_is_refused(bad: str) -> None:
+    with pytest.raises(exceptions.ValidationError) as exc:
+        model.Deployment("d", "s", None, None, "CREATE", states.IN_PROGRESS, name=bad)
+    assert exc.value.field == "name"

@@ -1,0 +1,41 @@
+"""Unit tests: the fuzz case counts, summed and printed at the end of a run."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.unit import fuzzing
+
+_PROPERTY = "fuzz_cases"
+_totals: collections.Counter[str] = collections.Counter()
+
+
+@pytest.fixture(autouse=True)
+def _count_fuzz_cases(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = fuzzing.counts.copy()
+    yield
+    ran = {k: n for k, n in (fuzzing.counts - before).items() if n}
+    if ran:
+        # user properties travel with the test's reports, also from xdist workers
+        request.node.user_properties.append((_PROPERTY, ran))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "teardown":
+        return
+    for name, value in report.user_properties:
+        if name == _PROPERTY:
+            _totals.update(value)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not _totals:
+        return
+    parts = [f"{area}={_totals[area]}" for area in fuzzing.AREAS]
+    terminalreporter.write_line(
+        f"fuzz cases: {' '.join(parts)} total={sum(_totals.values())}"
+    )
