@@ -16,7 +16,9 @@ import swflows
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: subpackages with a public API of their own (documented as such)
-PUBLIC_SUBPACKAGES = frozenset({"swflows.embedding", "swflows.wsgi.signal"})
+PUBLIC_SUBPACKAGES = frozenset(
+    {"swflows.embedding", "swflows.fixture", "swflows.wsgi.signal"}
+)
 #: modules users may import as ``from swflows import <module>``
 PUBLIC_MODULES = frozenset({"conf", "embedding", "exceptions", "fixture", "states"})
 
