@@ -5,7 +5,8 @@ flows, runner, signal watcher) whose cloud is a dict: servers receive
 their metadata through ``POLL_TEMP_URL`` and signal through
 ``TEMP_URL_SIGNAL`` on an in-memory object store, and an in-process
 :class:`Agent` answers every config published to a server with what a
-function of the test computes (by default :func:`echo`).  No cloud, no
+function of the test computes (by default :func:`echo`; :func:`run_hooks`
+runs them as swflows' agent does).  No cloud, no
 server, no agent process::
 
     def greet(item):
@@ -35,7 +36,7 @@ import threading
 import traceback
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from swflows import derive, model
@@ -65,6 +66,35 @@ def echo(item: items.Item) -> dict[str, Any]:
     }
     signal.setdefault(model.DEPLOY_STATUS_CODE, 0)
     return signal
+
+
+def run_hooks(
+    state_dir: str | pathlib.Path, hook_dirs: Sequence[str | pathlib.Path] = ()
+) -> Answer:
+    """An answer that runs each config as swflows' agent would, with its
+    hooks: a ``script`` config is run as an executable, its inputs in its
+    environment, its outputs read from ``$heat_outputs_path.<name>``.
+
+    ``state_dir`` is the agent's working directory; ``hook_dirs`` are
+    directories of executable hooks named by group, as the agent's own.
+    """
+    from swflows.agent import hooks
+    from swflows.agent.state import StateDir
+
+    state = StateDir(state_dir)
+    state.prepare()
+    found = hooks.Hooks(hook_dirs=hook_dirs)
+    context = hooks.HookContext(state=state, stop=threading.Event())
+
+    def run(item: items.Item) -> dict[str, Any]:
+        hook = found.find(item.group)
+        if hook is None:
+            return hooks.failure(
+                hooks.NO_HOOK, f"no hook for group {item.group} ({found.known()})"
+            )
+        return hook.run(item, context)
+
+    return run
 
 
 class MemoryObjectStore:
@@ -334,4 +364,11 @@ else:
             yield local
 
 
-__all__ = ["Agent", "Answer", "LocalSwflows", "MemoryObjectStore", "echo"]
+__all__ = [
+    "Agent",
+    "Answer",
+    "LocalSwflows",
+    "MemoryObjectStore",
+    "echo",
+    "run_hooks",
+]

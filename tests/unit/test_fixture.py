@@ -11,7 +11,7 @@ import pytest
 
 from swflows import COMPLETE, FAILED, ReasonKind
 from swflows.agent.items import Item
-from swflows.fixture import LocalSwflows, echo, local_swflows  # noqa: F401
+from swflows.fixture import LocalSwflows, echo, local_swflows, run_hooks  # noqa: F401
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -140,3 +140,23 @@ def test_a_write_to_a_foreign_url_is_refused() -> None:
 
     with pytest.raises(ValueError, match="not a TempURL"):
         MemoryObjectStore().write_url("http://elsewhere/v1/c/o", b"{}")
+
+
+def test_configs_run_by_the_agents_hooks(tmp_path: pathlib.Path) -> None:
+    script = '#!/bin/sh\nprintf "hello %s" "$name" > "$heat_outputs_path.greeting"\n'
+    answer = run_hooks(tmp_path / "agent")
+    with LocalSwflows(tmp_path / "sw", answer=answer) as local:
+        config = local.sw.create_config(
+            "app",
+            script,
+            group="script",
+            inputs=[{"name": "name"}],
+            outputs=[{"name": "greeting"}],
+        )
+        dep = local.sw.deploy(local.new_server(), config.id, input_values={"name": "x"})
+        assert dep.status == COMPLETE, dep.status_reason
+        assert dep.output_values["greeting"] == "hello x"
+        odd = local.sw.create_config("odd", "", group="no-such-group")
+        failed = local.sw.deploy(local.new_server(), odd.id)
+        assert failed.status == FAILED
+        assert failed.reason["exit_code"] == 127
