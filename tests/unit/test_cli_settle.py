@@ -41,8 +41,8 @@ def fast(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_settle_looks_until_no_flow_runs() -> None:
     sw = Sw(running=3)
-    found = cli_deployment.settle(sw, "d1")
-    assert found is not None and found.looks == 4
+    assert cli_deployment.settle(sw, "d1") is not None
+    assert sw.looks == 4
 
 
 def test_settle_shows_a_flow_still_running_after_the_timeout(

@@ -84,7 +84,7 @@ def test_no_signal_completes_without_an_answer(local_swflows: LocalSwflows) -> N
     config = sw.create_config("app", "#!/bin/sh\n", group="script")
     dep = sw.deploy(local_swflows.new_server(), config.id, signal_transport="NO_SIGNAL")
     assert dep.status == COMPLETE
-    assert dep.reason["kind"] == ReasonKind.NOT_WAITING.value
+    assert dep.reason == {"kind": ReasonKind.NOT_WAITING.value}
     assert len(local_swflows.agent.ran) == 1
 
 
@@ -159,4 +159,4 @@ def test_configs_run_by_the_agents_hooks(tmp_path: pathlib.Path) -> None:
         odd = local.sw.create_config("odd", "", group="no-such-group")
         failed = local.sw.deploy(local.new_server(), odd.id)
         assert failed.status == FAILED
-        assert failed.reason["exit_code"] == 127
+        assert failed.reason == {"kind": ReasonKind.EXIT_CODE.value, "exit_code": 127}

@@ -46,7 +46,7 @@ def test_errors_and_statuses_are_those_of_their_modules() -> None:
     assert swflows.NotFound is exceptions.NotFound
     assert issubclass(swflows.DeploymentNotFound, LookupError)
     assert swflows.COMPLETE == states.COMPLETE
-    assert swflows.ReasonKind.TIMEOUT == "timeout"
+    assert swflows.ReasonKind("timeout") is states.ReasonKind.TIMEOUT
 
 
 @pytest.mark.parametrize(
