@@ -160,3 +160,13 @@ def test_configs_run_by_the_agents_hooks(tmp_path: pathlib.Path) -> None:
         failed = local.sw.deploy(local.new_server(), odd.id)
         assert failed.status == FAILED
         assert failed.reason == {"kind": ReasonKind.EXIT_CODE.value, "exit_code": 127}
+
+
+def test_the_modules_example() -> None:
+    import textwrap
+
+    from swflows import fixture
+
+    assert fixture.__doc__ is not None
+    block = fixture.__doc__.split("::\n", 1)[1].split("\nWith pytest", 1)[0]
+    exec(compile(textwrap.dedent(block), fixture.__file__, "exec"), {**vars(fixture)})  # noqa: S102
