@@ -19,7 +19,7 @@ from typing import Any
 from taskflow import task
 from taskflow.patterns import graph_flow
 
-from swflows.flows import compose
+from swflows import link_if_complete, trigger_subflow
 
 
 class Report(task.Task):  # type: ignore[misc]
@@ -37,18 +37,18 @@ def make_flow(database: str, verifier: str, label: str = "nightly") -> Any:
     """``database`` and ``verifier`` are deployments whose configs have a
     BACKUP and a VERIFY action."""
     flow = graph_flow.Flow("examples.backup_verify")
-    backup = compose.trigger_subflow(
+    backup = trigger_subflow(
         "backup",
         deployment_id=database,
         action="BACKUP",
         input_values={"label": label},
     )
-    verify = compose.trigger_subflow(
+    verify = trigger_subflow(
         "verify",
         deployment_id=verifier,
         action="VERIFY",
         inputs_from={"archive": "backup.outputs.archive"},
     )
     flow.add(backup, verify, Report("examples.backup_verify.Report", provides="report"))
-    compose.link_if_complete(flow, backup, verify, "backup")
+    link_if_complete(flow, backup, verify, "backup")
     return flow

@@ -42,8 +42,7 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 from oslo_config import cfg
 
-from swflows import embedding
-from swflows.api import Swflows
+from swflows import Swflows, embedding
 
 swflows_opts = [
     cfg.StrOpt(

@@ -19,7 +19,7 @@ from typing import Any
 from taskflow import task
 from taskflow.patterns import linear_flow
 
-from swflows.flows import compose
+from swflows import trigger_subflow
 
 
 def ticket_path(ticket_dir: str, flow_id: str) -> Path:
@@ -64,7 +64,7 @@ def make_flow(
     flow = linear_flow.Flow("examples.maintenance")
     flow.add(
         OpenTicket(ticket_dir),
-        compose.trigger_subflow(
+        trigger_subflow(
             "change",
             deployment_id=deployment_id,
             action=action,

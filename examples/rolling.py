@@ -17,7 +17,7 @@ from typing import Any
 
 from taskflow.patterns import graph_flow
 
-from swflows.flows import compose
+from swflows import link_if_complete, trigger_subflow
 
 
 def make_flow(
@@ -28,7 +28,7 @@ def make_flow(
     flow = graph_flow.Flow("examples.rolling")
     previous = None
     for index, deployment_id in enumerate(deployment_ids):
-        step = compose.trigger_subflow(
+        step = trigger_subflow(
             f"server-{index}",
             deployment_id=deployment_id,
             action=action,
@@ -36,7 +36,7 @@ def make_flow(
         )
         flow.add(step)
         if previous is not None:
-            compose.link_if_complete(flow, previous, step, f"server-{index - 1}")
+            link_if_complete(flow, previous, step, f"server-{index - 1}")
         previous = step
     return flow
 

@@ -73,7 +73,7 @@ class Schedule:
     def failed(self) -> float:
         self._failures += 1
         top = max(self.max_backoff, self.interval)
-        wait = min(top, self.interval * 2 ** min(self._failures, 32))
+        wait = http.backoff(http.doubling(self.interval * 2, top), self._failures)
         return self._jittered(wait)
 
     def _jittered(self, seconds: float) -> float:
@@ -432,8 +432,9 @@ class Agent:
                 self._mark(ident, raw, payload, note=f"signal refused: {exc}")
                 return
             failures = self._retry.get(ident, (0.0, 0))[1] + 1
-            wait = min(
-                self.config.max_backoff, self.config.interval * 2 ** min(failures, 16)
+            wait = http.backoff(
+                http.doubling(self.config.interval * 2, self.config.max_backoff),
+                failures,
             )
             self._retry[ident] = (time.monotonic() + wait, failures)
             LOG.warning(

@@ -189,30 +189,27 @@ class ZaqarCollector(Collector):
         return base, f"{ZAQAR_API}/queues/{queue}/messages"
 
     def _get(self, url: str, params: dict[str, Any] | None) -> requests.Response:
-        for attempt in (1, 2):
-            headers = {"Client-ID": self.client_id}
-            if self.signed is not None:
-                headers.update(signed_headers(self.signed))
-            else:
-                assert self.keystone is not None
-                headers["X-Auth-Token"] = self.keystone.token()
-            try:
-                return http.request(
-                    self.session,
-                    "GET",
-                    url,
-                    service="zaqar",
-                    what="read the metadata",
-                    headers=headers,
-                    params=params,
-                    timeout=self.timeout,
-                )
-            except exceptions.CloudError as exc:
-                if exc.status == 401 and self.keystone is not None and attempt == 1:
-                    self.keystone.invalidate()
-                    continue
-                raise
-        raise AssertionError("unreachable")
+        if self.keystone is None:
+            return self._get_once(url, params)
+        return http.with_fresh_token(self.keystone, lambda: self._get_once(url, params))
+
+    def _get_once(self, url: str, params: dict[str, Any] | None) -> requests.Response:
+        headers = {"Client-ID": self.client_id}
+        if self.signed is not None:
+            headers.update(signed_headers(self.signed))
+        else:
+            assert self.keystone is not None
+            headers["X-Auth-Token"] = self.keystone.token()
+        return http.request(
+            self.session,
+            "GET",
+            url,
+            service="zaqar",
+            what="read the metadata",
+            headers=headers,
+            params=params,
+            timeout=self.timeout,
+        )
 
 
 def signed_url_value(value: Any) -> dict[str, Any]:

@@ -125,6 +125,39 @@ def retrying(
     )
 
 
+def backoff(wait: tenacity.wait.wait_base, failures: int) -> float:
+    """The seconds tenacity's ``wait`` gives after ``failures`` failed
+    attempts in a row, for loops that wait between rounds themselves."""
+    state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+    state.attempt_number = max(1, failures)
+    return float(wait(state))
+
+
+def doubling(first: float, top: float) -> tenacity.wait.wait_base:
+    """``first`` after one failure, doubling at each further one, at most
+    ``top``."""
+    return tenacity.wait_exponential(multiplier=first, exp_base=2, max=top)
+
+
+def with_fresh_token(keystone: Keystone, call: Callable[[], T]) -> T:
+    """``call()``, made once more with a new token if its token was refused
+    (401): a token can be revoked or expire before the time it announced."""
+
+    def refused(exc: BaseException) -> bool:
+        return isinstance(exc, exceptions.CloudError) and exc.status == 401
+
+    def renew(state: tenacity.RetryCallState) -> None:
+        keystone.invalidate()
+
+    fresh = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(refused),
+        stop=tenacity.stop_after_attempt(2),
+        before_sleep=renew,
+        reraise=True,
+    )
+    return fresh(call)
+
+
 def _log_retry(state: tenacity.RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome else None
     LOG.warning(

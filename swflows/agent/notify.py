@@ -171,29 +171,24 @@ class _Authenticated(Notifier):
     def post_with_token(
         self, keystone: http.Keystone, url: str, body: bytes, what: str, **extra: Any
     ) -> None:
-        for attempt in (1, 2):
+        def post() -> None:
             headers = {
                 "Content-Type": "application/json",
                 "X-Auth-Token": keystone.token(),
                 **extra,
             }
-            try:
-                http.request(
-                    self.session,
-                    "POST",
-                    url,
-                    service=self.service,
-                    what=what,
-                    data=body,
-                    headers=headers,
-                    timeout=self.timeout,
-                )
-                return
-            except exceptions.CloudError as exc:
-                if exc.status == 401 and attempt == 1:
-                    keystone.invalidate()
-                    continue
-                raise
+            http.request(
+                self.session,
+                "POST",
+                url,
+                service=self.service,
+                what=what,
+                data=body,
+                headers=headers,
+                timeout=self.timeout,
+            )
+
+        http.with_fresh_token(keystone, post)
 
     service = "signal"
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import io
-import time
 from typing import Any
+
+import tenacity
 
 from swflows import exceptions, model, states
 from swflows.cli import base, parsing, progress
@@ -26,6 +27,8 @@ LIST_COLUMNS = (
 METADATA_COLUMNS = ("id", "name", "group", "action", "creation_time", "inputs")
 #: seconds a command without --wait waits for its flow to publish and park
 SETTLE_TIMEOUT = 120.0
+#: seconds between two looks at a flow settling
+SETTLE_INTERVAL = 0.1
 
 
 def add_inputs(parser: argparse.ArgumentParser) -> None:
@@ -142,12 +145,17 @@ def settle(sw: Any, deployment_id: str) -> model.Deployment | None:
     A flow left running when this process exits is taken over by the next
     runner (``swflows engine``); a parked one waits for any runner's watcher.
     """
-    deadline = time.monotonic() + SETTLE_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def running() -> bool:
         rows = sw.list_flows(deployment_id=deployment_id)
-        if all(r.state != "RUNNING" for r in rows):
-            break
-        time.sleep(0.1)
+        return any(r.state == "RUNNING" for r in rows)
+
+    tenacity.Retrying(
+        retry=tenacity.retry_if_result(bool),
+        wait=tenacity.wait_fixed(SETTLE_INTERVAL),
+        stop=tenacity.stop_after_delay(SETTLE_TIMEOUT),
+        retry_error_callback=lambda state: True,  # still running: shown as it is
+    )(running)
     try:
         return sw.show(deployment_id)  # type: ignore[no-any-return]
     except exceptions.DeploymentNotFound:

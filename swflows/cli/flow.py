@@ -6,6 +6,8 @@ import argparse
 import time
 from typing import Any
 
+import tenacity
+
 from swflows.cli import base, parsing
 
 COLUMNS = ("id", "kind", "deployment_id", "state", "owner", "elapsed", "picked_up")
@@ -63,10 +65,10 @@ class ResumeFlows(base.Command):
         resumed = sw.resume(parsed_args.id)
         for flow_id in resumed:
             # drive it until it parks or ends before this process exits
-            while any(
-                r.id == flow_id and r.state == "RUNNING" for r in sw.list_flows()
-            ):
-                time.sleep(0.1)
+            tenacity.Retrying(
+                retry=tenacity.retry_if_result(bool),
+                wait=tenacity.wait_fixed(0.1),
+            )(_running, sw, flow_id)
             self.app.stdout.write(f"flow {flow_id} resumed\n")
         if parsed_args.id and not resumed:
             raise parsing.BadInput(
@@ -74,3 +76,7 @@ class ResumeFlows(base.Command):
             )
         if not resumed:
             self.app.stdout.write("no interrupted flow\n")
+
+
+def _running(sw: Any, flow_id: str) -> bool:
+    return any(r.id == flow_id and r.state == "RUNNING" for r in sw.list_flows())

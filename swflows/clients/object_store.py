@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import requests
+import tenacity
 from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1 import session as ksa_session
 from swiftclient import client as swift_client
@@ -369,28 +370,39 @@ class ObjectStore:
     def create_object(self, container: str, name: str, body: bytes = b"") -> bool:
         """Write an object only if absent (one request); False if it existed.
 
-        The container is made first if needed.
+        The container is made first if needed, and made again (once) if it
+        was removed since.
         """
-        for attempt in (1, 2):
-            self.ensure_container(container)
-            try:
-                self._call(
-                    f"create object {container}/{name}",
-                    self.connection.put_object,
-                    container,
-                    name,
-                    body,
-                    headers={"If-None-Match": "*"},
-                )
-            except CloudError as exc:
-                if exc.status == 412:  # it exists
-                    return False
-                if attempt == 1 and is_missing(exc, SERVICE):
-                    # the container was removed since it was made: again
-                    self._containers.discard(container)
-                    continue
-                raise
-            break
+
+        def container_gone(exc: BaseException) -> bool:
+            return isinstance(exc, CloudError) and is_missing(exc, SERVICE)
+
+        def forget_container(state: tenacity.RetryCallState) -> None:
+            self._containers.discard(container)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(container_gone),
+            stop=tenacity.stop_after_attempt(2),
+            before_sleep=forget_container,
+            reraise=True,
+        )
+        return retrying(self._create_object, container, name, body)
+
+    def _create_object(self, container: str, name: str, body: bytes) -> bool:
+        self.ensure_container(container)
+        try:
+            self._call(
+                f"create object {container}/{name}",
+                self.connection.put_object,
+                container,
+                name,
+                body,
+                headers={"If-None-Match": "*"},
+            )
+        except CloudError as exc:
+            if exc.status == 412:  # it exists
+                return False
+            raise
         return True
 
     @retried

@@ -49,6 +49,8 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import tenacity
+
 from swflows import exceptions, signals, states
 from swflows.engine import faults
 from swflows.persistence import flows as flow_rows
@@ -111,6 +113,25 @@ def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
     }
 
 
+class JitteredWait(tenacity.wait.wait_base):
+    """A tenacity wait scaled by a random factor in ``1 +- jitter``, so that
+    watchers do not poll in lockstep."""
+
+    def __init__(self, wait: tenacity.wait.wait_base, jitter: float) -> None:
+        self.wait = wait
+        self.jitter = jitter
+
+    def __repr__(self) -> str:
+        return f"JitteredWait({self.wait!r}, jitter={self.jitter:g})"
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        return self.scale(self.wait(retry_state), self.jitter)
+
+    @staticmethod
+    def scale(seconds: float, jitter: float) -> float:
+        return seconds * (1 + random.uniform(-jitter, jitter))
+
+
 class Watcher:
     """Checks every parked flow, and resumes those that may go on."""
 
@@ -142,38 +163,66 @@ class Watcher:
         self._wake.set()
 
     def run_forever(self) -> None:
-        failures = 0
         while not self.runner.stopping:
-            try:
-                self.cycle()
-                if failures:
-                    LOG.warning(
-                        "signal watcher: cycles run again, after %d failed", failures
-                    )
-                failures = 0
-            except Exception as exc:
-                # reading the parked flows failed: the database is out of reach
-                failures += 1
-                self.failures["cycle"] += 1
-                LOG.log(
-                    logging.ERROR if failures == 1 else logging.DEBUG,
-                    "signal watcher cycle failed (%d in a row; tried again "
-                    "with backoff): %s",
-                    failures,
-                    faults.describe(exc),
-                )
-            self._wake.wait(self._delay(failures))
-            self._wake.clear()
-
-    def _delay(self, failures: int) -> float:
-        interval = float(self.conf.poll_interval)
-        if failures:
-            interval = min(
-                interval * float(self.conf.backoff_multiplier) ** failures,
-                float(self.conf.max_poll_interval),
+            # a failed cycle (the parked flows could not be read: the
+            # database is out of reach) is tried again with backoff
+            retrying = tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(Exception),
+                stop=lambda state: self.runner.stopping,
+                wait=self._backoff(),
+                sleep=self._sleep,
+                after=self._cycle_failed,
+                reraise=True,
             )
-        jitter = float(self.conf.poll_jitter)
-        return interval * (1 + random.uniform(-jitter, jitter))
+            try:
+                retrying(self._cycle_unless_stopping)
+            except Exception:
+                return  # it failed as the runner stopped
+            if self.runner.stopping:
+                return
+            failed = int(retrying.statistics.get("attempt_number", 1)) - 1
+            if failed:
+                LOG.warning("signal watcher: cycles run again, after %d failed", failed)
+            self._sleep(self._delay())
+
+    def _cycle_unless_stopping(self) -> None:
+        if not self.runner.stopping:
+            self.cycle()
+
+    def _cycle_failed(self, state: tenacity.RetryCallState) -> None:
+        self.failures["cycle"] += 1
+        exc = state.outcome.exception() if state.outcome is not None else None
+        LOG.log(
+            logging.ERROR if state.attempt_number == 1 else logging.DEBUG,
+            "signal watcher cycle failed (%d in a row; tried again with backoff): %s",
+            state.attempt_number,
+            faults.describe(exc) if exc is not None else "?",
+        )
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if woken (a signal was pushed)."""
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _backoff(self) -> tenacity.wait.wait_base:
+        """After ``n`` failed cycles in a row: ``poll_interval`` times
+        ``backoff_multiplier ** n``, at most ``max_poll_interval``, jittered."""
+        interval = float(self.conf.poll_interval)
+        multiplier = float(self.conf.backoff_multiplier)
+        return JitteredWait(
+            tenacity.wait_exponential(
+                multiplier=interval * multiplier,
+                exp_base=multiplier,
+                max=float(self.conf.max_poll_interval),
+            ),
+            float(self.conf.poll_jitter),
+        )
+
+    def _delay(self) -> float:
+        """The wait between two cycles: ``poll_interval``, jittered."""
+        return JitteredWait.scale(
+            float(self.conf.poll_interval), float(self.conf.poll_jitter)
+        )
 
     # -- one cycle ----------------------------------------------------------
     def cycle(self) -> list[str]:

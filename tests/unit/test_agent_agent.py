@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +132,27 @@ def test_marker_only_after_the_signal_is_delivered(tmp_path: Path) -> None:
     assert ag.state.pending("a") is None
     assert hook.ran == ["a"]  # type: ignore[attr-defined]
     assert rec.sent == [("a", {"result": "v-a", "deploy_status_code": 0})]
+
+
+def test_an_undelivered_signal_is_tried_again_later_with_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each failed round doubles the wait before the next try: from twice
+    the poll interval up to ``max_backoff``."""
+    rec = Recorder(fail=1000)
+    ag, rec, _ = make(tmp_path, doc(item("a")), recorder=rec)
+    ag.config = dataclasses.replace(ag.config, interval=10.0, max_backoff=300.0)
+    now = [1000.0]
+    monkeypatch.setattr(agent.time, "monotonic", lambda: now[0])
+    ag.step()
+    waits = []
+    for _ in range(6):
+        due = ag._retry["a"][0]
+        waits.append(due - now[0])
+        now[0] = due
+        ag.step()
+    assert waits == [20.0, 40.0, 80.0, 160.0, 300.0, 300.0]
+    assert ag._retry["a"][1] == 7
 
 
 def test_restart_after_the_hook_resends_without_rerunning(tmp_path: Path) -> None:
@@ -318,6 +341,10 @@ def test_schedule_backs_off_with_jitter() -> None:
     fails = [sched.failed() for _ in range(8)]
     assert 16 <= fails[0] <= 24 and 240 <= fails[-1] <= 360
     assert 0.8 <= sched.changed() <= 1.2
+    exact = agent.Schedule(10, 1, 300, 0)
+    assert [exact.failed() for _ in range(6)] == [20, 40, 80, 160, 300, 300]
+    assert exact.changed() == 1
+    assert agent.Schedule(10, 1, 5, 0).failed() == 10  # never under the interval
     plain = agent.Schedule(5, 5, 5, 0)
     assert {plain.changed(), plain.unchanged(), plain.failed()} == {5}
     # different agents do not wait in step

@@ -169,6 +169,40 @@ class TestZaqarCollector:
         assert fake_http.seen[1].path.startswith("/v2/queues/q1/messages?")
         assert fake_http.seen[1].headers["x-auth-token"] == "t"
 
+    @pytest.mark.parametrize("refusals", [1, 2])
+    def test_a_refused_token_is_renewed_once(
+        self, fake_http: FakeHttp, refusals: int
+    ) -> None:
+        catalog = [
+            {
+                "type": "messaging",
+                "endpoints": [{"interface": "public", "url": fake_http.url}],
+            }
+        ]
+        token = {"token": {"expires_at": "2099-01-01T00:00:00Z", "catalog": catalog}}
+        issued = (201, {"X-Subject-Token": "t"}, json.dumps(token).encode())
+        refused = (401, {}, b"Unauthorized")
+        fake_http.answers = [issued, refused, issued]
+        fake_http.answers.append(refused if refusals == 2 else zaqar_page(["m1"]))
+        keystone = http.Keystone(
+            requests.Session(),
+            fake_http.url,
+            user_id="u",
+            password="p",
+            project_id="pr",
+        )
+        collector = collectors.ZaqarCollector(
+            session=requests.Session(), keystone=keystone, queue_id="q1"
+        )
+        if refusals == 1:
+            assert collector.collect() == {"deployments": [], "n": "m1"}
+        else:
+            with pytest.raises(exceptions.CloudError) as exc:
+                collector.collect()
+            assert exc.value.status == 401
+        paths = [seen.path.split("?")[0] for seen in fake_http.seen]
+        assert paths == ["/v3/auth/tokens", "/v2/queues/q1/messages"] * 2
+
     def test_not_json(self, fake_http: FakeHttp) -> None:
         fake_http.answers = [(200, {}, b"<html>")]
         collector = collectors.ZaqarCollector(

@@ -1,4 +1,5 @@
-"""The pure parts of the Swift adapter: TempURL building, time formats."""
+"""The pure parts of the Swift adapter: TempURL building, time formats,
+and what ``create_object`` asks of its connection."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import hmac
 import urllib.parse
 
 import pytest
+from swiftclient import exceptions as swift_exc
 
 from swflows.clients import object_store
-from swflows.exceptions import ValidationError
+from swflows.clients.base import NO_RETRY
+from swflows.exceptions import CloudError, ValidationError
 
 ACCOUNT = "http://127.0.0.1:18080/v1/AUTH_test"
 EXPIRES = 2_000_000_000
@@ -84,3 +87,64 @@ def test_listing_time(headers: dict[str, str], expected: str) -> None:
 def test_stored_object_modified() -> None:
     assert object_store.StoredObject("o", "e", "t", b"").modified
     assert not object_store.StoredObject("o", "e", "t", None).modified
+
+
+class Connection:
+    """A swiftclient connection whose object PUTs answer from a script."""
+
+    url = ACCOUNT
+    token = "t"
+
+    def __init__(self, answers: list[int]) -> None:
+        self.answers = answers
+        self.calls: list[str] = []
+
+    def put_container(self, name: str) -> None:
+        self.calls.append(f"container {name}")
+
+    def put_object(self, container: str, name: str, body: bytes, **_: object) -> str:
+        self.calls.append(f"object {container}/{name}")
+        status = self.answers.pop(0)
+        if status != 201:
+            raise swift_exc.ClientException("refused", http_status=status)
+        return "etag"
+
+
+def _store(answers: list[int]) -> tuple[object_store.ObjectStore, Connection]:
+    conn = Connection(answers)
+    made = object_store.ObjectStore(conn, retry=NO_RETRY)  # type: ignore[arg-type]
+    return made, conn
+
+
+def test_create_object_makes_the_container_once_then_the_object() -> None:
+    store, conn = _store([201, 201])
+    assert store.create_object("c", "a") is True
+    assert store.create_object("c", "b") is True
+    assert conn.calls == ["container c", "object c/a", "object c/b"]
+
+
+def test_create_object_that_exists_is_false() -> None:
+    store, conn = _store([412])
+    assert store.create_object("c", "a") is False
+    assert conn.calls == ["container c", "object c/a"]
+
+
+def test_create_object_remakes_a_container_removed_since() -> None:
+    store, conn = _store([201, 404, 201])
+    store.create_object("c", "a")
+    assert store.create_object("c", "b") is True
+    assert conn.calls == [
+        "container c",
+        "object c/a",
+        "object c/b",
+        "container c",
+        "object c/b",
+    ]
+
+
+def test_create_object_tries_a_removed_container_once_only() -> None:
+    store, conn = _store([404, 404, 201])
+    with pytest.raises(CloudError) as exc:
+        store.create_object("c", "a")
+    assert exc.value.status == 404
+    assert conn.calls == ["container c", "object c/a", "container c", "object c/a"]

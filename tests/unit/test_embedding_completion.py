@@ -11,25 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from swflows import conf as sw_conf
 from swflows import model, states
 from swflows.api import Swflows
 from swflows.embedding import Completion, Completions
-from swflows.persistence.store import Store
-from swflows.services import Clients
+from swflows.fixture import LocalSwflows
 
 
 @pytest.fixture
 def sw(tmp_path: Path) -> Iterator[Swflows]:
-    conf = sw_conf.get_conf()
-    conf.set_override("resume_on_start", False, "runner")
-    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    made = Swflows(store, Clients(), conf)
-    try:
-        yield made
-    finally:
-        made.close()
-        store.close()
+    overrides = {"runner": {"resume_on_start": False}}
+    with LocalSwflows(tmp_path, overrides=overrides) as local:
+        yield local.sw
 
 
 def flow(sw: Swflows, deployment_id: str, kind: str = "deploy") -> str:

@@ -282,16 +282,11 @@ def test_an_action_travels_to_a_remote_executor() -> None:
 def test_an_embedder_gives_its_own_instance(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from swflows import conf as sw_conf
-    from swflows.api import Swflows
-    from swflows.persistence.store import Store
-    from swflows.services import Clients
+    from swflows.fixture import LocalSwflows
 
     monkeypatch.delenv(mistral.CONFIG_FILE_ENV, raising=False)
-    conf = sw_conf.get_conf()
-    conf.set_override("resume_on_start", False, "runner")
-    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    sw = Swflows(store, Clients(), conf)
+    local = LocalSwflows(tmp_path, overrides={"runner": {"resume_on_start": False}})
+    sw = local.sw
     try:
         mistral.use(sw)
         assert mistral.instance()[0] is sw
@@ -306,5 +301,4 @@ def test_an_embedder_gives_its_own_instance(
             mistral.instance()
     finally:
         mistral.use(None)
-        sw.close()
-        store.close()
+        local.close()

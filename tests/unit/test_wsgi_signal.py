@@ -11,26 +11,19 @@ from pathlib import Path
 import pytest
 import webob
 
-from swflows import conf as sw_conf
-from swflows import exceptions
-from swflows.api import Swflows
-from swflows.persistence.store import Store
-from swflows.services import Clients
+from swflows import Swflows, exceptions
+from swflows.fixture import LocalSwflows
 from swflows.wsgi.signal import SignalApp
 
 
 @pytest.fixture
 def sw(tmp_path: Path) -> Iterator[Swflows]:
-    conf = sw_conf.get_conf()
-    conf.set_override("resume_on_start", False, "runner")
-    conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
-    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    made = Swflows(store, Clients(), conf)
-    try:
-        yield made
-    finally:
-        made.close()
-        store.close()
+    overrides = {
+        "runner": {"resume_on_start": False},
+        "default_software_config_transport": "POLL_SERVER_HEAT",
+    }
+    with LocalSwflows(tmp_path, overrides=overrides) as local:
+        yield local.sw
 
 
 def call(

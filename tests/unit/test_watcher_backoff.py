@@ -1,0 +1,140 @@
+"""The watcher's loop: a cycle every poll interval, and after failed cycles
+(the database out of reach) a backoff growing by ``backoff_multiplier`` up to
+``max_poll_interval``, jittered, back to the poll interval once one works."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import tenacity
+
+from swflows import conf as sw_conf
+from swflows.engine import runner as runner_mod
+from swflows.persistence import Store
+from swflows.services import Clients, Services
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
+    conf = sw_conf.get_conf(config_files=[])
+    conf.set_override("poll_interval", 2.0, "watcher")
+    conf.set_override("backoff_multiplier", 1.5, "watcher")
+    conf.set_override("max_poll_interval", 10.0, "watcher")
+    conf.set_override("poll_jitter", 0.1, "watcher")
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        services = Services(store=store, conf=conf, clients=Clients(), secret=b"k" * 32)
+        made = runner_mod.Runner(services, workers=1)  # not started: no threads
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+def run(
+    runner: runner_mod.Runner,
+    monkeypatch: pytest.MonkeyPatch,
+    outcomes: list[bool],
+) -> list[float]:
+    """Run the loop over cycles that fail (False) or work (True) in turn;
+    the waits between them."""
+    watcher = runner.watcher
+    waits: list[float] = []
+    left = list(outcomes)
+
+    def cycle() -> list[str]:
+        if not left[0]:
+            left.pop(0)
+            raise ConnectionError("the database is out of reach")
+        left.pop(0)
+        return []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if not left:
+            runner._stopping.set()
+
+    monkeypatch.setattr(watcher, "cycle", cycle)
+    monkeypatch.setattr(watcher, "_sleep", sleep)
+    watcher.run_forever()
+    return waits
+
+
+def near(value: float, expected: float, jitter: float = 0.1) -> bool:
+    return expected * (1 - jitter) - 1e-9 <= value <= expected * (1 + jitter) + 1e-9
+
+
+def test_failed_cycles_back_off_then_the_interval_comes_back(
+    runner: runner_mod.Runner,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, "swflows.engine.watcher")
+    outcomes = [True] + [False] * 6 + [True, True]
+    waits = run(runner, monkeypatch, outcomes)
+    expected = [2.0, 3.0, 4.5, 6.75, 10.0, 10.0, 10.0, 2.0, 2.0]
+    assert len(waits) == len(expected)
+    assert all(near(w, e) for w, e in zip(waits, expected, strict=True)), waits
+    assert runner.watcher.failures["cycle"] == 6
+    failed = [r for r in caplog.records if "cycle failed" in r.getMessage()]
+    assert [r.levelno for r in failed] == [logging.ERROR] + [logging.DEBUG] * 5
+    assert "(1 in a row" in failed[0].getMessage()
+    assert "ConnectionError" in failed[0].getMessage()
+    back = [r for r in caplog.records if "run again" in r.getMessage()]
+    assert [r.getMessage() for r in back] == [
+        "signal watcher: cycles run again, after 6 failed"
+    ]
+
+
+def test_the_waits_are_jittered(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits = run(runner, monkeypatch, [False] * 30)
+    assert len(waits) == 30
+    assert len(set(waits)) > 1
+    assert all(near(w, 10.0) for w in waits[-10:])
+
+
+def test_a_failure_as_the_runner_stops_ends_the_loop(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def cycle() -> list[str]:
+        calls.append(1)
+        runner._stopping.set()
+        raise ConnectionError("gone")
+
+    monkeypatch.setattr(runner.watcher, "cycle", cycle)
+    runner.watcher.run_forever()
+    assert calls == [1]
+    assert runner.watcher.failures["cycle"] == 1
+
+
+def test_no_cycle_once_woken_to_stop(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def cycle() -> list[str]:
+        calls.append(1)
+        raise ConnectionError("gone")
+
+    def sleep(seconds: float) -> None:
+        runner._stopping.set()  # the runner closes during the backoff
+
+    monkeypatch.setattr(runner.watcher, "cycle", cycle)
+    monkeypatch.setattr(runner.watcher, "_sleep", sleep)
+    runner.watcher.run_forever()
+    assert calls == [1]
+
+
+def test_the_backoff_is_a_tenacity_wait(runner: runner_mod.Runner) -> None:
+    wait = runner.watcher._backoff()
+    assert isinstance(wait, tenacity.wait.wait_base)
+    assert "jitter=0.1" in repr(wait)
+    state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+    state.attempt_number = 10_000  # a long outage: capped, no overflow
+    assert near(wait(state), 10.0)
