@@ -78,6 +78,10 @@ class FlowNotFound(NotFound):
     kind = "flow"
 
 
+class GroupNotFound(NotFound):
+    kind = "group"
+
+
 class ConfigInUse(SwflowsError):
     """A config cannot be deleted while a deployment references it."""
 
