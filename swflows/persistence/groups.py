@@ -102,7 +102,10 @@ class GroupStore:
             "timeout": record.timeout,
             "policy": dict(record.policy),
             "deployments": dict(record.deployments),
-            "operation": dict(record.operation),
+            "operation": {
+                **record.operation,
+                "input_values": seal(record.operation.get("input_values") or {}),
+            },
             "action": record.action,
             "status": record.status,
             "status_reason": record.status_reason,
@@ -124,7 +127,7 @@ class GroupStore:
             timeout=row.timeout,
             policy=dict(row.policy or {}),
             deployments=dict(row.deployments or {}),
-            operation=dict(row.operation or {}),
+            operation=self._open_operation(row.operation or {}),
             action=row.action,
             status=row.status,
             status_reason=row.status_reason,
@@ -134,6 +137,12 @@ class GroupStore:
             created_at=row.created_at,
             updated_at=row.updated_at,
         )
+
+    def _open_operation(self, operation: Mapping[str, Any]) -> dict[str, Any]:
+        opened = dict(operation)
+        if opened.get("input_values"):
+            opened["input_values"] = self._store._open_values(opened["input_values"])
+        return opened
 
     # -- rows -------------------------------------------------------------
     def create(self, record: GroupRecord) -> GroupRecord:
