@@ -129,6 +129,17 @@ class InvalidTransition(SwflowsError):
         self.new = new
 
 
+class GroupBusy(SwflowsError):
+    """An operation of a deployment group runs: cancel it or wait for it."""
+
+    def __init__(self, name: str, action: str) -> None:
+        super().__init__(
+            f"group {name} is IN_PROGRESS ({action}): cancel it or wait for it",
+            group=name,
+        )
+        self.group = name
+
+
 class ConcurrentUpdate(SwflowsError):
     """A compare-and-swap write lost a race; retrying is safe."""
 

@@ -68,14 +68,7 @@ MAX_LAUNCHES: Final = 3
 MEMBER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-class GroupBusy(exceptions.SwflowsError):
-    """An operation of the group runs: cancel it or wait for it first."""
-
-    def __init__(self, name: str, action: str) -> None:
-        super().__init__(
-            f"group {name} is IN_PROGRESS ({action}): cancel it or wait for it",
-            group=name,
-        )
+GroupBusy = exceptions.GroupBusy
 
 
 # ------------------------------------------------------------- checking
