@@ -844,18 +844,14 @@ class Swflows:
         from swflows import groups
 
         record = self._idle_group(group)
+        wanted = record.servers if servers is None else servers
+        kept = {
+            name: values
+            for name, values in record.member_values.items()
+            if isinstance(wanted, Mapping) and name in wanted
+        }
         members, own = groups.check_members(
-            record.servers if servers is None else servers,
-            {**record.member_values, **dict(member_values or {})}
-            if servers is None
-            else {
-                name: values
-                for name, values in {
-                    **record.member_values,
-                    **dict(member_values or {}),
-                }.items()
-                if name in servers
-            },
+            wanted, {**kept, **dict(member_values or {})}
         )
         parsed = rollout.Policy.from_dict(
             policy if policy is not None else record.policy

@@ -353,7 +353,7 @@ def test_scaled_up_then_down(
         "scaled",
         config.id,
         first,
-        member_values=inputs_for(names),
+        member_values=inputs_for(list(first)),
         input_values={"pause": "0"},
         policy=policy,
         wait_timeout=WAIT,
