@@ -769,6 +769,7 @@ class Swflows:
         policy: Mapping[str, Any] | None = None,
         signal_transport: str | None = None,
         timeout: int | None = None,
+        actions: Sequence[str] | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
     ) -> dict[str, Any]:
@@ -779,7 +780,8 @@ class Swflows:
         ``policy`` is the rollout policy (:mod:`swflows.rollout`): members
         are released by ``max_concurrency``, in waves, within the
         ``max_errors`` budget.  Returns :meth:`show_group` (once the
-        deployment ended, with ``wait``).
+        deployment ended, with ``wait``).  ``actions`` are the members'
+        deployments' actions, as for :meth:`deploy`.
         """
         from swflows import groups
         from swflows.persistence.groups import GroupRecord, GroupStore
@@ -789,7 +791,11 @@ class Swflows:
         members, own = groups.check_members(servers, member_values)
         parsed = rollout.Policy.from_dict(policy)
         source = self.store.get_config(config_id)
-        derive.check_action(source, model.CREATE, None)
+        if actions is not None:
+            actions = list(actions)
+            if not all(isinstance(a, str) and a for a in actions):
+                raise exceptions.ValidationError("actions", "must be action names")
+        derive.check_action(source, model.CREATE, actions)
         transport = self._signal_transport(signal_transport)
         self._plan("", transport, None)
         ids = {member: model.new_id() for member in members}
@@ -811,6 +817,7 @@ class Swflows:
             member_values=own,
             signal_transport=transport,
             timeout=self._timeout(timeout) if timeout is not None else None,
+            actions=actions,
             policy=parsed.to_dict(),
             deployments=ids,
             operation=operation,
@@ -838,8 +845,11 @@ class Swflows:
         new inputs or config, released by the policy (``min_in_service``
         counts the members COMPLETE before it).  ``servers``, when given,
         is the new membership: members added are deployed, removed ones
-        undeployed (last).  ``input_values`` are merged into the shared
-        ones; ``policy`` replaces the group's.  Refused (GroupBusy) while
+        undeployed (last); when only the membership changes, the members
+        that stay and whose inputs and config are unchanged and COMPLETE
+        are left alone, as Heat leaves a group's unchanged members.
+        ``input_values`` are merged into the shared ones; ``policy``
+        replaces the group's.  Refused (GroupBusy) while
         an operation runs."""
         from swflows import groups
 
@@ -858,13 +868,23 @@ class Swflows:
         )
         source_id = config_id or record.config_id
         source = self.store.get_config(source_id)
-        derive.check_action(source, action, None)
+        derive.check_action(source, action, record.actions)
         current = groups.members_of(self, record, list(record.deployments))
         deployments = dict(record.deployments)
+        shared = {**record.input_values, **dict(input_values or {})}
         planned: dict[str, dict[str, Any]] = {}
         for name, server_id in members.items():
             found = current.get(name)
             if found is not None and found.server_id == server_id:
+                changed = (
+                    servers is None
+                    or action != model.UPDATE
+                    or source_id != found.source_config_id
+                    or found.status != states.COMPLETE
+                    or {**shared, **own.get(name, {})} != found.input_values
+                )
+                if not changed:
+                    continue  # only the membership changed: left alone
                 planned[name] = groups._member(
                     server_id,
                     "redeploy",
@@ -900,7 +920,7 @@ class Swflows:
             config_id=source_id,
             servers=members,
             member_values=own,
-            input_values={**record.input_values, **dict(input_values or {})},
+            input_values=shared,
             policy=parsed.to_dict(),
             deployments=deployments,
             action=action,

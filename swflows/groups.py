@@ -168,7 +168,7 @@ def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) 
     timeout = sw._timeout(record.timeout)
     if task == "deploy":
         source = sw.store.get_config(record.config_id)
-        derive.check_action(source, action, None)
+        derive.check_action(source, action, record.actions)
         plan = sw._plan(server_id, record.signal_transport, None)
         inputs: dict[str, Any] = {
             "deployment_id": deployment_id,
@@ -182,6 +182,8 @@ def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) 
             "signal_transport": record.signal_transport,
             "parent_id": None,
         }
+        if record.actions is not None:
+            inputs["actions"] = list(record.actions)
         return sw._start("deploy", plan, inputs)[1]
     current = sw.store.get_deployment(
         member["parent_id"] if task == "trigger" else deployment_id

@@ -52,6 +52,8 @@ class GroupRecord:
     action: str
     status: str
     status_reason: str
+    #: the actions of the members' deployments (None: the default ones)
+    actions: list[str] | None = None
     owner: str | None = None
     lease_until: float | None = None
     version: int = 0
@@ -72,6 +74,7 @@ UPDATABLE = frozenset(
         "member_values",
         "signal_transport",
         "timeout",
+        "actions",
         "policy",
         "deployments",
         "operation",
@@ -100,6 +103,7 @@ class GroupStore:
             },
             "signal_transport": record.signal_transport,
             "timeout": record.timeout,
+            "actions": None if record.actions is None else list(record.actions),
             "policy": dict(record.policy),
             "deployments": dict(record.deployments),
             "operation": {
@@ -125,6 +129,7 @@ class GroupStore:
             },
             signal_transport=row.signal_transport,
             timeout=row.timeout,
+            actions=None if row.actions is None else list(row.actions),
             policy=dict(row.policy or {}),
             deployments=dict(row.deployments or {}),
             operation=self._open_operation(row.operation or {}),

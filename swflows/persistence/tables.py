@@ -223,6 +223,8 @@ def group_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("member_values", json_type(), nullable=False),
         sa.Column("signal_transport", sa.String(TRANSPORT_LENGTH), nullable=False),
         sa.Column("timeout", sa.Integer(), nullable=True),
+        # the members' deployments' actions (None: the default ones)
+        sa.Column("actions", json_type(), nullable=True),
         # the rollout policy (swflows.rollout.Policy.to_dict)
         sa.Column("policy", json_type(), nullable=False),
         # member name -> id of the member's deployment

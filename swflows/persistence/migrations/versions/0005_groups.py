@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("member_values", json(), nullable=False),
         sa.Column("signal_transport", sa.String(64), nullable=False),
         sa.Column("timeout", sa.Integer(), nullable=True),
+        sa.Column("actions", json(), nullable=True),
         sa.Column("policy", json(), nullable=False),
         sa.Column("deployments", json(), nullable=False),
         sa.Column("operation", json(), nullable=False),
