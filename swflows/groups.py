@@ -166,7 +166,8 @@ def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) 
     deployment_id = str(member["deployment_id"])
     server_id = str(member["server_id"])
     timeout = sw._timeout(record.timeout)
-    if task == "deploy":
+    if task == "deploy":  # a new member is created, whatever the operation
+        action = model.CREATE
         source = sw.store.get_config(record.config_id)
         derive.check_action(source, action, record.actions)
         plan = sw._plan(server_id, record.signal_transport, None)
