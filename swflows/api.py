@@ -975,7 +975,8 @@ class Swflows:
         wait_timeout: float | None = None,
     ) -> dict[str, Any] | None:
         """Undeploy every member (DELETE runs where the config has it),
-        released by the policy, then remove the group.  Returns None once
+        released by the policy, then remove the group and the deployments
+        of actions triggered on its members.  Returns None once
         it is gone (with ``wait``); if some member could not be undeployed
         the group stays, FAILED, and is returned."""
         from swflows import groups
@@ -994,6 +995,12 @@ class Swflows:
             )
             for name, found in current.items()
         }
+        for name, found in current.items():  # actions triggered on it
+            for child in self.store.list_deployments(parent_id=found.id):
+                if child.status != states.IN_PROGRESS:
+                    planned[f"{name}.{child.action}.{child.id[:8]}"] = groups._member(
+                        child.server_id, "undeploy", child.id
+                    )
         operation = groups.new_operation(groups.DELETE, model.DELETE, planned, parsed)
         try:
             return self._group_operation(record, operation, wait, wait_timeout)

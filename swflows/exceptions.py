@@ -204,9 +204,16 @@ class WaitTimeout(SwflowsError, TimeoutError):
     (or, with ``flow_id``, before a custom flow ended)."""
 
     def __init__(
-        self, deployment_id: str, seconds: float, *, flow_id: str | None = None
+        self,
+        deployment_id: str,
+        seconds: float,
+        *,
+        flow_id: str | None = None,
+        group: str | None = None,
     ) -> None:
         what = f"flow {flow_id}" if flow_id else f"deployment {deployment_id}"
+        if group:
+            what = f"group {group}"
         super().__init__(
             f"{what} still running after {seconds:g} s",
             deployment_id=deployment_id,

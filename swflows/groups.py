@@ -230,7 +230,12 @@ def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) 
         if current.source_config_id
         else None
     )
-    run_delete = source is not None and source.handles(model.DELETE, current.actions)
+    # a triggered action's record is only removed (as Swflows.undeploy does)
+    run_delete = (
+        source is not None
+        and current.parent_id is None
+        and source.handles(model.DELETE, current.actions)
+    )
     inputs = {
         "deployment_id": deployment_id,
         "server_id": current.server_id,
@@ -398,6 +403,9 @@ class GroupDriver:
                 else:
                     member["launches"] += 1
                     relaunch.append(name)
+        cancel = operation.get("cancel")
+        if cancel is not None:
+            self._cancel_running(members, found, cancel)
         decision = rollout.decide(
             policy,
             [
@@ -451,6 +459,26 @@ class GroupDriver:
         if failures:
             self._fail_members(record.id, failures)
             self.wake()
+
+    def _cancel_running(
+        self,
+        members: Mapping[str, dict[str, Any]],
+        found: Mapping[str, tuple[str, int, bool]],
+        reason: str,
+    ) -> None:
+        """End the running members' actions FAILED (``cancelled``): those
+        whose flow had not started its action when the cancel came too."""
+        for name, member in members.items():
+            seen = found.get(name)
+            if member["state"] != rollout.RUNNING or seen is None:
+                continue
+            status, generation, _ = seen
+            if status != states.IN_PROGRESS or generation < int(member["generation"]):
+                continue
+            try:
+                self.sw.cancel(str(member["deployment_id"]), reason or None)
+            except exceptions.SwflowsError:
+                continue  # it ended meanwhile
 
     def _record_end(self, member: dict[str, Any], now: float) -> None:
         task = member["task"]
@@ -593,7 +621,7 @@ def wait(sw: Swflows, group: str, timeout: float | None) -> GroupRecord:
     try:
         return retrying(lambda: rows.get(group))  # type: ignore[no-any-return]
     except tenacity.RetryError:
-        raise exceptions.WaitTimeout(group, timeout or 0) from None
+        raise exceptions.WaitTimeout(group, timeout or 0, group=group) from None
 
 
 def members_of(

@@ -169,7 +169,7 @@ def follow(
         if shown["status"] != states.IN_PROGRESS:
             return shown
         if timeout is not None and time.monotonic() - started > timeout:
-            raise exceptions.WaitTimeout(group, timeout)
+            raise exceptions.WaitTimeout(group, timeout, group=group)
         time.sleep(INTERVAL)
 
 

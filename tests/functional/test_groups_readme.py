@@ -1,4 +1,4 @@
-"""The README's deployment group example runs, against the dev cloud."""
+"""Groups with test servers: the README example, trigger and cancel."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import contextlib
 import re
 import uuid
 from pathlib import Path
+
+import pytest
 
 from swflows import exceptions
 from swflows.api import Swflows
@@ -47,3 +49,61 @@ def test_readme_group_example(sw: Swflows, capsys: object) -> None:
         pass
     else:
         raise AssertionError("the group is still there")
+
+
+def test_trigger_and_cancel(sw: Swflows) -> None:
+    """An action on every member; a cancel stops an operation midway."""
+    from swflows import states
+    from tests.functional.test_runner import until
+
+    servers = {f"g-{i}": str(uuid.uuid4()) for i in range(4)}
+    config = sw.create_config(
+        "app", "#!/bin/sh\n", group="script", inputs=[{"name": "foo"}],
+        outputs=[{"name": "result"}],
+    )  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        fakes = [stack.enter_context(FakeServer(sw, s)) for s in servers.values()]
+        made = sw.create_group(
+            "g", config.id, servers, input_values={"foo": "a"},
+            actions=["CREATE", "UPDATE", "CHECK"], wait_timeout=120,
+        )  # fmt: skip
+        assert made["status"] == states.COMPLETE, made["status_reason"]
+
+        checked = sw.trigger_group(
+            "g", "CHECK", input_values={"foo": "chk"}, policy={"max_concurrency": 2}
+        )
+        assert checked["status"] == states.COMPLETE, checked["status_reason"]
+        assert checked["action"] == "CHECK"
+        for name, member in checked["operation"]["members"].items():
+            assert member["task"] == "trigger" and member["state"] == "COMPLETE"
+            done = sw.show(member["deployment_id"])
+            assert done.output_values["result"] == "out-chk"
+            assert done.parent_id == made["members"][name]["deployment_id"]
+        assert {m["action"] for m in checked["members"].values()} == {"CREATE"}
+        with pytest.raises(exceptions.ValidationError, match="action"):
+            sw.trigger_group("g", "BACKUP")
+
+        for fake in fakes:
+            fake.pause()
+        sw.redeploy_group(
+            "g", input_values={"foo": "b"}, policy={"max_concurrency": 2}, wait=False
+        )
+        until(lambda: sw.show_group("g")["operation"]["running"] == 2, 60, "2 running")
+        with pytest.raises(exceptions.GroupBusy, match="IN_PROGRESS"):
+            sw.trigger_group("g", "CHECK")
+        sw.cancel_group("g", "stop")
+        ended = sw.wait_group("g", 60)
+        assert ended["status"] == states.FAILED
+        assert (
+            ended["status_reason"] == "redeploy FAILED: cancelled: stop; 2 not started"
+        )
+        assert ended["operation"]["failed"] == 2
+        cancelled = [m for m in ended["members"].values() if m["status"] == "FAILED"]
+        assert len(cancelled) == 2
+        assert all("cancelled" in m["status_reason"].lower() for m in cancelled)
+        with pytest.raises(exceptions.InvalidTransition):
+            sw.cancel_group("g")
+        for fake in fakes:
+            fake.resume()
+        assert sw.delete_group("g", wait_timeout=120) is None
+    assert sw.list_deployments() == []
