@@ -107,3 +107,53 @@ def test_trigger_and_cancel(sw: Swflows) -> None:
             fake.resume()
         assert sw.delete_group("g", wait_timeout=120) is None
     assert sw.list_deployments() == []
+
+
+def test_mistral_group_actions(sw: Swflows) -> None:
+    """swflows.group_deploy creates, then redeploys (running it again
+    changes nothing); group_show; group_delete."""
+    from mistral_lib.actions import context as ml_context
+    from mistral_lib.actions import types
+
+    from swflows.embedding import mistral
+
+    def run(action: object) -> types.Result:
+        made = action.run(ml_context.ActionContext())  # type: ignore[attr-defined]
+        assert isinstance(made, types.Result)
+        return made
+
+    servers = {f"m-{i}": str(uuid.uuid4()) for i in range(3)}
+    config = sw.create_config(
+        "app", "#!/bin/sh\n", group="script", inputs=[{"name": "foo"}],
+        outputs=[{"name": "result"}],
+    )  # fmt: skip
+    mistral.use(sw)
+    try:
+        with contextlib.ExitStack() as stack:
+            fakes = [stack.enter_context(FakeServer(sw, s)) for s in servers.values()]
+            inputs = {
+                "name": "mg",
+                "config_id": config.id,
+                "servers": servers,
+                "input_values": {"foo": "a"},
+                "policy": {"max_concurrency": 2},
+                "wait_timeout": 120,
+            }
+            made = run(mistral.GroupDeployAction(**inputs))  # type: ignore[arg-type]
+            assert not made.is_error(), made.error
+            assert made.data["status"] == "COMPLETE"
+            assert made.data["outputs"]["result"] == dict.fromkeys(servers, "out-a")
+            again = run(mistral.GroupDeployAction(**inputs))  # type: ignore[arg-type]
+            assert again.data["operation"]["kind"] == "redeploy"
+            assert again.data["operation"]["members"] == {}  # nothing changed
+            assert sum(len(f.handled) for f in fakes) == 3
+            bad = run(mistral.GroupDeployAction(**{**inputs, "servers": ["x"]}))  # type: ignore[arg-type]
+            assert bad.error["kind"] == "invalid_input"
+            assert bad.error["field"] == "servers"
+            shown = run(mistral.GroupShowAction("mg"))
+            assert shown.data["members"].keys() == servers.keys()
+            assert run(mistral.GroupShowAction("nope")).error["kind"] == "not_found"
+            gone = run(mistral.GroupDeleteAction("mg", wait_timeout=120))
+            assert gone.data == {"name": "mg", "deleted": True}
+    finally:
+        mistral.use(None)
