@@ -433,6 +433,12 @@ class GroupDriver:
             changes["status_reason"] = f"{decision.progress()}{note}"
             if decision.wake_at is not None:
                 self._next = min(self._next or decision.wake_at, decision.wake_at)
+        if (
+            not decision.done
+            and operation == record.operation
+            and changes["status_reason"] == record.status_reason
+        ):
+            return  # nothing ended, nothing to start: no write
         record = self.rows.update(record, **changes)  # written before launching
         if decision.done:
             self._held.discard(record.id)
