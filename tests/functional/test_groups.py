@@ -273,6 +273,7 @@ def test_killed_mid_rollout_resumes_each_member_once(
     log = tmp_path / "runs.log"
     config = group_config(sw, log)
     members = members_of(servers, MEMBERS)
+    failing = list(members)[1]
     overrides = {
         f"{group}__{opt}" if group else opt: sw.conf[group][opt]
         if group
@@ -294,9 +295,13 @@ def test_killed_mid_rollout_resumes_each_member_once(
                     "name": "resumed",
                     "config_id": config.id,
                     "servers": members,
-                    "member_values": inputs_for(list(members)),
+                    # one member fails: within the budget only if it is
+                    # counted once across the takeover
+                    "member_values": inputs_for(
+                        list(members), **{failing: {"fail": "yes"}}
+                    ),
                     "input_values": {"pause": "1"},
-                    "policy": {"max_concurrency": 4, "max_errors": 0},
+                    "policy": {"max_concurrency": 4, "max_errors": 1},
                 },
             }
         )
@@ -327,6 +332,8 @@ def test_killed_mid_rollout_resumes_each_member_once(
     assert before["left"] > 0
     shown = sw.wait_group("resumed", WAIT)
     assert shown["status"] == states.COMPLETE, shown["status_reason"]
+    assert shown["operation"]["failed"] == 1
+    assert f"1 FAILED ({failing}), within max_errors 1" in shown["status_reason"]
     runs = read_log(log)
     assert sorted(runs) == sorted(members)
     assert {name: len(spans) for name, spans in runs.items()} == dict.fromkeys(
