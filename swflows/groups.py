@@ -64,6 +64,8 @@ DELETE: Final = "delete"
 TASKS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
 #: launches of one member's flow before it is FAILED
 MAX_LAUNCHES: Final = 3
+#: members started between two renewals of the operation's lease
+RENEW_EVERY: Final = 20
 #: a member's name: what a Heat group calls its members ("0", "web-1")
 MEMBER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -170,6 +172,8 @@ def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) 
         action = model.CREATE
         source = sw.store.get_config(record.config_id)
         derive.check_action(source, action, record.actions)
+        # refused for a server whose agent cannot use it (Heat's, ZAQAR_SIGNAL)
+        sw._signal_transport(record.signal_transport, server_id)
         plan = sw._plan(server_id, record.signal_transport, None)
         inputs: dict[str, Any] = {
             "deployment_id": deployment_id,
@@ -393,7 +397,13 @@ class GroupDriver:
             if seen == "ended":
                 self._record_end(member, now)
             elif seen == "unlaunched":
-                if member["launches"] >= MAX_LAUNCHES:
+                if operation.get("cancel") is not None:
+                    member.update(
+                        state=rollout.FAILED,
+                        ended_at=now,
+                        reason="cancelled before its flow started",
+                    )
+                elif member["launches"] >= MAX_LAUNCHES:
                     member.update(
                         state=rollout.FAILED,
                         ended_at=now,
@@ -451,7 +461,12 @@ class GroupDriver:
             )
             return
         failures: dict[str, str] = {}
-        for name in [*relaunch, *decision.start]:
+        for index, name in enumerate([*relaunch, *decision.start]):
+            if index and index % RENEW_EVERY == 0 and not self._renew(record.id):
+                # another runner took the operation over: the members not
+                # launched yet are its to launch (they have no flow)
+                LOG.warning("group %s: lease lost while starting members", record.name)
+                return
             try:
                 future = launch(self.sw, record, name, members[name])
             except exceptions.SwflowsError as exc:
@@ -465,6 +480,14 @@ class GroupDriver:
         if failures:
             self._fail_members(record.id, failures)
             self.wake()
+
+    def _renew(self, group_id: str) -> bool:
+        return self.rows.claim(
+            group_id,
+            self.owner,
+            lease_until=time.time() + self.lease_seconds,
+            now=time.time(),
+        )
 
     def _cancel_running(
         self,
