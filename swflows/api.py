@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import tenacity
 
-from swflows import bootdata, derive, exceptions, model, servers, signals, states
+from swflows import (
+    bootdata,
+    derive,
+    exceptions,
+    model,
+    rollout,
+    servers,
+    signals,
+    states,
+)
 from swflows.persistence import flows as flow_rows
 from swflows.persistence.flows import FlowRow
 from swflows.services import Clients, Services
@@ -28,6 +37,7 @@ if TYPE_CHECKING:
     # the store starts without them
     from swflows.engine import Runner
     from swflows.flows import common
+    from swflows.groups import GroupDriver
 
 #: generation of a deployment's first action
 FIRST_GENERATION = 1
@@ -67,6 +77,7 @@ class Swflows:
         self.conf = conf
         self._owns_store = False
         self._runner: Runner | None = None
+        self._groups: GroupDriver | None = None
         if start:
             self.runner.start()
 
@@ -79,6 +90,10 @@ class Swflows:
 
             self._runner = Runner(self.services)
             self._runner.start()
+            from swflows.groups import GroupDriver
+
+            self._groups = GroupDriver(self, self._runner.owner)
+            self._groups.start()
         return self._runner
 
     # -- built from options alone ---------------------------------------
@@ -109,6 +124,8 @@ class Swflows:
     def close(self) -> None:
         """Stop the runner (running flows are released for the next one),
         and close the store if :meth:`from_conf` opened it."""
+        if self._groups is not None:
+            self._groups.close()
         if self._runner is not None:
             self._runner.close()
         if self._owns_store:
@@ -740,6 +757,361 @@ class Swflows:
     def delete_server(self, server_id: str) -> None:
         """Undeploy what is on the server, unenroll it, and delete it in Nova."""
         servers.delete(self, server_id)
+
+    # -- groups (see docs/groups.md) --------------------------------------
+    def create_group(
+        self,
+        name: str,
+        config_id: str,
+        servers: Mapping[str, str],
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        member_values: Mapping[str, Mapping[str, Any]] | None = None,
+        policy: Mapping[str, Any] | None = None,
+        signal_transport: str | None = None,
+        timeout: int | None = None,
+        actions: Sequence[str] | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Deploy ``config_id`` to every member of a new group.
+
+        ``servers`` maps member name to server id; a member's input values
+        are ``input_values`` overridden by its own in ``member_values``.
+        ``policy`` is the rollout policy (:mod:`swflows.rollout`): members
+        are released by ``max_concurrency``, in waves, within the
+        ``max_errors`` budget.  Returns :meth:`show_group` (once the
+        deployment ended, with ``wait``).  ``actions`` are the members'
+        deployments' actions, as for :meth:`deploy`.
+        """
+        from swflows import groups
+        from swflows.persistence.groups import GroupRecord, GroupStore
+
+        if not isinstance(name, str) or not name.strip() or len(name) > 255:
+            raise exceptions.ValidationError("name", "must be a non-empty string")
+        members, own = groups.check_members(servers, member_values)
+        parsed = rollout.Policy.from_dict(policy)
+        source = self.store.get_config(config_id)
+        if actions is not None:
+            actions = list(actions)
+            if not all(isinstance(a, str) and a for a in actions):
+                raise exceptions.ValidationError("actions", "must be action names")
+        derive.check_action(source, model.CREATE, actions)
+        transport = self._signal_transport(signal_transport)
+        self._plan("", transport, None)
+        ids = {member: model.new_id() for member in members}
+        operation = groups.new_operation(
+            groups.DEPLOY,
+            model.CREATE,
+            {
+                member: groups._member(server_id, "deploy", ids[member])
+                for member, server_id in members.items()
+            },
+            parsed,
+        )
+        record = GroupRecord(
+            id=model.new_id(),
+            name=name,
+            config_id=config_id,
+            servers=members,
+            input_values=dict(input_values or {}),
+            member_values=own,
+            signal_transport=transport,
+            timeout=self._timeout(timeout) if timeout is not None else None,
+            actions=actions,
+            policy=parsed.to_dict(),
+            deployments=ids,
+            operation=operation,
+            action=model.CREATE,
+            status=states.IN_PROGRESS,
+            status_reason=f"0 done, 0 running, 0 failed, {len(members)} left",
+        )
+        GroupStore(self.store).create(record)
+        return self._group_started(record.id, wait, wait_timeout)
+
+    def redeploy_group(
+        self,
+        group: str,
+        *,
+        servers: Mapping[str, str] | None = None,
+        input_values: Mapping[str, Any] | None = None,
+        member_values: Mapping[str, Mapping[str, Any]] | None = None,
+        config_id: str | None = None,
+        policy: Mapping[str, Any] | None = None,
+        action: str = model.UPDATE,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """A rolling redeploy: ``action`` (UPDATE) on every member, with the
+        new inputs or config, released by the policy (``min_in_service``
+        counts the members COMPLETE before it).  ``servers``, when given,
+        is the new membership: members added are deployed, removed ones
+        undeployed (last); when only the membership changes, the members
+        that stay and whose inputs and config are unchanged and COMPLETE
+        are left alone, as Heat leaves a group's unchanged members.
+        ``input_values`` are merged into the shared ones; ``policy``
+        replaces the group's.  Refused (GroupBusy) while
+        an operation runs."""
+        from swflows import groups
+
+        record = self._idle_group(group)
+        wanted = record.servers if servers is None else servers
+        kept = {
+            name: values
+            for name, values in record.member_values.items()
+            if isinstance(wanted, Mapping) and name in wanted
+        }
+        members, own = groups.check_members(
+            wanted, {**kept, **dict(member_values or {})}
+        )
+        parsed = rollout.Policy.from_dict(
+            policy if policy is not None else record.policy
+        )
+        source_id = config_id or record.config_id
+        source = self.store.get_config(source_id)
+        derive.check_action(source, action, record.actions)
+        current = groups.members_of(self, record, list(record.deployments))
+        deployments = dict(record.deployments)
+        shared = {**record.input_values, **dict(input_values or {})}
+        planned: dict[str, dict[str, Any]] = {}
+        for name, server_id in members.items():
+            found = current.get(name)
+            if found is not None and found.server_id == server_id:
+                changed = (
+                    servers is None
+                    or action != model.UPDATE
+                    or source_id != found.source_config_id
+                    or found.status != states.COMPLETE
+                    or {**shared, **own.get(name, {})} != found.input_values
+                )
+                if not changed:
+                    continue  # only the membership changed: left alone
+                planned[name] = groups._member(
+                    server_id,
+                    "redeploy",
+                    found.id,
+                    generation=found.generation + 1,
+                    serving=found.status == states.COMPLETE,
+                )
+            else:
+                deployments[name] = model.new_id()
+                planned[name] = groups._member(server_id, "deploy", deployments[name])
+                if found is not None:  # moved to another server
+                    planned[f"{name}.old"] = groups._member(
+                        found.server_id,
+                        "undeploy",
+                        found.id,
+                        generation=found.generation + 1,
+                    )
+                    deployments[f"{name}.old"] = found.id
+        for name, found in current.items():
+            if name not in members:
+                planned[name] = groups._member(
+                    found.server_id,
+                    "undeploy",
+                    found.id,
+                    generation=found.generation + 1,
+                )
+        operation = groups.new_operation(groups.REDEPLOY, action, planned, parsed)
+        return self._group_operation(
+            record,
+            operation,
+            wait,
+            wait_timeout,
+            config_id=source_id,
+            servers=members,
+            member_values=own,
+            input_values=shared,
+            policy=parsed.to_dict(),
+            deployments=deployments,
+            action=action,
+        )
+
+    def trigger_group(
+        self,
+        group: str,
+        action: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        policy: Mapping[str, Any] | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run ``action`` on every member with a deployment, each as a new
+        deployment (as :meth:`trigger` does), released by the policy
+        (``policy`` for this operation only).  The outcome of each is in
+        :meth:`show_group`'s ``operation``; the members' own deployments
+        are left as they were."""
+        from swflows import groups
+
+        record = self._idle_group(group)
+        parsed = rollout.Policy.from_dict(
+            policy if policy is not None else record.policy
+        )
+        current = groups.members_of(self, record, list(record.deployments))
+        if not current:
+            raise exceptions.ValidationError(
+                "group", f"group {record.name} has no member deployed to trigger"
+            )
+        source = self.store.get_config(record.config_id)
+        for found in current.values():
+            derive.check_action(source, action, found.actions)
+        planned = {
+            name: groups._member(
+                found.server_id, "trigger", model.new_id(), parent_id=found.id
+            )
+            for name, found in current.items()
+        }
+        operation = groups.new_operation(
+            groups.TRIGGER, action, planned, parsed, input_values=input_values
+        )
+        return self._group_operation(record, operation, wait, wait_timeout)
+
+    def delete_group(
+        self,
+        group: str,
+        *,
+        policy: Mapping[str, Any] | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> dict[str, Any] | None:
+        """Undeploy every member (DELETE runs where the config has it),
+        released by the policy, then remove the group and the deployments
+        of actions triggered on its members.  Returns None once
+        it is gone (with ``wait``); if some member could not be undeployed
+        the group stays, FAILED, and is returned."""
+        from swflows import groups
+
+        record = self._idle_group(group)
+        parsed = rollout.Policy.from_dict(
+            policy if policy is not None else record.policy
+        )
+        current = groups.members_of(self, record, list(record.deployments))
+        planned = {
+            name: groups._member(
+                found.server_id,
+                "undeploy",
+                found.id,
+                generation=found.generation + 1,
+            )
+            for name, found in current.items()
+        }
+        for name, found in current.items():  # actions triggered on it
+            for child in self.store.list_deployments(parent_id=found.id):
+                if child.status != states.IN_PROGRESS:
+                    planned[f"{name}.{child.action}.{child.id[:8]}"] = groups._member(
+                        child.server_id, "undeploy", child.id
+                    )
+        operation = groups.new_operation(groups.DELETE, model.DELETE, planned, parsed)
+        try:
+            return self._group_operation(record, operation, wait, wait_timeout)
+        except exceptions.GroupNotFound:
+            return None
+
+    def cancel_group(self, group: str, reason: str | None = None) -> dict[str, Any]:
+        """Stop a group's operation: no member starts any more, the running
+        ones are cancelled (FAILED, kind ``cancelled``); the operation ends
+        FAILED ``cancelled``.  Refused (InvalidTransition) unless it runs."""
+        from swflows import groups
+        from swflows.persistence.groups import GroupStore
+
+        rows = GroupStore(self.store)
+        for _ in range(10):
+            record = rows.get(group)
+            if record.status != states.IN_PROGRESS:
+                raise exceptions.InvalidTransition(None, record.status, "cancelled")
+            operation = dict(record.operation)
+            operation["cancel"] = reason or ""
+            try:
+                record = rows.update(record, operation=operation)
+                break
+            except exceptions.ConcurrentUpdate:
+                continue
+        for member in record.operation["members"].values():
+            if member["state"] != "RUNNING":
+                continue
+            try:
+                self.cancel(str(member["deployment_id"]), reason)
+            except (exceptions.DeploymentNotFound, exceptions.InvalidTransition):
+                continue  # not waiting: it ends by itself
+        self._wake_groups()
+        return groups.describe(self, rows.get(record.id))
+
+    def show_group(self, group: str) -> dict[str, Any]:
+        """A group by id or name: status and reason, each member's
+        deployment status and reason, outputs as maps keyed by member name
+        (``outputs[name][member]``), and its last operation's progress."""
+        from swflows import groups
+        from swflows.persistence.groups import GroupStore
+
+        return groups.describe(self, GroupStore(self.store).get(group))
+
+    def list_groups(self) -> list[dict[str, Any]]:
+        """Every group: id, name, config, members, action, status, reason."""
+        from swflows.persistence.groups import GroupStore
+
+        return [
+            {
+                "id": record.id,
+                "name": record.name,
+                "config_id": record.config_id,
+                "members": len(record.servers),
+                "action": record.action,
+                "status": record.status,
+                "status_reason": record.status_reason,
+            }
+            for record in GroupStore(self.store).find()
+        ]
+
+    def wait_group(self, group: str, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the group's operation ended; :meth:`show_group`."""
+        from swflows import groups
+
+        self.runner  # noqa: B018 -- the driver runs beside the runner
+        return groups.describe(self, groups.wait(self, group, timeout))
+
+    def _idle_group(self, group: str) -> Any:
+        from swflows import groups
+        from swflows.persistence.groups import GroupStore
+
+        record = GroupStore(self.store).get(group)
+        if record.status == states.IN_PROGRESS:
+            raise groups.GroupBusy(record.name, record.action)
+        return record
+
+    def _group_operation(
+        self,
+        record: Any,
+        operation: dict[str, Any],
+        wait: bool,
+        wait_timeout: float | None,
+        **changes: Any,
+    ) -> dict[str, Any]:
+        from swflows.persistence.groups import GroupStore
+
+        count = len(operation["members"])
+        GroupStore(self.store).update(
+            record,
+            operation=operation,
+            action=str(changes.pop("action", operation["action"])),
+            status=states.IN_PROGRESS,
+            status_reason=f"0 done, 0 running, 0 failed, {count} left",
+            **changes,
+        )
+        return self._group_started(record.id, wait, wait_timeout)
+
+    def _group_started(
+        self, group_id: str, wait: bool, wait_timeout: float | None
+    ) -> dict[str, Any]:
+        self._wake_groups()
+        if wait:
+            return self.wait_group(group_id, wait_timeout)
+        return self.show_group(group_id)
+
+    def _wake_groups(self) -> None:
+        self.runner  # noqa: B018 -- starts the runner and the driver
+        if self._groups is not None:
+            self._groups.wake()
 
     # -- internals ------------------------------------------------------
     def _timeout(self, timeout: int | None) -> int:

@@ -78,6 +78,10 @@ class FlowNotFound(NotFound):
     kind = "flow"
 
 
+class GroupNotFound(NotFound):
+    kind = "group"
+
+
 class ConfigInUse(SwflowsError):
     """A config cannot be deleted while a deployment references it."""
 
@@ -123,6 +127,17 @@ class InvalidTransition(SwflowsError):
         self.deployment_id = deployment_id
         self.current = current
         self.new = new
+
+
+class GroupBusy(SwflowsError):
+    """An operation of a deployment group runs: cancel it or wait for it."""
+
+    def __init__(self, name: str, action: str) -> None:
+        super().__init__(
+            f"group {name} is IN_PROGRESS ({action}): cancel it or wait for it",
+            group=name,
+        )
+        self.group = name
 
 
 class ConcurrentUpdate(SwflowsError):
@@ -189,9 +204,16 @@ class WaitTimeout(SwflowsError, TimeoutError):
     (or, with ``flow_id``, before a custom flow ended)."""
 
     def __init__(
-        self, deployment_id: str, seconds: float, *, flow_id: str | None = None
+        self,
+        deployment_id: str,
+        seconds: float,
+        *,
+        flow_id: str | None = None,
+        group: str | None = None,
     ) -> None:
         what = f"flow {flow_id}" if flow_id else f"deployment {deployment_id}"
+        if group:
+            what = f"group {group}"
         super().__init__(
             f"{what} still running after {seconds:g} s",
             deployment_id=deployment_id,

@@ -27,6 +27,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
     exceptions.InvalidTransition,
     exceptions.ConfigInUse,
     exceptions.ServerInUse,
+    exceptions.GroupBusy,
 )
 
 

@@ -14,7 +14,16 @@ from typing import Any
 from cliff import app, commandmanager
 from oslo_config import cfg
 
-from swflows.cli import base, config, deployment, engine, flow, parsing, server
+from swflows.cli import (
+    base,
+    config,
+    deployment,
+    engine,
+    flow,
+    group,
+    parsing,
+    server,
+)
 
 #: read when neither --config-file nor $SWFLOWS_CONFIG names a file
 DEFAULT_CONFIG_FILE = Path("/etc/swflows/swflows.conf")
@@ -41,6 +50,13 @@ COMMANDS: dict[str, type] = {
     "server agent-config": server.AgentConfig,
     "server create": server.CreateServer,
     "server delete": server.DeleteServer,
+    "group create": group.CreateGroup,
+    "group list": group.ListGroups,
+    "group show": group.ShowGroup,
+    "group redeploy": group.RedeployGroup,
+    "group trigger": group.TriggerGroup,
+    "group cancel": group.CancelGroup,
+    "group delete": group.DeleteGroup,
     "flow list": flow.ListFlows,
     "flow resume": flow.ResumeFlows,
     "engine": engine.Engine,

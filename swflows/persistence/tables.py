@@ -75,6 +75,7 @@ class Tables:
     deployments: sa.Table
     servers: sa.Table
     flows: sa.Table
+    groups: sa.Table
     #: TaskFlow's logbook, under the same prefix (see :func:`logbook_tables`)
     tf_logbooks: sa.Table
     tf_flowdetails: sa.Table
@@ -188,6 +189,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         sa.Index(f"ix_{p}flows_deployment_id", "deployment_id"),
         sa.Index(f"ix_{p}flows_server_id", "server_id"),
     )
+    groups = group_table(metadata, p)
     logbooks, flowdetails, atomdetails = logbook_tables(metadata, p)
     return Tables(
         p,
@@ -196,9 +198,51 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         deployments,
         servers,
         flows,
+        groups,
         logbooks,
         flowdetails,
         atomdetails,
+    )
+
+
+def group_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    """The deployment groups (:mod:`swflows.persistence.groups`)."""
+    p = prefix
+    return sa.Table(
+        f"{p}groups",
+        metadata,
+        sa.Column("id", sa.String(ID_LENGTH), primary_key=True),
+        sa.Column("name", sa.String(NAME_LENGTH), nullable=False),
+        # the source config the members deploy
+        sa.Column("config_id", sa.String(ID_LENGTH), nullable=False),
+        # member name -> server id
+        sa.Column("servers", json_type(), nullable=False),
+        # shared input values, and member name -> that member's own values
+        # (secret-named values encrypted as a deployment's are)
+        sa.Column("input_values", json_type(), nullable=False),
+        sa.Column("member_values", json_type(), nullable=False),
+        sa.Column("signal_transport", sa.String(TRANSPORT_LENGTH), nullable=False),
+        sa.Column("timeout", sa.Integer(), nullable=True),
+        # the members' deployments' actions (None: the default ones)
+        sa.Column("actions", json_type(), nullable=True),
+        # the rollout policy (swflows.rollout.Policy.to_dict)
+        sa.Column("policy", json_type(), nullable=False),
+        # member name -> id of the member's deployment
+        sa.Column("deployments", json_type(), nullable=False),
+        # the last operation: its kind, action, and each member's progress
+        sa.Column("operation", json_type(), nullable=False),
+        sa.Column("action", sa.String(NAME_LENGTH), nullable=False),
+        sa.Column("status", sa.String(STATUS_LENGTH), nullable=False),
+        sa.Column("status_reason", sa.Text(), nullable=False),
+        # the runner driving the operation ("host:pid:token") and its lease
+        sa.Column("owner", sa.String(NAME_LENGTH), nullable=True),
+        sa.Column("lease_until", sa.Float(), nullable=True),
+        # optimistic concurrency: bumped by every update of the row
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.UniqueConstraint("name", name=f"uq_{p}groups_name"),
+        sa.Index(f"ix_{p}groups_status", "status"),
     )
 
 

@@ -30,6 +30,9 @@ from tests.functional.test_flows import component_config, script_config
 NAMES = [
     "swflows.cancel",
     "swflows.deploy",
+    "swflows.group_delete",
+    "swflows.group_deploy",
+    "swflows.group_show",
     "swflows.redeploy",
     "swflows.show",
     "swflows.trigger",
@@ -187,7 +190,7 @@ def error(result: Any) -> dict[str, Any]:
     return dict(result.error)
 
 
-def test_mistral_finds_the_six_actions(descriptors: dict[str, Any]) -> None:
+def test_mistral_finds_every_action(descriptors: dict[str, Any]) -> None:
     assert sorted(descriptors) == NAMES
     spec = descriptors["swflows.deploy"].params_spec
     assert spec.startswith("server_id, config_id, input_values=null, ")

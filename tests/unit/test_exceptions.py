@@ -24,6 +24,8 @@ SAMPLES: dict[type[exceptions.SwflowsError], tuple[exceptions.SwflowsError, str]
     exceptions.DeploymentNotFound: (exceptions.DeploymentNotFound("dep-1"), "dep-1"),
     exceptions.ServerNotFound: (exceptions.ServerNotFound("srv-1"), "srv-1"),
     exceptions.FlowNotFound: (exceptions.FlowNotFound("flow-1"), "flow-1"),
+    exceptions.GroupNotFound: (exceptions.GroupNotFound("web"), "web"),
+    exceptions.GroupBusy: (exceptions.GroupBusy("web", "UPDATE"), "web"),
     exceptions.ConfigInUse: (exceptions.ConfigInUse("cfg-2", ["d2", "d1"]), "cfg-2"),
     exceptions.ServerInUse: (exceptions.ServerInUse("srv-2", ["d3"]), "srv-2"),
     exceptions.InvalidTransition: (

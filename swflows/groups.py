@@ -1,0 +1,684 @@
+"""Deployment groups: one config to many servers, released by a policy.
+
+A group is a name, a config, members (member name -> server id), input
+values shared and per member, a signal transport and a rollout policy
+(:mod:`swflows.rollout`).  Its operations -- deploy, rolling redeploy
+(members added are deployed, removed ones undeployed), trigger an action,
+delete -- run each member as an ordinary single-server flow (deploy,
+redeploy, undeploy, trigger) on the runner.  Those flows park while their
+server works, as any deployment's does: a thousand members waiting hold
+no thread.
+
+How an operation is driven, and why so.  A TaskFlow graph is fixed when it
+is built, whereas a rollout decides as it goes (a failure can close the
+error budget, a pause holds a wave back, a member ending lets the next
+start); a group flow would also hold a thread, or park and be rebuilt at
+every member's end.  So the operation is a *record*, not a flow: the
+group's row holds, for each member, its task, the id of the deployment it
+works on and its state (PENDING, RUNNING, COMPLETE, FAILED).  A
+:class:`GroupDriver` beside the runner, woken when a member's flow ends
+and every poll interval, reads the states of the members' deployments,
+records those that ended, asks :func:`swflows.rollout.decide` whom to
+start, records them RUNNING and only then launches their flows.
+
+Resuming after a crash (kill -9) follows from that order.  Each write is a
+compare-and-set on the row; the operation is leased to one runner, and a
+runner of a dead process loses it at once.  A member recorded RUNNING
+whose flow cannot be found and whose deployment does not show the launch
+(no row for a deploy or trigger, an older generation for a redeploy, the
+row still there for an undeploy) was never launched, or its flow never
+started: it is launched again, with the same deployment id, which every
+flow step is idempotent on.  A member whose flow is found is left to the
+runner, which resumes it.  A member's end is recorded once, so the error
+budget counts it once.  A flow reverted three times (the cloud refused
+its resources) makes its member FAILED.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import tenacity
+
+from swflows import derive, exceptions, model, rollout, states
+from swflows.persistence import flows as flow_rows
+from swflows.persistence.groups import GroupRecord, GroupStore
+
+if TYPE_CHECKING:
+    from swflows.api import Swflows
+
+LOG = logging.getLogger(__name__)
+
+#: the operations of a group
+DEPLOY: Final = "deploy"
+REDEPLOY: Final = "redeploy"
+TRIGGER: Final = "trigger"
+DELETE: Final = "delete"
+#: a member's task in an operation: the single-server flow it runs
+TASKS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
+#: launches of one member's flow before it is FAILED
+MAX_LAUNCHES: Final = 3
+#: members started between two renewals of the operation's lease
+RENEW_EVERY: Final = 20
+#: a member's name: what a Heat group calls its members ("0", "web-1")
+MEMBER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+GroupBusy = exceptions.GroupBusy
+
+
+# ------------------------------------------------------------- checking
+def check_members(
+    servers: Any, member_values: Any = None
+) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """The members (name -> server id) and their own input values, checked."""
+    if not isinstance(servers, Mapping) or not servers:
+        raise exceptions.ValidationError(
+            "servers", "must be a non-empty mapping of member name to server id"
+        )
+    members: dict[str, str] = {}
+    for name, server_id in servers.items():
+        if not isinstance(name, str) or not MEMBER_NAME.match(name):
+            raise exceptions.ValidationError(
+                "servers",
+                f"member name {name!r} must start with a letter or digit and "
+                "hold only letters, digits, '_', '.' or '-' (at most 64)",
+            )
+        if not isinstance(server_id, str) or not server_id:
+            raise exceptions.ValidationError(
+                "servers", f"member {name}: server id {server_id!r} is not a string"
+            )
+        members[name] = server_id
+    own: dict[str, dict[str, Any]] = {}
+    for name, values in dict(member_values or {}).items():
+        if name not in members:
+            raise exceptions.ValidationError(
+                "member_values", f"{name!r} is not a member of the group"
+            )
+        if not isinstance(values, Mapping):
+            raise exceptions.ValidationError(
+                "member_values", f"{name}: must be a mapping of input values"
+            )
+        own[name] = dict(values)
+    return members, own
+
+
+def _member(
+    server_id: str,
+    task: str,
+    deployment_id: str,
+    *,
+    generation: int = 1,
+    serving: bool = False,
+    parent_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "server_id": server_id,
+        "task": task,
+        "deployment_id": deployment_id,
+        "generation": generation,
+        "parent_id": parent_id,
+        "state": rollout.PENDING,
+        "batch": 0,
+        "serving": serving,
+        "launches": 0,
+        "ended_at": None,
+        "reason": "",
+    }
+
+
+def new_operation(
+    kind: str,
+    action: str,
+    members: dict[str, dict[str, Any]],
+    policy: rollout.Policy,
+    *,
+    input_values: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An operation record: ``members`` released by ``policy`` in their order."""
+    order = list(members)
+    for name, batch in policy.assign_batches(order).items():
+        members[name]["batch"] = batch
+    return {
+        "id": model.new_id(),
+        "kind": kind,
+        "action": action,
+        "policy": policy.to_dict(),
+        "input_values": dict(input_values or {}),
+        "order": order,
+        "members": members,
+        "cancel": None,
+        "started_at": time.time(),
+        "ended_at": None,
+    }
+
+
+# -------------------------------------------------------------- launching
+def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) -> Any:
+    """Start ``member``'s flow; its future (the runner's)."""
+    task = member["task"]
+    operation = record.operation
+    action = str(operation["action"])
+    deployment_id = str(member["deployment_id"])
+    server_id = str(member["server_id"])
+    timeout = sw._timeout(record.timeout)
+    if task == "deploy":  # a new member is created, whatever the operation
+        action = model.CREATE
+        source = sw.store.get_config(record.config_id)
+        derive.check_action(source, action, record.actions)
+        # refused for a server whose agent cannot use it (Heat's, ZAQAR_SIGNAL)
+        sw._signal_transport(record.signal_transport, server_id)
+        plan = sw._plan(server_id, record.signal_transport, None)
+        inputs: dict[str, Any] = {
+            "deployment_id": deployment_id,
+            "server_id": server_id,
+            "source_config_id": record.config_id,
+            "action": action,
+            "input_values": record.member_inputs(name),
+            "name": f"{record.name}-{name}",
+            "timeout": timeout,
+            "generation": 1,
+            "signal_transport": record.signal_transport,
+            "parent_id": None,
+        }
+        if record.actions is not None:
+            inputs["actions"] = list(record.actions)
+        return sw._start("deploy", plan, inputs)[1]
+    current = sw.store.get_deployment(
+        member["parent_id"] if task == "trigger" else deployment_id
+    )
+    plan = sw._plan(current.server_id, current.signal_transport, None)
+    if task == "redeploy":
+        source = sw.store.get_config(record.config_id)
+        derive.check_action(source, action, current.actions)
+        inputs = {
+            "deployment_id": deployment_id,
+            "server_id": current.server_id,
+            "source_config_id": record.config_id,
+            "action": action,
+            "input_values": record.member_inputs(name),
+            "name": current.name,
+            "timeout": timeout,
+            "generation": int(member["generation"]),
+            "signal_transport": current.signal_transport,
+        }
+        return sw._start("redeploy", plan, inputs)[1]
+    if task == "trigger":
+        source = sw.store.get_config(current.source_config_id or record.config_id)
+        derive.check_action(source, action, current.actions)
+        inputs = {
+            "deployment_id": deployment_id,
+            "server_id": current.server_id,
+            "source_config_id": source.id,
+            "action": action,
+            "input_values": {
+                **current.input_values,
+                **dict(operation.get("input_values") or {}),
+            },
+            "name": f"{current.name or source.name}-{action}",
+            "timeout": timeout,
+            "generation": 1,
+            "signal_transport": current.signal_transport,
+            "parent_id": current.id,
+        }
+        return sw._start("trigger", plan, inputs)[1]
+    # undeploy: DELETE runs when the config handles it
+    source = (
+        sw.store.get_config(current.source_config_id)
+        if current.source_config_id
+        else None
+    )
+    # a triggered action's record is only removed (as Swflows.undeploy does)
+    run_delete = (
+        source is not None
+        and current.parent_id is None
+        and source.handles(model.DELETE, current.actions)
+    )
+    inputs = {
+        "deployment_id": deployment_id,
+        "server_id": current.server_id,
+        "current_config_id": current.config_id,
+    }
+    if run_delete:
+        inputs.update(
+            source_config_id=current.source_config_id,
+            action=model.DELETE,
+            input_values=current.input_values,
+            name=current.name,
+            timeout=timeout,
+            generation=int(member["generation"]),
+            signal_transport=current.signal_transport,
+        )
+    return sw._start(
+        "undeploy", {**plan.to_kwargs(), "run_delete_action": run_delete}, inputs
+    )[1]
+
+
+def _ended(member: dict[str, Any], found: tuple[str, int, bool] | None) -> str | None:
+    """What a RUNNING member's deployment says now: ``"ended"``, ``"running"``
+    or ``"unlaunched"`` (its flow is gone and did not do its work)."""
+    if found is not None and found[2]:
+        return "running"  # a flow works on it: the runner has it
+    task = member["task"]
+    if task == "undeploy":
+        return "ended" if found is None else "unlaunched"
+    if found is None:
+        return "unlaunched"
+    status, generation, _ = found
+    if task == "redeploy" and generation < int(member["generation"]):
+        return "unlaunched"
+    if status in states.TERMINAL:
+        return "ended"
+    return "running"
+
+
+# ------------------------------------------------------------------ driver
+class GroupDriver:
+    """Drives the operations of groups on one runner (see the module)."""
+
+    def __init__(self, sw: Swflows, owner: str) -> None:
+        self.sw = sw
+        self.rows = GroupStore(sw.store)
+        self.owner = owner
+        self.lease_seconds = float(sw.conf.runner.lease_seconds)
+        self.interval = float(sw.conf.watcher.poll_interval)
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._held: set[str] = set()
+        self._next: float | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run_forever, name="swflows-groups", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop; the operations held are released for any runner."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        for group_id in list(self._held):
+            try:
+                self.rows.release(group_id, self.owner)
+            except Exception:  # the store may be closing
+                LOG.debug("group %s not released", group_id, exc_info=True)
+        self._held.clear()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run_forever(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.tick()
+            except Exception:
+                LOG.exception("groups: a pass failed")
+            wait = self.interval
+            if self._next is not None:
+                wait = max(0.05, min(wait, self._next - time.time()))
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        """One pass over every group whose operation runs."""
+        now = time.time()
+        self._next = None
+        for group_id, owner, lease_until in self.rows.in_progress():
+            if self._stopping.is_set():
+                return
+            free = (
+                owner is None
+                or owner == self.owner
+                or lease_until is None
+                or lease_until <= now
+                or flow_rows.owner_is_dead(owner)
+            )
+            if not free:
+                self._held.discard(group_id)
+                continue
+            if not self.rows.claim(
+                group_id,
+                self.owner,
+                lease_until=time.time() + self.lease_seconds,
+                now=now,
+                dead_owner=owner if owner and owner != self.owner else None,
+            ):
+                self._held.discard(group_id)
+                continue
+            if owner and owner != self.owner:
+                LOG.info("group %s: taken over from %s", group_id, owner)
+            self._held.add(group_id)
+            try:
+                self.advance(group_id)
+            except exceptions.GroupNotFound:
+                self._held.discard(group_id)
+            except Exception:
+                LOG.exception("group %s: could not advance", group_id)
+
+    def advance(self, group_id: str) -> None:
+        """Record members that ended, start those the policy releases."""
+        for _ in range(10):
+            record = self.rows.get(group_id)
+            if record.status != states.IN_PROGRESS:
+                self._held.discard(group_id)
+                return
+            try:
+                self._advance(record)
+                return
+            except exceptions.ConcurrentUpdate:
+                continue  # a cancel or another write came first: again
+
+    def _advance(self, record: GroupRecord) -> None:
+        operation = copy.deepcopy(record.operation)
+        members: dict[str, dict[str, Any]] = operation["members"]
+        policy = rollout.Policy.from_dict(operation.get("policy"))
+        running = {
+            name: str(m["deployment_id"])
+            for name, m in members.items()
+            if m["state"] == rollout.RUNNING
+        }
+        found = self.rows.deployment_states(running)
+        now = time.time()
+        relaunch: list[str] = []
+        for name in running:
+            member = members[name]
+            seen = _ended(member, found.get(name))
+            if seen == "ended":
+                self._record_end(member, now)
+            elif seen == "unlaunched":
+                if operation.get("cancel") is not None:
+                    member.update(
+                        state=rollout.FAILED,
+                        ended_at=now,
+                        reason="cancelled before its flow started",
+                    )
+                elif member["launches"] >= MAX_LAUNCHES:
+                    member.update(
+                        state=rollout.FAILED,
+                        ended_at=now,
+                        reason=f"its {member['task']} flow was reverted "
+                        f"{member['launches']} times (see the runner's log)",
+                    )
+                else:
+                    member["launches"] += 1
+                    relaunch.append(name)
+        cancel = operation.get("cancel")
+        if cancel is not None:
+            self._cancel_running(members, found, cancel)
+        decision = rollout.decide(
+            policy,
+            [
+                rollout.Member(
+                    name,
+                    members[name]["state"],
+                    int(members[name]["batch"]),
+                    members[name]["ended_at"],
+                    bool(members[name]["serving"]),
+                )
+                for name in operation["order"]
+            ],
+            now,
+            cancelled=operation.get("cancel"),
+        )
+        for name in decision.start:
+            members[name]["state"] = rollout.RUNNING
+            members[name]["launches"] += 1
+        changes: dict[str, Any] = {"operation": operation}
+        if decision.done:
+            operation["ended_at"] = now
+            changes.update(self._final(record, operation, decision))
+        else:
+            note = "" if decision.reason == "running" else f"; {decision.reason}"
+            changes["status_reason"] = f"{decision.progress()}{note}"
+            if decision.wake_at is not None:
+                self._next = min(self._next or decision.wake_at, decision.wake_at)
+        if (
+            not decision.done
+            and operation == record.operation
+            and changes["status_reason"] == record.status_reason
+        ):
+            return  # nothing ended, nothing to start: no write
+        record = self.rows.update(record, **changes)  # written before launching
+        if decision.done:
+            self._held.discard(record.id)
+            if record.operation["kind"] == DELETE and record.status == states.COMPLETE:
+                self.rows.delete(record.id)
+            else:
+                self.rows.release(record.id, self.owner)
+            LOG.info(
+                "group %s %s: %s", record.name, record.status, record.status_reason
+            )
+            return
+        failures: dict[str, str] = {}
+        for index, name in enumerate([*relaunch, *decision.start]):
+            if index and index % RENEW_EVERY == 0 and not self._renew(record.id):
+                # another runner took the operation over: the members not
+                # launched yet are its to launch (they have no flow)
+                LOG.warning("group %s: lease lost while starting members", record.name)
+                return
+            try:
+                future = launch(self.sw, record, name, members[name])
+            except exceptions.SwflowsError as exc:
+                failures[name] = f"could not start its {members[name]['task']}: {exc}"
+                continue
+            except Exception as exc:
+                LOG.exception("group %s: member %s not started", record.name, name)
+                failures[name] = f"could not start: {type(exc).__name__}: {exc}"
+                continue
+            future.add_done_callback(lambda _: self.wake())
+        if failures:
+            self._fail_members(record.id, failures)
+            self.wake()
+
+    def _renew(self, group_id: str) -> bool:
+        return self.rows.claim(
+            group_id,
+            self.owner,
+            lease_until=time.time() + self.lease_seconds,
+            now=time.time(),
+        )
+
+    def _cancel_running(
+        self,
+        members: Mapping[str, dict[str, Any]],
+        found: Mapping[str, tuple[str, int, bool]],
+        reason: str,
+    ) -> None:
+        """End the running members' actions FAILED (``cancelled``): those
+        whose flow had not started its action when the cancel came too."""
+        for name, member in members.items():
+            seen = found.get(name)
+            if member["state"] != rollout.RUNNING or seen is None:
+                continue
+            status, generation, _ = seen
+            if status != states.IN_PROGRESS or generation < int(member["generation"]):
+                continue
+            try:
+                self.sw.cancel(str(member["deployment_id"]), reason or None)
+            except exceptions.SwflowsError:
+                continue  # it ended meanwhile
+
+    def _record_end(self, member: dict[str, Any], now: float) -> None:
+        task = member["task"]
+        if task == "undeploy":
+            member.update(state=rollout.COMPLETE, ended_at=now, reason="undeployed")
+            return
+        try:
+            found = self.sw.store.get_deployment(member["deployment_id"])
+        except exceptions.DeploymentNotFound:
+            member.update(state=rollout.FAILED, ended_at=now, reason="no deployment")
+            return
+        member.update(
+            state=rollout.COMPLETE
+            if found.status == states.COMPLETE
+            else rollout.FAILED,
+            ended_at=now,
+            reason=found.status_reason,
+        )
+
+    def _fail_members(self, group_id: str, failures: Mapping[str, str]) -> None:
+        for _ in range(10):
+            record = self.rows.get(group_id)
+            operation = copy.deepcopy(record.operation)
+            for name, reason in failures.items():
+                operation["members"][name].update(
+                    state=rollout.FAILED, ended_at=time.time(), reason=reason
+                )
+            try:
+                self.rows.update(record, operation=operation)
+                return
+            except exceptions.ConcurrentUpdate:
+                continue
+
+    @staticmethod
+    def _final(
+        record: GroupRecord, operation: dict[str, Any], decision: rollout.Decision
+    ) -> dict[str, Any]:
+        """The group's fields once its operation ended."""
+        deployments = dict(record.deployments)
+        for name, member in operation["members"].items():
+            if member["task"] == "undeploy" and member["state"] == rollout.COMPLETE:
+                deployments.pop(name, None)
+        kind = operation["kind"]
+        return {
+            "status": decision.status,
+            "status_reason": f"{kind} {decision.status}: {decision.reason}",
+            "deployments": deployments,
+        }
+
+
+# ------------------------------------------------------------------ faces
+def describe(sw: Swflows, record: GroupRecord) -> dict[str, Any]:
+    """A group as ``show`` gives it: its status, each member's deployment
+    status and reason, and its outputs keyed by member name."""
+    members: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, dict[str, Any]] = {}
+    names = list(record.servers) + [
+        n for n in record.deployments if n not in record.servers
+    ]
+    for name in names:
+        deployment_id = record.deployments.get(name)
+        entry: dict[str, Any] = {
+            "server_id": record.servers.get(name)
+            or record.operation.get("members", {}).get(name, {}).get("server_id"),
+            "deployment_id": deployment_id,
+            "status": None,
+            "status_reason": "",
+            "action": None,
+        }
+        if deployment_id:
+            try:
+                found = sw.store.get_deployment(deployment_id)
+            except exceptions.DeploymentNotFound:
+                entry["status_reason"] = "not deployed"
+            else:
+                entry.update(
+                    status=found.status,
+                    status_reason=found.status_reason,
+                    action=found.action,
+                )
+                for key, value in found.output_values.items():
+                    outputs.setdefault(key, {})[name] = value
+        members[name] = entry
+    operation = record.operation
+    op_members = operation.get("members", {})
+    counts = {state: 0 for state in rollout.MEMBER_STATES}
+    for member in op_members.values():
+        counts[member["state"]] += 1
+    return {
+        "id": record.id,
+        "name": record.name,
+        "config_id": record.config_id,
+        "status": record.status,
+        "status_reason": record.status_reason,
+        "action": record.action,
+        "signal_transport": record.signal_transport,
+        "policy": dict(record.policy),
+        "servers": dict(record.servers),
+        "members": members,
+        "outputs": outputs,
+        "operation": {
+            "kind": operation.get("kind"),
+            "action": operation.get("action"),
+            "policy": operation.get("policy"),
+            "cancel": operation.get("cancel"),
+            "started_at": operation.get("started_at"),
+            "ended_at": operation.get("ended_at"),
+            "done": counts[rollout.COMPLETE],
+            "running": counts[rollout.RUNNING],
+            "failed": counts[rollout.FAILED],
+            "left": counts[rollout.PENDING],
+            "members": {
+                name: {
+                    key: m[key]
+                    for key in ("task", "state", "deployment_id", "reason", "launches")
+                }
+                for name, m in op_members.items()
+            },
+        },
+        "creation_time": record.created_at.isoformat() if record.created_at else None,
+        "updated_time": record.updated_at.isoformat() if record.updated_at else None,
+    }
+
+
+def wait(sw: Swflows, group: str, timeout: float | None) -> GroupRecord:
+    """Block until the group's operation ended (or it was deleted: then
+    GroupNotFound); WaitTimeout after ``timeout`` seconds."""
+    rows = GroupStore(sw.store)
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_result(
+            lambda record: record.status == states.IN_PROGRESS
+        ),
+        wait=tenacity.wait_fixed(min(0.5, float(sw.conf.watcher.poll_interval))),
+        stop=(
+            tenacity.stop_after_delay(timeout)
+            if timeout is not None
+            else tenacity.stop_never
+        ),
+    )
+    try:
+        return retrying(lambda: rows.get(group))  # type: ignore[no-any-return]
+    except tenacity.RetryError:
+        raise exceptions.WaitTimeout(group, timeout or 0, group=group) from None
+
+
+def members_of(
+    sw: Swflows, record: GroupRecord, names: Sequence[str]
+) -> dict[str, Any]:
+    """The deployments of members ``names`` that exist, by member name."""
+    out = {}
+    for name in names:
+        deployment_id = record.deployments.get(name)
+        if not deployment_id:
+            continue
+        try:
+            out[name] = sw.store.get_deployment(deployment_id)
+        except exceptions.DeploymentNotFound:
+            continue
+    return out
+
+
+__all__ = [
+    "DELETE",
+    "DEPLOY",
+    "REDEPLOY",
+    "TRIGGER",
+    "GroupBusy",
+    "GroupDriver",
+    "check_members",
+    "describe",
+    "launch",
+    "new_operation",
+    "wait",
+]

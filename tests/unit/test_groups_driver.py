@@ -1,0 +1,206 @@
+"""The group driver on a SQLite store, its members' flows stubbed.
+
+What a takeover finds after a crash is made by hand (rows of the group,
+deployments, flows), and the driver is checked to do the right thing with
+it: launch again a member whose flow never started, leave one whose flow
+exists, record an end once, give up after three reverted launches.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swflows import groups, model, rollout, states
+from swflows.persistence import Store
+from swflows.persistence import flows as flow_rows
+from swflows.persistence.groups import GroupRecord, GroupStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as made:
+        yield made
+
+
+class Launched:
+    """Stands for :func:`swflows.groups.launch`: records who was started,
+    and writes the flow's row as the runner's launch does before it
+    returns."""
+
+    def __init__(self, store: Store) -> None:
+        self.names: list[str] = []
+        self.registry = flow_rows.FlowRegistry(store)
+
+    def __call__(self, sw: Any, record: Any, name: str, member: Any) -> Any:
+        self.names.append(name)
+        self.registry.add(
+            model.new_id(),
+            kind=member["task"],
+            deployment_id=member["deployment_id"],
+            server_id=member["server_id"],
+            owner="me:1:x",
+            lease_until=0.0,
+        )
+        return types.SimpleNamespace(add_done_callback=lambda fn: None)
+
+
+@pytest.fixture
+def driver(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> tuple[groups.GroupDriver, Launched]:
+    launched = Launched(store)
+    monkeypatch.setattr(groups, "launch", launched)
+    conf = types.SimpleNamespace(
+        runner=types.SimpleNamespace(lease_seconds=30),
+        watcher=types.SimpleNamespace(poll_interval=0.1),
+    )
+    sw = types.SimpleNamespace(store=store, conf=conf)
+    return groups.GroupDriver(sw, "me:1:x"), launched  # type: ignore[arg-type]
+
+
+def make_group(store: Store, members: dict[str, dict[str, Any]], **policy: Any) -> str:
+    operation = groups.new_operation(
+        groups.DEPLOY, "CREATE", members, rollout.Policy.from_dict(policy)
+    )
+    record = GroupRecord(
+        id=model.new_id(),
+        name="g",
+        config_id="c",
+        servers={n: m["server_id"] for n, m in members.items()},
+        input_values={},
+        member_values={},
+        signal_transport="NO_SIGNAL",
+        timeout=None,
+        policy={},
+        deployments={n: m["deployment_id"] for n, m in members.items()},
+        operation=operation,
+        action="CREATE",
+        status=states.IN_PROGRESS,
+        status_reason="",
+        owner="elsewhere:99999999:dead",
+        lease_until=0.0,
+    )
+    GroupStore(store).create(record)
+    return record.id
+
+
+def running(name: str, launches: int = 1) -> dict[str, Any]:
+    member = groups._member(f"s-{name}", "deploy", model.new_id())
+    member.update(state=rollout.RUNNING, launches=launches)
+    return member
+
+
+def deployment(store: Store, member: dict[str, Any], status: str) -> None:
+    """The member's deployment, ended ``status`` (made IN_PROGRESS first)."""
+    store.create_deployment(
+        model.Deployment(
+            id=member["deployment_id"],
+            server_id=member["server_id"],
+            config_id=None,
+            source_config_id=None,
+            action="CREATE",
+            status=states.IN_PROGRESS,
+            generation=1,
+        )
+    )
+    store.update_deployment(member["deployment_id"], status=status)
+
+
+def test_a_takeover_relaunches_only_what_never_started(
+    store: Store, driver: tuple[groups.GroupDriver, Launched]
+) -> None:
+    drive, launched = driver
+    members = {
+        "lost": running("lost"),  # recorded RUNNING, no flow, no deployment
+        "busy": running("busy"),  # its flow is there: the runner resumes it
+        "done": running("done"),  # its deployment ended meanwhile
+        "failed": running("failed"),
+        "next": groups._member("s-next", "deploy", model.new_id()),
+    }
+    flow_rows.FlowRegistry(store).add(
+        "f-busy",
+        kind="deploy",
+        deployment_id=members["busy"]["deployment_id"],
+        server_id="s-busy",
+        owner="elsewhere:99999999:dead",
+        lease_until=0.0,
+    )
+    deployment(store, members["done"], states.COMPLETE)
+    deployment(store, members["failed"], states.FAILED)
+    group_id = make_group(store, members, max_concurrency=4, max_errors=1)
+
+    drive.tick()
+    assert sorted(launched.names) == ["lost", "next"]
+    operation = GroupStore(store).get(group_id).operation
+    states_now = {n: m["state"] for n, m in operation["members"].items()}
+    assert states_now == {
+        "lost": "RUNNING",
+        "busy": "RUNNING",
+        "done": "COMPLETE",
+        "failed": "FAILED",
+        "next": "RUNNING",
+    }
+    assert operation["members"]["lost"]["launches"] == 2
+    assert GroupStore(store).get(group_id).owner == "me:1:x"
+
+    # nothing changed: nothing launched, no write
+    version = GroupStore(store).get(group_id).version
+    drive.tick()
+    assert sorted(launched.names) == ["lost", "next"]
+    assert GroupStore(store).get(group_id).version == version
+
+
+def test_an_end_is_counted_once(
+    store: Store, driver: tuple[groups.GroupDriver, Launched]
+) -> None:
+    drive, _ = driver
+    members = {"a": running("a"), "b": running("b")}
+    deployment(store, members["a"], states.FAILED)
+    deployment(store, members["b"], states.COMPLETE)
+    group_id = make_group(store, members, max_errors=1)
+    for _ in range(3):
+        drive.tick()
+    found = GroupStore(store).get(group_id)
+    assert found.status == states.COMPLETE
+    assert found.status_reason.startswith(
+        "deploy COMPLETE: 1 members COMPLETE, 1 FAILED"
+    )
+    assert found.owner is None  # released
+
+
+def test_three_reverted_launches_fail_the_member(
+    store: Store, driver: tuple[groups.GroupDriver, Launched]
+) -> None:
+    drive, launched = driver
+    group_id = make_group(store, {"a": running("a", launches=groups.MAX_LAUNCHES)})
+    drive.tick()
+    assert launched.names == []
+    found = GroupStore(store).get(group_id)
+    assert found.status == states.FAILED
+    assert "max_errors 0 exceeded: 1 of 1 members FAILED (a)" in found.status_reason
+    member = found.operation["members"]["a"]
+    assert (
+        member["reason"]
+        == "its deploy flow was reverted 3 times (see the runner's log)"
+    )
+
+
+def test_a_live_owner_is_left_alone(
+    store: Store, driver: tuple[groups.GroupDriver, Launched]
+) -> None:
+    import os
+    import socket
+    import time
+
+    drive, launched = driver
+    group_id = make_group(store, {"a": groups._member("s", "deploy", "d")})
+    alive = f"{socket.gethostname()}:{os.getpid()}:other"
+    GroupStore(store).claim(group_id, alive, lease_until=time.time() + 60, now=0)
+    drive.tick()
+    assert launched.names == []
+    assert GroupStore(store).get(group_id).owner == alive
