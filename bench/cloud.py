@@ -37,12 +37,16 @@ def load_cloud(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 def conf_text(
     cloud: dict[str, Any], *, database: str, swift_url: str, container: str
 ) -> str:
-    """A swflows configuration for the dev cloud, Swift at ``swift_url``."""
+    """A swflows configuration for the dev cloud, Swift at ``swift_url``;
+    signals go to ``container``, metadata objects to ``<container>-metadata``."""
     ks = cloud["keystone"]
     demo = ks["demo"]
     swift = cloud["swift"]
     sections: dict[str, list[str]] = {
-        "DEFAULT": [f"signal_container = {container}"],
+        "DEFAULT": [
+            f"signal_container = {container}",
+            f"metadata_container = {container}-metadata",
+        ],
         "database": [f"connection = {database}"],
         "identity": [
             "auth_type = password",

@@ -118,7 +118,12 @@ class Population:
                 timeout=3600,
                 wait=False,
                 signal_transport=transport,
-                config_transport=names.POLL_SERVER_HEAT,
+                # POLL_SERVER_HEAT keeps Swift's listing to signal objects;
+                # it is read by Heat's agents, which cannot send a
+                # ZAQAR_SIGNAL: those servers poll a TempURL instead
+                config_transport=names.POLL_SERVER_HEAT
+                if transport == names.TEMP_URL_SIGNAL
+                else names.POLL_TEMP_URL,
             )
             return dep.id
 
@@ -519,12 +524,14 @@ def run(
         finally:
             sw = second or first
             swift = sw.services.clients.object_store
-            swift.delete_container(container, force=True)
+            for made in (container, f"{container}-metadata"):
+                swift.delete_container(made, force=True)
             messaging = sw.services.clients.messaging
             for queue in queues_of(sw, zaqar_ids):
                 messaging.delete_queue(queue)
             left = {
-                "container": swift.container_exists(container),
+                "container": swift.container_exists(container)
+                or swift.container_exists(f"{container}-metadata"),
                 "queues": queues_of(sw, zaqar_ids),
             }
         if left["container"] or left["queues"]:
