@@ -278,6 +278,7 @@ def test_lifecycle_through_the_embedder(sw: Swflows, embedder_db: sa.Engine) -> 
                 "configs",
                 "deployments",
                 "servers",
+                "groups",
                 "flows",
                 "alembic_version",
                 "tf_logbooks",
