@@ -611,8 +611,8 @@ class Swflows:
         recorded = signal_tasks.record_outcome(
             self.services, deployment_id, current.generation, outcome
         )
-        if recorded:
-            self.runner.wake()
+        if recorded:  # its flow goes on now, not at the watcher's next look
+            self.runner.resume_ended(deployment_id)
         return recorded
 
     def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:

@@ -192,7 +192,7 @@ class Watcher:
         waiting: list[flow_rows.FlowRow] = []
         for row in rows:
             try:
-                if self._ended(row) or self._cancel_asked(row):
+                if self.ended(row) or self._cancel_asked(row):
                     ready.append(row.id)
                 else:
                     waiting.append(row)
@@ -306,7 +306,8 @@ class Watcher:
             )
 
     @staticmethod
-    def _ended(row: flow_rows.FlowRow) -> bool:
+    def ended(row: flow_rows.FlowRow) -> bool:
+        """Whether a parked flow's action ended by other means."""
         waiting = row.waiting or {}
         return (
             row.deployment_status != states.IN_PROGRESS
