@@ -60,7 +60,7 @@ class Sizes:
     sample: int = 100
     #: seconds between two signals of the latency sample
     spacing: float = 0.2
-    poll_interval: float = 2.0
+    poll_interval: float = 0.5
 
 
 def percentile(values: Sequence[float], q: float) -> float:

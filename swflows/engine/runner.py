@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -197,12 +198,18 @@ class Runner:
         too, resumes whatever this could not.
         """
         self.watcher.wake()
+        self.offload(functools.partial(self._resume_ended, deployment_id))
+
+    def offload(self, job: Callable[[], object]) -> bool:
+        """Queue ``job`` on the runner's worker threads; False if they are
+        shut down.  It waits there behind the flows being driven."""
         if self.stopping:
-            return
+            return False
         try:
-            self._executor.submit(self._resume_ended, deployment_id)
-        except RuntimeError:  # shut down meanwhile: the next runner resumes it
-            return
+            self._executor.submit(job)
+        except RuntimeError:
+            return False
+        return True
 
     def _resume_ended(self, deployment_id: str) -> None:
         from swflows.engine.watcher import Watcher
