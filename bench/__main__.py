@@ -39,7 +39,13 @@ from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
 QUICK = waiting.Sizes(
-    small=10, large=30, synthetic=300, sample=5, spacing=0.05, poll_interval=0.5
+    small=10,
+    large=30,
+    synthetic=300,
+    sample=5,
+    spacing=0.05,
+    poll_interval=0.5,
+    heat_signals=5,
 )
 
 
@@ -84,6 +90,18 @@ def table(results: dict[str, Any]) -> str:
                 f"p50 {one['p50_s']:.2f} s, p99 {one['p99_s']:.2f} s",
                 "",
             )
+    ours = lat.get("TEMP_URL_SIGNAL")
+    for n, one in w.get("heat_style_latency", {}).items():
+        add(
+            f"2. signal seen, Heat-style poller (a HEAD per deployment per second),"
+            f" {one['signals']} signals, {n} waiting (a pass: {one['pass_s']:.2f} s)",
+            f"p50 {ours['p50_s']:.2f} s, p99 {ours['p99_s']:.2f} s "
+            f"({ours['waiting']} waiting)"
+            if ours
+            else "",
+            f"p50 {one['p50_s']:.2f} s, p99 {one['p99_s']:.2f} s",
+            f"its p50 = {one['p50_s'] / ours['p99_s']:.1f}x our p99" if ours else "",
+        )
     before = w.get("held", {}).get("rss_before_kib", {}).get("rss", 0)
     for n, one in w.get("held", {}).items():
         if n == "rss_before_kib":

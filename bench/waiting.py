@@ -58,6 +58,10 @@ class Sizes:
     large: int = 1000
     synthetic: int = 10_000
     sample: int = 100
+    #: the Heat-style poller's latency is also measured with this few waiting
+    tiny: int = 10
+    #: signals sent for each of its latency measurements
+    heat_signals: int = 20
     #: seconds between two signals of the latency sample
     spacing: float = 0.2
     poll_interval: float = 0.5
@@ -203,6 +207,107 @@ def requests_per_cycle(
             }
     finally:
         poller.close()
+    return out
+
+
+def heat_style_latency(
+    sw: Swflows,
+    proxy: CountingProxy,
+    objects: dict[str, str],
+    chosen: Sequence[str],
+    cloud: dict[str, Any],
+    spacing: float,
+) -> dict[str, Any]:
+    """The Heat-style poller's own latency with ``len(objects)`` waiting.
+
+    It passes over every deployment (a HEAD each, a GET of one that
+    changed), starting a pass every second, or at once when a pass took
+    longer, as Heat's per-deployment checks once a second would at best.
+    ``chosen`` of them send a "started" progress signal, ``spacing`` s
+    apart; the latency is from each PUT's return to the poller's GET of it.
+    """
+    swift = cloud["swift"]
+    storage_url, token = tempauth(f"{proxy.url}/auth/v1.0", swift["user"], swift["key"])
+    time.sleep(1.1)  # Last-Modified has whole seconds: see requests_per_cycle
+    since = time.time()
+    poller = HeatStylePoller(storage_url, token, objects, dict.fromkeys(objects, since))
+    seen: dict[str, float] = {}
+    passes: list[float] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set() and len(seen) < len(chosen):
+            started = time.monotonic()
+            for dep_id in poller.cycle():
+                seen.setdefault(dep_id, time.time())
+            passes.append(time.monotonic() - started)
+            stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    landed: dict[str, float] = {}
+    try:
+        time.sleep(max(0.0, int(since) + 1.1 - time.time()))
+        sender = notify.HttpSignal(requests.Session())
+        body = notify.prepare(signals.progress_payload(), 10_000)
+        targets = [signal_target(sw, dep_id) for dep_id in chosen]
+        rng = random.Random(9)
+        for dep_id, target in zip(chosen, targets, strict=True):
+            time.sleep(rng.uniform(0.5, 1.5) * spacing)
+            sender.send(target, body)
+            landed[dep_id] = time.time()
+        bcloud.until(
+            lambda: len(seen) == len(chosen),
+            timeout=120 + 0.1 * len(objects),
+            what="the Heat-style poller to see every signal",
+        )
+    finally:
+        stop.set()
+        thread.join(120)
+        poller.close()
+    delays = [seen[dep_id] - landed[dep_id] for dep_id in chosen]
+    return {
+        "waiting": len(objects),
+        "signals": len(chosen),
+        "per_s": 1 / spacing,
+        "p50_s": percentile(delays, 50),
+        "p99_s": percentile(delays, 99),
+        "max_s": max(delays),
+        "pass_s": percentile(passes, 50),
+    }
+
+
+def heat_style_latencies(
+    sw: Swflows,
+    proxy: CountingProxy,
+    ids: Sequence[str],
+    spared: set[str],
+    cloud: dict[str, Any],
+    sizes: Sizes,
+) -> dict[str, Any]:
+    """:func:`heat_style_latency` at the tiny, small and large sizes; each
+    signals deployments of its own (none of ``spared``)."""
+    rows = {r.deployment_id: r for r in sw.runner.registry.parked()}
+    objects = {}
+    for dep_id in ids:
+        store = (rows[dep_id].waiting or {})["store"]
+        objects[dep_id] = f"{store['container']}/{store['object']}"
+    out: dict[str, Any] = {}
+    done = 0
+    for n in sorted({sizes.tiny, sizes.small, sizes.large}):
+        free = [d for d in ids[done:n] if d not in spared]
+        chosen = free[: sizes.heat_signals]
+        done = n
+        if not chosen:
+            continue
+        out[str(n)] = heat_style_latency(
+            sw,
+            proxy,
+            {d: objects[d] for d in ids[:n]},
+            chosen,
+            cloud,
+            sizes.spacing,
+        )
     return out
 
 
@@ -455,6 +560,19 @@ def run(
             results["requests"][str(sizes.large)] = requests_per_cycle(
                 first, proxy, population.ids, cloud
             )
+            sample = population.ids[:: max(1, sizes.large // sizes.sample)][
+                : sizes.sample
+            ]
+            log("latency of the Heat-style poller")
+            # the swflows sample and the deployments signalled above are spared
+            spared = set(sample)
+            for n in (sizes.small, sizes.large):
+                landed = min(10, max(1, n // 10))
+                spared.update(population.ids[n - landed : n])
+            results["heat_style_latency"] = heat_style_latencies(
+                first, proxy, population.ids, spared, cloud, sizes
+            )
+            first.runner.watcher.cycle()  # takes in those progress signals
             results["held"] = {
                 "rss_before_kib": before,
                 str(sizes.large): held(first, proxy, "real deployments"),
@@ -499,9 +617,6 @@ def run(
             }
 
             log(f"latency: {sizes.sample} TEMP_URL_SIGNAL signals")
-            sample = population.ids[:: max(1, sizes.large // sizes.sample)][
-                : sizes.sample
-            ]
             lat: dict[str, Any] = {"poll_interval_s": sizes.poll_interval}
             lat[names.TEMP_URL_SIGNAL] = latency(
                 second, sample, notify.HttpSignal(requests.Session()), sizes.spacing

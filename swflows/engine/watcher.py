@@ -79,6 +79,9 @@ SERVER_CHECK_INTERVAL = 2.0
 MAX_DATA_FAILURES = 3
 #: the least rest between two cycles, as a fraction of the poll interval
 MIN_REST = 0.25
+#: the interval after a cycle that found a signal, as a fraction of the
+#: poll interval (idle cycles keep to the poll interval: their cost)
+BUSY_INTERVAL = 0.5
 #: failures remembered (not to log them twice) before starting afresh
 LOGGED_KEPT = 10000
 
@@ -141,6 +144,8 @@ class Watcher:
         self._logged_steps: dict[str, str] = {}
         #: flows that failed in the current cycle
         self._failed_now: set[str] = set()
+        #: the last cycle found a signal
+        self.busy = False
 
     def wake(self) -> None:
         self._wake.set()
@@ -174,8 +179,12 @@ class Watcher:
         """Seconds to rest after a cycle that took ``spent``: cycles start
         ``poll_interval`` apart (jittered), so a long cycle does not stretch
         the time a signal waits; the rest is a quarter of the interval at
-        least, and backs off after failed cycles."""
+        least, and backs off after failed cycles.  After a cycle that found
+        a signal, the next comes sooner (:data:`BUSY_INTERVAL`): signals
+        come in bursts, a stack's servers answering together."""
         interval = float(self.conf.poll_interval)
+        if self.busy and not failures:
+            interval *= BUSY_INTERVAL
         if failures:
             interval = min(
                 interval * float(self.conf.backoff_multiplier) ** failures,
@@ -225,6 +234,7 @@ class Watcher:
                     self._strikes.pop(row.id, None)
             except Exception as exc:
                 self.contain("check", exc, row)
+        self.busy = bool(landed)
         # the signals that landed are recorded, and their flows resumed, on
         # the runner's workers and this thread at once: a cycle that finds
         # many takes the time of a few; what failed is contained here

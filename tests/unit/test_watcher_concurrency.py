@@ -88,6 +88,7 @@ def test_the_signals_of_one_cycle_are_handled_at_once(
     done = runner.watcher.cycle()
     assert time.monotonic() - started < 5
     assert runner.watcher.failures == {}
+    assert runner.watcher.busy
     assert sorted(done) == sorted(f"flow-{d}" for d in ids) == sorted(resumed)
 
 
@@ -140,6 +141,9 @@ def test_cycles_start_poll_interval_apart(runner: runner_mod.Runner) -> None:
         # a cycle longer than the interval still leaves a rest
         assert watcher._delay(0, 5.0) == pytest.approx(0.25)
         assert watcher._delay(2, 0.0) == pytest.approx(2.25)  # backing off
+        watcher.busy = True  # the last cycle found a signal: the next is sooner
+        assert watcher._delay(0, 0.1) == pytest.approx(0.4)
+        assert watcher._delay(1, 0.0) == pytest.approx(1.5)
     finally:
         conf.clear_override("poll_interval", "watcher")
         conf.clear_override("poll_jitter", "watcher")
