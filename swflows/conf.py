@@ -222,6 +222,19 @@ watcher_opts: Final[list[cfg.Opt]] = [
         min=1.0,
         help="Factor the interval grows by at each back-off step.",
     ),
+    cfg.URIOpt(
+        "zaqar_push_url",
+        schemes=["http", "https"],
+        help="Base URL at which Zaqar reaches swflows' signal endpoint "
+        "(swflows.wsgi.signal), e.g. http://swflows.example.com:8004. When "
+        "set, each ZAQAR_SIGNAL queue (signed_url mode) gets a Zaqar "
+        "subscription that posts its messages to <url>/v1/push/<queue>, so "
+        "a signal completes its deployment without waiting for a poll; the "
+        "watcher still polls the queues and catches a push that was lost. "
+        "The subscription is removed with the queue. Unset: polling only. "
+        "Zaqar must run its notifier ([storage] message_pipeline = "
+        "zaqar.notification.notifier).",
+    ),
     cfg.FloatOpt(
         "sweep_interval",
         default=60.0,

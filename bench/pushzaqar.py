@@ -22,7 +22,7 @@ from pathlib import Path
 
 import requests
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / ".devcloud"
 #: the Redis database this Zaqar keeps its messages in (the dev cloud's is 0)
 REDIS_DB = 13
