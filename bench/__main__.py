@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import overhead, startup, waiting
+from bench import overhead, push, startup, waiting
 from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
@@ -46,6 +46,7 @@ QUICK = waiting.Sizes(
     spacing=0.05,
     poll_interval=0.5,
     heat_signals=5,
+    heat_sample=3,
 )
 
 
@@ -88,6 +89,24 @@ def table(results: dict[str, Any]) -> str:
                 f"at {one['per_s']:.0f}/s, "
                 f"{one['waiting']} waiting, poll {lat['poll_interval_s']} s",
                 f"p50 {one['p50_s']:.2f} s, p99 {one['p99_s']:.2f} s",
+                "",
+            )
+    pushed = w.get("pushed", {})
+    for transport, how in (
+        ("ZAQAR_SIGNAL", "pushed by a Zaqar subscription"),
+        ("HEAT_SIGNAL", "through the endpoint, from the POST sent"),
+    ):
+        if transport in pushed:
+            one = pushed[transport]
+            p50, p99 = (
+                (one["sent_p50_s"], one["sent_p99_s"])
+                if transport == "HEAT_SIGNAL"
+                else (one["p50_s"], one["p99_s"])
+            )
+            add(
+                f"2. signal -> COMPLETE, {transport} {how}, {one['signals']} "
+                f"signals at {one['per_s']:.0f}/s",
+                f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms",
                 "",
             )
     ours = lat.get("TEMP_URL_SIGNAL")
@@ -199,6 +218,14 @@ def main(argv: list[str] | None = None) -> int:
                     cloud,
                     proxy,
                     folder,
+                    sizes,
+                    log=lambda m: print(f"... {m}", flush=True),
+                )
+                (folder / "push").mkdir()
+                results["waiting"]["pushed"] = push.run(
+                    cloud,
+                    proxy,
+                    folder / "push",
                     sizes,
                     log=lambda m: print(f"... {m}", flush=True),
                 )

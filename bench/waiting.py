@@ -62,6 +62,8 @@ class Sizes:
     tiny: int = 10
     #: signals sent for each of its latency measurements
     heat_signals: int = 20
+    #: HEAT_SIGNAL deployments signalled through the endpoint
+    heat_sample: int = 20
     #: seconds between two signals of the latency sample
     spacing: float = 0.2
     poll_interval: float = 0.5
