@@ -34,12 +34,19 @@ import time
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import overhead, startup, waiting
+from bench import overhead, push, startup, waiting
 from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
 QUICK = waiting.Sizes(
-    small=10, large=30, synthetic=300, sample=5, spacing=0.05, poll_interval=0.5
+    small=10,
+    large=30,
+    synthetic=300,
+    sample=5,
+    spacing=0.05,
+    poll_interval=0.5,
+    heat_signals=5,
+    heat_sample=3,
 )
 
 
@@ -84,6 +91,36 @@ def table(results: dict[str, Any]) -> str:
                 f"p50 {one['p50_s']:.2f} s, p99 {one['p99_s']:.2f} s",
                 "",
             )
+    pushed = w.get("pushed", {})
+    for transport, how in (
+        ("ZAQAR_SIGNAL", "pushed by a Zaqar subscription"),
+        ("HEAT_SIGNAL", "through the endpoint, from the POST sent"),
+    ):
+        if transport in pushed:
+            one = pushed[transport]
+            p50, p99 = (
+                (one["sent_p50_s"], one["sent_p99_s"])
+                if transport == "HEAT_SIGNAL"
+                else (one["p50_s"], one["p99_s"])
+            )
+            add(
+                f"2. signal -> COMPLETE, {transport} {how}, {one['signals']} "
+                f"signals at {one['per_s']:.0f}/s",
+                f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms",
+                "",
+            )
+    ours = lat.get("TEMP_URL_SIGNAL")
+    for n, one in w.get("heat_style_latency", {}).items():
+        add(
+            f"2. signal seen, Heat-style poller (a HEAD per deployment per second),"
+            f" {one['signals']} signals, {n} waiting (a pass: {one['pass_s']:.2f} s)",
+            f"p50 {ours['p50_s']:.2f} s, p99 {ours['p99_s']:.2f} s "
+            f"({ours['waiting']} waiting)"
+            if ours
+            else "",
+            f"p50 {one['p50_s']:.2f} s, p99 {one['p99_s']:.2f} s",
+            f"its p50 = {one['p50_s'] / ours['p99_s']:.1f}x our p99" if ours else "",
+        )
     before = w.get("held", {}).get("rss_before_kib", {}).get("rss", 0)
     for n, one in w.get("held", {}).items():
         if n == "rss_before_kib":
@@ -181,6 +218,14 @@ def main(argv: list[str] | None = None) -> int:
                     cloud,
                     proxy,
                     folder,
+                    sizes,
+                    log=lambda m: print(f"... {m}", flush=True),
+                )
+                (folder / "push").mkdir()
+                results["waiting"]["pushed"] = push.run(
+                    cloud,
+                    proxy,
+                    folder / "push",
                     sizes,
                     log=lambda m: print(f"... {m}", flush=True),
                 )

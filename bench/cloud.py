@@ -35,10 +35,16 @@ def load_cloud(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
 
 def conf_text(
-    cloud: dict[str, Any], *, database: str, swift_url: str, container: str
+    cloud: dict[str, Any],
+    *,
+    database: str,
+    swift_url: str,
+    container: str,
+    zaqar_url: str | None = None,
 ) -> str:
-    """A swflows configuration for the dev cloud, Swift at ``swift_url``;
-    signals go to ``container``, metadata objects to ``<container>-metadata``."""
+    """A swflows configuration for the dev cloud, Swift at ``swift_url``
+    (and Zaqar at ``zaqar_url``, if given); signals go to ``container``,
+    metadata objects to ``<container>-metadata``."""
     ks = cloud["keystone"]
     demo = ks["demo"]
     swift = cloud["swift"]
@@ -72,6 +78,8 @@ def conf_text(
         "messaging": ["auth_section = identity"],
         "compute": ["auth_section = identity"],
     }
+    if zaqar_url:
+        sections["messaging"].append(f"endpoint_override = {zaqar_url}")
     return "".join(
         f"[{name}]\n" + "".join(f"{line}\n" for line in lines) + "\n"
         for name, lines in sections.items()

@@ -9,10 +9,13 @@ first runner and reused for every measurement, in this order:
 2. threads and RSS of that runner, then with synthetic rows up to the large
    size (rows in the database, names padded into Swift's listing by the
    proxy: labelled as such);
-3. resume: the first runner is closed, its parked flows are made to look
+3. the Heat-style poller's own latency at the tiny, small and large sizes
+   (a pass over every deployment each second; "started" progress signals,
+   taken in by one watcher cycle afterwards);
+4. resume: the first runner is closed, its parked flows are made to look
    interrupted (RUNNING, lease run out, owner dead), and a fresh runner is
    timed from start until every one is parked again;
-4. latency from a signal landing to the deployment row COMPLETE, on the
+5. latency from a signal landing to the deployment row COMPLETE, on the
    fresh runner with its watcher polling on its own: TEMP_URL_SIGNAL on a
    sample of the population, then ZAQAR_SIGNAL on as many new deployments
    (the population's rest still waiting beside them).
@@ -58,9 +61,15 @@ class Sizes:
     large: int = 1000
     synthetic: int = 10_000
     sample: int = 100
+    #: the Heat-style poller's latency is also measured with this few waiting
+    tiny: int = 10
+    #: signals sent for each of its latency measurements
+    heat_signals: int = 20
+    #: HEAT_SIGNAL deployments signalled through the endpoint
+    heat_sample: int = 20
     #: seconds between two signals of the latency sample
     spacing: float = 0.2
-    poll_interval: float = 2.0
+    poll_interval: float = 0.5
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -208,6 +217,107 @@ def requests_per_cycle(
             }
     finally:
         poller.close()
+    return out
+
+
+def heat_style_latency(
+    sw: Swflows,
+    proxy: CountingProxy,
+    objects: dict[str, str],
+    chosen: Sequence[str],
+    cloud: dict[str, Any],
+    spacing: float,
+) -> dict[str, Any]:
+    """The Heat-style poller's own latency with ``len(objects)`` waiting.
+
+    It passes over every deployment (a HEAD each, a GET of one that
+    changed), starting a pass every second, or at once when a pass took
+    longer, as Heat's per-deployment checks once a second would at best.
+    ``chosen`` of them send a "started" progress signal, ``spacing`` s
+    apart; the latency is from each PUT's return to the poller's GET of it.
+    """
+    swift = cloud["swift"]
+    storage_url, token = tempauth(f"{proxy.url}/auth/v1.0", swift["user"], swift["key"])
+    time.sleep(1.1)  # Last-Modified has whole seconds: see requests_per_cycle
+    since = time.time()
+    poller = HeatStylePoller(storage_url, token, objects, dict.fromkeys(objects, since))
+    seen: dict[str, float] = {}
+    passes: list[float] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set() and len(seen) < len(chosen):
+            started = time.monotonic()
+            for dep_id in poller.cycle():
+                seen.setdefault(dep_id, time.time())
+            passes.append(time.monotonic() - started)
+            stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    landed: dict[str, float] = {}
+    try:
+        time.sleep(max(0.0, int(since) + 1.1 - time.time()))
+        sender = notify.HttpSignal(requests.Session())
+        body = notify.prepare(signals.progress_payload(), 10_000)
+        targets = [signal_target(sw, dep_id) for dep_id in chosen]
+        rng = random.Random(9)
+        for dep_id, target in zip(chosen, targets, strict=True):
+            time.sleep(rng.uniform(0.5, 1.5) * spacing)
+            sender.send(target, body)
+            landed[dep_id] = time.time()
+        bcloud.until(
+            lambda: len(seen) == len(chosen),
+            timeout=120 + 0.1 * len(objects),
+            what="the Heat-style poller to see every signal",
+        )
+    finally:
+        stop.set()
+        thread.join(120)
+        poller.close()
+    delays = [seen[dep_id] - landed[dep_id] for dep_id in chosen]
+    return {
+        "waiting": len(objects),
+        "signals": len(chosen),
+        "per_s": 1 / spacing,
+        "p50_s": percentile(delays, 50),
+        "p99_s": percentile(delays, 99),
+        "max_s": max(delays),
+        "pass_s": percentile(passes, 50),
+    }
+
+
+def heat_style_latencies(
+    sw: Swflows,
+    proxy: CountingProxy,
+    ids: Sequence[str],
+    spared: set[str],
+    cloud: dict[str, Any],
+    sizes: Sizes,
+) -> dict[str, Any]:
+    """:func:`heat_style_latency` at the tiny, small and large sizes; each
+    signals deployments of its own (none of ``spared``)."""
+    rows = {r.deployment_id: r for r in sw.runner.registry.parked()}
+    objects = {}
+    for dep_id in ids:
+        store = (rows[dep_id].waiting or {})["store"]
+        objects[dep_id] = f"{store['container']}/{store['object']}"
+    out: dict[str, Any] = {}
+    done = 0
+    for n in sorted({sizes.tiny, sizes.small, sizes.large}):
+        free = [d for d in ids[done:n] if d not in spared]
+        chosen = free[: sizes.heat_signals]
+        done = n
+        if not chosen:
+            continue
+        out[str(n)] = heat_style_latency(
+            sw,
+            proxy,
+            {d: objects[d] for d in ids[:n]},
+            chosen,
+            cloud,
+            sizes.spacing,
+        )
     return out
 
 
@@ -477,6 +587,19 @@ def run(
             finally:
                 drop_synthetic(first, proxy, synthetic)
 
+            sample = population.ids[:: max(1, sizes.large // sizes.sample)][
+                : sizes.sample
+            ]
+            log("latency of the Heat-style poller")
+            # the swflows sample and the deployments signalled above are spared
+            spared = set(sample)
+            for n in (sizes.small, sizes.large):
+                landed = min(10, max(1, n // 10))
+                spared.update(population.ids[n - landed : n])
+            results["heat_style_latency"] = heat_style_latencies(
+                first, proxy, population.ids, spared, cloud, sizes
+            )
+            first.runner.watcher.cycle()  # takes in those progress signals
             log(f"resume: {sizes.large} interrupted flows, a fresh runner")
             first.close()
             orphaned = orphan_all(first)
@@ -504,9 +627,6 @@ def run(
             }
 
             log(f"latency: {sizes.sample} TEMP_URL_SIGNAL signals")
-            sample = population.ids[:: max(1, sizes.large // sizes.sample)][
-                : sizes.sample
-            ]
             lat: dict[str, Any] = {"poll_interval_s": sizes.poll_interval}
             lat[names.TEMP_URL_SIGNAL] = latency(
                 second, sample, notify.HttpSignal(requests.Session()), sizes.spacing

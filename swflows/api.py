@@ -641,18 +641,26 @@ class Swflows:
 
     # -- signals and cancel --------------------------------------------
     def signal(
-        self, deployment_id: str, payload: bytes | str | Mapping[str, Any]
+        self,
+        deployment_id: str,
+        payload: bytes | str | Mapping[str, Any],
+        *,
+        generation: int | None = None,
     ) -> bool:
         """Deliver a signal an embedder received (HEAT_SIGNAL and friends).
 
         Returns False when the deployment is not waiting (the signal is
-        ignored, as Heat ignores it).  A payload swflows cannot use (not
-        JSON, or not a JSON object) is an outcome, not an error: the
-        action ends FAILED with reason kind ``signal_rejected``, and True
-        is returned.
+        ignored, as Heat ignores it), or, with ``generation``, when the
+        action waiting is not that one (a signal of an earlier action's
+        store).  A payload swflows cannot use (not JSON, or not a JSON
+        object) is an outcome, not an error: the action ends FAILED with
+        reason kind ``signal_rejected``, and True is returned.  The flow
+        goes on at once, without waiting for the watcher.
         """
         current = self.store.get_deployment(deployment_id)
-        if current.status != states.IN_PROGRESS:
+        if current.status != states.IN_PROGRESS or (
+            generation is not None and current.generation != generation
+        ):
             return False
         raw = payload if isinstance(payload, (bytes, str)) else dict(payload)
         outcome = signal_tasks.outcome_from_payload(self.services, current, raw)
@@ -661,8 +669,8 @@ class Swflows:
         recorded = signal_tasks.record_outcome(
             self.services, deployment_id, current.generation, outcome
         )
-        if recorded:
-            self.runner.wake()
+        if recorded:  # its flow goes on now, not at the watcher's next look
+            self.runner.resume_ended(deployment_id)
         return recorded
 
     def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:

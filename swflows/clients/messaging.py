@@ -380,6 +380,67 @@ class Messaging(_Zaqar):
             claim_id=claim_id,
         )
 
+    # -- subscriptions ------------------------------------------------------
+
+    @retried
+    def subscribe(
+        self,
+        queue: str,
+        subscriber: str,
+        *,
+        ttl: int,
+        headers: Mapping[str, str] | None = None,
+    ) -> str:
+        """Have Zaqar post each message of ``queue`` to the ``subscriber``
+        URL (a webhook), with ``headers``, for ``ttl`` seconds; the
+        subscription's id.  Subscribing the same URL again returns the
+        same subscription.  A subscription outlives its queue: remove it
+        with :meth:`unsubscribe`."""
+        check_queue_name(queue)
+        _check_ttl("ttl", ttl)
+        options: JsonDict = {"post_headers": dict(headers)} if headers else {}
+        made = self._call(
+            f"subscribe to queue {queue}",
+            core.subscription_create,
+            queue,
+            {"subscriber": subscriber, "ttl": ttl, "options": options},
+        )
+        return str((made or {})["subscription_id"])
+
+    @retried
+    def subscriptions(self, queue: str) -> list[str]:
+        """The ids of the subscriptions to ``queue`` (gone or not)."""
+        check_queue_name(queue)
+        found: list[str] = []
+        marker: str | None = None
+        while True:
+            params: JsonDict = {"limit": PAGE}
+            if marker:
+                params["marker"] = marker
+            page = self._call(
+                f"list subscriptions of queue {queue}",
+                core.subscription_list,
+                queue,
+                **params,
+            )
+            items = (page or {}).get("subscriptions") or []
+            new = [str(i["id"]) for i in items if str(i["id"]) not in found]
+            found.extend(new)
+            if len(items) < PAGE or not new:
+                return found
+            marker = new[-1]
+
+    @retried
+    def unsubscribe(self, queue: str, subscription_id: str) -> None:
+        """Remove a subscription (one already gone is fine)."""
+        check_queue_name(queue)
+        self._call(
+            f"unsubscribe from queue {queue}",
+            core.subscription_delete,
+            queue,
+            subscription_id,
+        )
+
 
 class SignedUrlClient(_Zaqar):
     """What an agent holds: one queue, through a pre-signed URL only."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -187,6 +188,46 @@ class Runner:
     def wake(self) -> None:
         """Have the watcher look at parked flows now (a signal was pushed)."""
         self.watcher.wake()
+
+    def resume_ended(self, deployment_id: str) -> None:
+        """Resume at once, on the runner's threads, the parked flows of a
+        deployment whose action just ended (a signal pushed through the API,
+        a cancel), rather than at the watcher's next look.
+
+        Nothing is waited for and nothing is raised: the watcher, woken
+        too, resumes whatever this could not.
+        """
+        self.watcher.wake()
+        self.offload(functools.partial(self._resume_ended, deployment_id))
+
+    def offload(self, job: Callable[[], object]) -> bool:
+        """Queue ``job`` on the runner's worker threads; False if they are
+        shut down.  It waits there behind the flows being driven."""
+        if self.stopping:
+            return False
+        try:
+            self._executor.submit(job)
+        except RuntimeError:
+            return False
+        return True
+
+    def _resume_ended(self, deployment_id: str) -> None:
+        from swflows.engine.watcher import Watcher
+
+        try:
+            rows = self.registry.find(
+                states=[flow_rows.PARKED], deployment_id=deployment_id
+            )
+            for row in rows:
+                if Watcher.ended(row):
+                    self.resume_parked(row.id, dict(row.waiting or {}) or None)
+        except Exception as exc:  # the watcher's next look tries again
+            self.failures["resume ended"] += 1
+            LOG.warning(
+                "deployment %s: its flow is left to the watcher: %s",
+                deployment_id,
+                faults.describe(exc),
+            )
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:

@@ -41,13 +41,14 @@ flow aside as BROKEN when even that cannot be written.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import tenacity
 
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from swflows.engine.runner import Runner
 
 LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: transports whose stores a late signal can bring back (swept)
 SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
@@ -77,6 +79,11 @@ SERVER_CHECK_INTERVAL = 2.0
 #: a flow whose own data made the watcher fail this many times in a row is
 #: ended (``internal_error``) rather than left waiting forever
 MAX_DATA_FAILURES = 3
+#: the least rest between two cycles, as a fraction of the poll interval
+MIN_REST = 0.25
+#: the interval after a cycle that found a signal, as a fraction of the
+#: poll interval (idle cycles keep to the poll interval: their cost)
+BUSY_INTERVAL = 0.5
 #: failures remembered (not to log them twice) before starting afresh
 LOGGED_KEPT = 10000
 
@@ -158,12 +165,15 @@ class Watcher:
         self._logged_steps: dict[str, str] = {}
         #: flows that failed in the current cycle
         self._failed_now: set[str] = set()
+        #: the last cycle found a signal
+        self.busy = False
 
     def wake(self) -> None:
         self._wake.set()
 
     def run_forever(self) -> None:
         while not self.runner.stopping:
+            started = time.monotonic()
             # a failed cycle (the parked flows could not be read: the
             # database is out of reach) is tried again with backoff
             retrying = tenacity.Retrying(
@@ -183,7 +193,7 @@ class Watcher:
             failed = int(retrying.statistics.get("attempt_number", 1)) - 1
             if failed:
                 LOG.warning("signal watcher: cycles run again, after %d failed", failed)
-            self._sleep(self._delay())
+            self._sleep(self._delay(0, time.monotonic() - started))
 
     def _cycle_unless_stopping(self) -> None:
         if not self.runner.stopping:
@@ -218,11 +228,24 @@ class Watcher:
             float(self.conf.poll_jitter),
         )
 
-    def _delay(self) -> float:
-        """The wait between two cycles: ``poll_interval``, jittered."""
-        return JitteredWait.scale(
-            float(self.conf.poll_interval), float(self.conf.poll_jitter)
-        )
+    def _delay(self, failures: int, spent: float = 0.0) -> float:
+        """Seconds to rest after a cycle that took ``spent``: cycles start
+        ``poll_interval`` apart (jittered), so a long cycle does not stretch
+        the time a signal waits; the rest is a quarter of the interval at
+        least, and backs off after failed cycles.  After a cycle that found
+        a signal, the next comes sooner (:data:`BUSY_INTERVAL`): signals
+        come in bursts, a stack's servers answering together."""
+        interval = float(self.conf.poll_interval)
+        if self.busy and not failures:
+            interval *= BUSY_INTERVAL
+        if failures:
+            interval = min(
+                interval * float(self.conf.backoff_multiplier) ** failures,
+                float(self.conf.max_poll_interval),
+            )
+        jitter = float(self.conf.poll_jitter)
+        interval *= 1 + random.uniform(-jitter, jitter)
+        return max(interval - spent, interval * MIN_REST)
 
     # -- one cycle ----------------------------------------------------------
     def cycle(self) -> list[str]:
@@ -241,7 +264,7 @@ class Watcher:
         waiting: list[flow_rows.FlowRow] = []
         for row in rows:
             try:
-                if self._ended(row) or self._cancel_asked(row):
+                if self.ended(row) or self._cancel_asked(row):
                     ready.append(row.id)
                 else:
                     waiting.append(row)
@@ -252,7 +275,11 @@ class Watcher:
         except Exception as exc:
             self.contain("server check", exc)
             gone = {}
+        landed: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
         for row, read in self._observe(waiting):
+            if _news(row, read):  # handled below, all at once
+                landed.append((row, read))
+                continue
             try:
                 if self._check(row, read, now) or self._gone(row, gone):
                     ready.append(row.id)
@@ -260,14 +287,28 @@ class Watcher:
                     self._strikes.pop(row.id, None)
             except Exception as exc:
                 self.contain("check", exc, row)
+        self.busy = bool(landed)
+        # the signals that landed are recorded, and their flows resumed, on
+        # the runner's workers and this thread at once: a cycle that finds
+        # many takes the time of a few; what failed is contained here
+        jobs: list[Callable[[], tuple[str, Any]]] = [
+            functools.partial(self._land, row, read, now, gone) for row, read in landed
+        ]
+        jobs.extend(
+            functools.partial(self._resume, flow_id, _waiting_of(by_id, flow_id))
+            for flow_id in ready
+        )
+        owners: list[flow_rows.FlowRow | None] = [row for row, _ in landed]
+        owners.extend(by_id.get(flow_id) for flow_id in ready)
         resumed = []
-        for flow_id in ready:
-            try:
-                if self.runner.resume_parked(flow_id, _waiting_of(by_id, flow_id)):
-                    resumed.append(flow_id)
-                    self._strikes.pop(flow_id, None)
-            except Exception as exc:
-                self.contain("resume", exc, by_id.get(flow_id))
+        for held, (step, result) in zip(owners, self.run_all(jobs), strict=True):
+            if isinstance(result, BaseException):
+                self.contain(step, result, held)
+                continue
+            if held is not None and held.id not in self._failed_now:
+                self._strikes.pop(held.id, None)
+            if result and held is not None:
+                resumed.append(held.id)
         self.resumed += len(resumed)
         try:
             self._housekeeping()
@@ -277,6 +318,75 @@ class Watcher:
             self._strikes.pop(gone_id, None)
             self._logged.pop(gone_id, None)
         return resumed
+
+    def _land(
+        self,
+        row: flow_rows.FlowRow,
+        read: SignalRead | None,
+        now: float,
+        gone: dict[str, str],
+    ) -> tuple[str, Any]:
+        """Record what landed for one flow, and resume it if it may go on:
+        ``(step, whether resumed)``, or ``(step, the error)`` of the step
+        that failed (raising nothing: it runs on a worker)."""
+        try:
+            if not (self._check(row, read, now) or self._gone(row, gone)):
+                return "check", False
+        except Exception as exc:
+            return "check", exc
+        return self._resume(row.id, dict(row.waiting) if row.waiting else None)
+
+    def _resume(self, flow_id: str, waiting: dict[str, Any] | None) -> tuple[str, Any]:
+        try:
+            return "resume", self.runner.resume_parked(flow_id, waiting)
+        except Exception as exc:
+            return "resume", exc
+
+    def run_all(self, jobs: Sequence[Callable[[], _T]]) -> list[_T]:
+        """Run ``jobs`` on this thread and, at once, on the runner's idle
+        workers; their results, in order.
+
+        This thread takes jobs too, so busy workers never hold a cycle up:
+        a worker that starts once every job is taken has nothing to do.
+        The jobs must raise nothing (an error is lost: the job's result is
+        then None).
+        """
+        if len(jobs) < 2:
+            return [job() for job in jobs]
+        results: list[Any] = [None] * len(jobs)
+        pending = collections.deque(enumerate(jobs))
+        lock = threading.Lock()
+        done = threading.Semaphore(0)
+
+        def drain() -> None:
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    index, job = pending.popleft()
+                try:
+                    results[index] = job()
+                except Exception:  # pragma: no cover - jobs raise nothing
+                    LOG.exception("signal watcher: a job failed")
+                finally:
+                    done.release()
+
+        helpers = min(len(jobs) - 1, int(self.services.conf.runner.workers))
+        for _ in range(helpers):
+            if not self.runner.offload(drain):
+                break
+        drain()
+        for _ in jobs:
+            done.acquire()
+        return results
+
+    def _read_all(self, reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
+        """:data:`~swflows.transports.base.ReadAll` on the runner's workers."""
+        outcomes = self.run_all([functools.partial(_result_or_error, r) for r in reads])
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return outcomes  # type: ignore[return-value]
 
     # -- containing failures ----------------------------------------------
     def contain(
@@ -355,7 +465,8 @@ class Watcher:
             )
 
     @staticmethod
-    def _ended(row: flow_rows.FlowRow) -> bool:
+    def ended(row: flow_rows.FlowRow) -> bool:
+        """Whether a parked flow's action ended by other means."""
         waiting = row.waiting or {}
         return (
             row.deployment_status != states.IN_PROGRESS
@@ -414,7 +525,7 @@ class Watcher:
             return {}
         stores = {row.id: row.waiting["store"] for row in members if row.waiting}
         known = {row.id: (row.waiting or {}).get("seen") for row in members}
-        return dict(transport.observe(self.services, stores, known))
+        return dict(transport.observe(self.services, stores, known, self._read_all))
 
     def _reads_one_by_one(
         self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
@@ -699,6 +810,22 @@ def sweep_plan(
         else:
             waiting[channel_id] = first
     return due, waiting
+
+
+def _news(row: flow_rows.FlowRow, read: SignalRead | None) -> bool:
+    """Whether a read holds a payload the flow has not seen yet."""
+    return (
+        read is not None
+        and read.payload is not None
+        and not (read.version and read.version == (row.waiting or {}).get("seen"))
+    )
+
+
+def _result_or_error(job: Callable[[], _T]) -> _T | BaseException:
+    try:
+        return job()
+    except Exception as exc:
+        return exc
 
 
 def _waiting_of(

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -25,6 +26,14 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 InputPairs = list[tuple[str, Any]]
+#: runs reads at once where it can, returning their results in order (or
+#: raising the first error once all ended): the watcher's worker threads
+ReadAll = Callable[[Sequence[Callable[[], "SignalRead"]]], list["SignalRead"]]
+
+
+def read_in_turn(reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
+    """:data:`ReadAll` one after the other, in the calling thread."""
+    return [read() for read in reads]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,15 +136,21 @@ class SignalTransport(abc.ABC):
         services: Services,
         stores: Mapping[str, JsonDict],
         known: Mapping[str, str | None],
+        read_all: ReadAll = read_in_turn,
     ) -> dict[str, SignalRead]:
         """One look at many stores, by key; the signal watcher's poll.
 
         ``known`` holds the version last seen of each store: a transport
         that can tell a store is unchanged (an ETag in a listing) returns
         its version with no payload instead of reading it again.  The
-        default reads each store.
+        default reads each store.  Reads of several stores go through
+        ``read_all``, which runs them at once.
         """
-        return {key: self.read(services, store) for key, store in stores.items()}
+        keys = list(stores)
+        reads = read_all(
+            [functools.partial(self.read, services, stores[key]) for key in keys]
+        )
+        return dict(zip(keys, reads, strict=True))
 
     def existing_stores(self, services: Services) -> dict[str, JsonDict]:
         """Every store of this transport that exists now, by ref key.

@@ -9,6 +9,7 @@ period, so it never dies before the deployment does.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -75,8 +76,10 @@ class TempUrlSignal(base.SignalTransport):
         services: Services,
         stores: Mapping[str, base.JsonDict],
         known: Mapping[str, str | None],
+        read_all: base.ReadAll = base.read_in_turn,
     ) -> dict[str, base.SignalRead]:
-        """One listing per container; a GET only for objects whose ETag moved.
+        """One listing per container; a GET only for objects whose ETag moved,
+        those of one look all at once (through ``read_all``).
 
         ETags, not times, tell a change: Swift's ``Last-Modified`` has whole
         seconds, so two PUTs within one second look alike by time.
@@ -86,6 +89,7 @@ class TempUrlSignal(base.SignalTransport):
             by_container.setdefault(store["container"], {})[store["object"]] = key
         swift = services.clients.object_store
         reads: dict[str, base.SignalRead] = {}
+        changed: list[str] = []
         for container, objects in by_container.items():
             listing = {
                 item.name: item
@@ -99,7 +103,11 @@ class TempUrlSignal(base.SignalTransport):
                 elif item.bytes == 0 or item.etag == known.get(key):
                     reads[key] = base.SignalRead(None, item.etag)
                 else:
-                    reads[key] = self.read(services, stores[key])
+                    changed.append(key)
+        got = read_all(
+            [functools.partial(self.read, services, stores[key]) for key in changed]
+        )
+        reads.update(zip(changed, got, strict=True))
         return reads
 
     def existing_stores(self, services: Services) -> dict[str, base.JsonDict]:

@@ -10,6 +10,9 @@ signal is read.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
 from typing import TYPE_CHECKING
 
 from swflows import derive, exceptions
@@ -23,6 +26,29 @@ SIGNED_URL = "signed_url"
 CREDENTIALS = "credentials"
 QUEUE_PREFIX = "sws-"
 DEFAULT_GRACE = 600
+#: the header a push from Zaqar carries its queue's token in
+PUSH_HEADER = "X-Swflows-Push-Token"
+#: where, under the push URL, Zaqar posts a queue's messages
+PUSH_PATH = "/v1/push/"
+
+LOG = logging.getLogger(__name__)
+
+
+def push_url(services: Services) -> str | None:
+    """The base URL Zaqar pushes signals to, if push is configured."""
+    url = services.conf.watcher.zaqar_push_url
+    return str(url).rstrip("/") if url else None
+
+
+def push_token(services: Services, queue: str) -> str:
+    """The secret a push for ``queue`` carries in :data:`PUSH_HEADER`:
+    derived from the installation's secret, one per queue."""
+    key = hmac.new(services.secret, b"swflows zaqar push", hashlib.sha256).digest()
+    return hmac.new(key, queue.encode(), hashlib.sha256).hexdigest()
+
+
+def push_token_ok(services: Services, queue: str, token: str | None) -> bool:
+    return bool(token) and hmac.compare_digest(push_token(services, queue), str(token))
 
 
 def queue_name(ref: base.SignalRef) -> str:
@@ -82,6 +108,19 @@ class ZaqarSignal(base.SignalTransport):
     ) -> base.JsonDict:
         store = self.describe_store(ref, user)
         self._client(services, store).ensure_queue(store["queue"])
+        url = push_url(services)
+        if url and self.auth == SIGNED_URL:
+            queue = store["queue"]
+            try:
+                services.clients.messaging.subscribe(
+                    queue,
+                    f"{url}{PUSH_PATH}{queue}",
+                    ttl=ref.timeout + int(self.options.get("grace", DEFAULT_GRACE)),
+                    headers={PUSH_HEADER: push_token(services, queue)},
+                )
+                store["push"] = True
+            except exceptions.SwflowsError as exc:  # polling still reads it
+                LOG.warning("queue %s: no push, polled only: %s", queue, exc)
         return store
 
     def agent_inputs(
@@ -126,11 +165,20 @@ class ZaqarSignal(base.SignalTransport):
         return found
 
     def delete_store(self, services: Services, store: base.JsonDict) -> None:
+        if store.get("push") or (push_url(services) and not store.get("user")):
+            # a subscription outlives its queue
+            messaging = services.clients.messaging
+            for subscription in messaging.subscriptions(store["queue"]):
+                messaging.unsubscribe(store["queue"], subscription)
         self._client(services, store).delete_queue(store["queue"])
 
     def leftovers(self, services: Services, ref: base.SignalRef) -> list[str]:
         name = queue_name(ref)
-        return [name] if services.clients.messaging.queue_exists(name) else []
+        messaging = services.clients.messaging
+        found = [name] if messaging.queue_exists(name) else []
+        if push_url(services):
+            found += [f"{name} subscription {s}" for s in messaging.subscriptions(name)]
+        return found
 
 
 def _dumps(body: object) -> str:

@@ -20,6 +20,17 @@ unknown deployment or config, 413 for a body over ``max_signal_bytes``,
 503 (try again: the store or the cloud could not be reached) or 500 when
 they failed otherwise, its ``error`` naming the error's class.
 Tokens, passwords and payloads are never logged.
+
+With ``[watcher] zaqar_push_url`` set, Zaqar pushes ZAQAR_SIGNAL messages
+here too, without a Keystone token::
+
+    POST /v1/push/<queue>
+
+Such a request is authenticated by the queue's own push token, in the
+``X-Swflows-Push-Token`` header that Zaqar's subscription adds (401
+without it or with a wrong one); its body is Zaqar's notification (the
+message's ``body`` and its ``queue_name``).  The signal is applied to the
+action that queue belongs to only (``accepted`` false otherwise).
 """
 
 from __future__ import annotations
@@ -35,12 +46,14 @@ from oslo_config import cfg
 
 from swflows import derive, exceptions
 from swflows.engine import faults
+from swflows.transports import impl_zaqar
 
 if TYPE_CHECKING:
     from swflows.api import Swflows
 
 LOG = logging.getLogger(__name__)
 
+_PUSH: Final = re.compile(r"^/v1/push/([^/]+)/?$")
 _ROUTES: Final = (
     (re.compile(r"^/v1/deployments/([^/]+)/signal/?$"), "deployment"),
     (re.compile(r"^/v1/signal/([^/]+)/?$"), "config"),
@@ -144,6 +157,71 @@ class SignalApp:
         )
 
 
+class PushApp:
+    """Signals Zaqar pushes (``POST /v1/push/<queue>``), each authenticated
+    by its queue's push token rather than a Keystone token."""
+
+    def __init__(self, sw: Swflows, *, max_bytes: int | None = None) -> None:
+        self.sw = sw
+        # Zaqar's notification wraps the message body
+        self.max_bytes = int(max_bytes or sw.conf.max_signal_bytes) + 4096
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        request = webob.Request(environ)
+        try:
+            response = self.handle(request)
+        except Exception as exc:
+            response = _failed(f"{request.method} {request.path_info}", exc)
+        return response(environ, start_response)  # type: ignore[no-any-return]
+
+    def handle(self, request: webob.Request) -> webob.Response:
+        matched = _PUSH.match(request.path_info)
+        if matched is None:
+            return _error(404, "no such resource")
+        if request.method != "POST":
+            response = _error(405, "only POST is allowed")
+            response.allow = ("POST",)
+            return response
+        queue = matched.group(1)
+        token = request.headers.get(impl_zaqar.PUSH_HEADER)
+        if not impl_zaqar.push_token_ok(self.sw.services, queue, token):
+            LOG.warning("push for queue %s refused: no valid push token", queue)
+            return _error(401, "a valid push token is required")
+        ref = impl_zaqar.parse_queue_name(queue)
+        if ref is None:
+            return _error(404, f"{queue} is not a signal queue")
+        body = request.body_file.read(self.max_bytes + 1)
+        if len(body) > self.max_bytes:
+            return _error(413, f"a signal is at most {self.max_bytes} bytes")
+        try:
+            notification = json.loads(body)
+        except ValueError:
+            notification = None
+        if not isinstance(notification, dict) or "body" not in notification:
+            return _error(400, "not a Zaqar notification")
+        if notification.get("queue_name", queue) != queue:
+            return _error(400, "the notification is for another queue")
+        message = notification["body"]
+        payload = message if isinstance(message, (str, bytes)) else json.dumps(message)
+        deployment_id, generation = ref
+        try:
+            accepted = self.sw.signal(deployment_id, payload, generation=generation)
+        except exceptions.DeploymentNotFound as exc:
+            return _error(404, exc.message)
+        except exceptions.SignalRejected as exc:
+            return _error(400, exc.message)
+        except Exception as exc:
+            return _failed(f"pushed signal for deployment {deployment_id}", exc)
+        LOG.info(
+            "signal pushed for deployment %s %s",
+            deployment_id,
+            "accepted" if accepted else "ignored: it is not waiting",
+        )
+        return _answer(200, deployment_id=deployment_id, accepted=accepted)
+
+
 def _failed(what: str, exc: BaseException) -> webob.Response:
     """503 (try again) for an outage, 500 otherwise, naming the error's class
     (its message may hold what the server sent: it is logged, on one line)."""
@@ -175,7 +253,8 @@ def _input(config: Any, name: str) -> str | None:
 
 
 def make_app(sw: Swflows, authtoken: Mapping[str, Any]) -> WsgiApp:
-    """:class:`SignalApp` behind keystonemiddleware's ``auth_token``.
+    """:class:`SignalApp` behind keystonemiddleware's ``auth_token``, and
+    :class:`PushApp` beside it for ``/v1/push/`` (no Keystone token).
 
     ``authtoken`` holds ``auth_token``'s options as a paste file would
     (``www_authenticate_uri``, ``auth_type``, ``auth_url``, ``username``,
@@ -192,7 +271,18 @@ def make_app(sw: Swflows, authtoken: Mapping[str, Any]) -> WsgiApp:
         # on, the process' global cfg.CONF
         "oslo_config_config": cfg.ConfigOpts(),
     }
-    return auth_token.AuthProtocol(SignalApp(sw), options)  # type: ignore[no-any-return]
+    keystone: WsgiApp = auth_token.AuthProtocol(SignalApp(sw), options)
+    push = PushApp(sw)
+
+    def app(
+        environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "")
+        if path.startswith(impl_zaqar.PUSH_PATH):
+            return push(environ, start_response)
+        return keystone(environ, start_response)
+
+    return app
 
 
-__all__ = ["SignalApp", "make_app"]
+__all__ = ["PushApp", "SignalApp", "make_app"]

@@ -59,6 +59,19 @@ def test_quick_mode_measures_everything(
         assert found["signals"] == sizes.sample
         assert found["p50_s"] <= found["p99_s"] <= found["max_s"]
         assert 0 < found["sent_p50_s"] <= found["sent_p99_s"]
+    heat = results["waiting"]["heat_style_latency"]
+    assert sorted(heat, key=int) == [str(sizes.tiny), str(sizes.large)]
+    for n, found in heat.items():
+        assert found["waiting"] == int(n) and found["signals"] >= 1
+        assert 0 < found["p50_s"] <= found["p99_s"] <= found["max_s"]
+    assert "Heat-style poller" in printed
+    pushed = results["waiting"]["pushed"]
+    assert pushed["ZAQAR_SIGNAL"]["signals"] == sizes.sample
+    assert pushed["HEAT_SIGNAL"]["signals"] == sizes.heat_sample
+    for found in pushed.values():
+        if isinstance(found, dict):
+            assert 0 < found["sent_p50_s"] <= found["sent_p99_s"]
+    assert "pushed by a Zaqar subscription" in printed
     # 3. the runner's threads do not grow with the flows it holds
     held = results["waiting"]["held"]
     small, large = held[str(sizes.large)], held[str(sizes.synthetic)]

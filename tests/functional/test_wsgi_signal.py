@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import uuid
 import wsgiref.simple_server
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from swflows.api import Swflows
 from swflows.wsgi.signal import make_app
 from tests.functional import conftest, flowkit
 from tests.functional.test_flows import script_config
-from tests.functional.test_runner import signal_inputs
+from tests.functional.test_runner import signal_inputs, until
 
 sw = flowkit.sw
 
@@ -183,3 +184,38 @@ def test_the_swflows_agent_signals_through_heat_signal_url(
     assert done.output_values["result"] == "from the agent"
     sw.undeploy(deployment_id)
     assert flowkit.leftovers(sw, deployment_id) == {}
+
+
+def test_a_signal_through_the_endpoint_resumes_its_flow_without_a_poll(
+    sw: Swflows, endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flow goes on from the request itself: the watcher, which would
+    otherwise resume it at its next look, looks no more here."""
+    made = [waiting(sw) for _ in range(5)]
+    flows = {}
+    for deployment_id, _ in made:
+        until(
+            lambda d=deployment_id: [
+                r for r in sw.runner.registry.find(deployment_id=d) if r.waiting
+            ],
+            timeout=60,
+        )
+        (row,) = sw.runner.registry.find(deployment_id=deployment_id)
+        flows[deployment_id] = row.id
+    monkeypatch.setattr(sw.runner.watcher, "cycle", lambda: [])
+    final = {"deploy_status_code": 0, "result": "r"}
+    delays = []
+    for deployment_id, inputs in made:
+        url = f"{endpoint}/v1/deployments/{deployment_id}/signal"
+        token = stack_user_token(inputs)
+        sent = time.perf_counter()
+        assert post(url, token, final).json()["accepted"] is True
+        sw.runner.wait(flows[deployment_id], timeout=10)
+        delays.append(time.perf_counter() - sent)
+        assert sw.show(deployment_id).status == states.COMPLETE
+    delays.sort()
+    print(f"signal posted -> flow ended: p50 {delays[2] * 1000:.0f} ms")
+    assert delays[2] < 1.0, delays
+    for deployment_id, _ in made:
+        sw.undeploy(deployment_id)
+    assert flowkit.leftovers(sw, *flows) == {}

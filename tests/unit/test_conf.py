@@ -175,7 +175,7 @@ class TestDefaults:
             c.watcher.poll_jitter,
             c.watcher.max_poll_interval,
             c.watcher.backoff_multiplier,
-        ) == (2.0, 0.1, 30.0, 1.5)
+        ) == (0.5, 0.1, 30.0, 1.5)
         assert c.database.connection is None
         assert c.database.table_prefix == "swflows_"
         assert c.database.secret_key is None
@@ -284,7 +284,7 @@ class TestIndependence:
         c = cfg.ConfigOpts()
         conf.register_opts(c)
         c([], default_config_files=[], default_config_dirs=[])
-        assert c.watcher.poll_interval == 2.0
+        assert c.watcher.poll_interval == 0.5
 
     def test_environment_only_when_asked(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("OS_DEFAULT__DEPLOYMENT_TIMEOUT", "42")

@@ -13,7 +13,8 @@ import webob
 
 from swflows import Swflows, exceptions
 from swflows.fixture import LocalSwflows
-from swflows.wsgi.signal import SignalApp
+from swflows.transports import impl_zaqar
+from swflows.wsgi.signal import PushApp, SignalApp
 
 
 @pytest.fixture
@@ -74,3 +75,34 @@ def test_a_store_that_fails_finding_the_deployment_is_a_json_answer(
         response = call(app, path)
         assert response.status_int == 503
         assert "down for the test" not in response.text
+
+
+def push(
+    app: PushApp, path: str, token: str | None, body: object, method: str = "POST"
+) -> webob.Response:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = webob.Request.blank(path, method=method, body=data)
+    if token is not None:
+        request.headers[impl_zaqar.PUSH_HEADER] = token
+    return request.get_response(app)
+
+
+def test_a_push_is_authenticated_by_its_queue_token(sw: Swflows) -> None:
+    app = PushApp(sw)
+    queue = f"sws-{uuid.uuid4()}-1"
+    token = impl_zaqar.push_token(sw.services, queue)
+    assert token != impl_zaqar.push_token(sw.services, f"{queue}0")
+    note = {"body": {"deploy_status_code": 0}, "queue_name": queue}
+    path = f"/v1/push/{queue}"
+    assert push(app, path, None, note).status_int == 401
+    assert push(app, path, "0" * len(token), note).status_int == 401
+    assert push(app, path, token, note, method="GET").status_int == 405
+    assert push(app, "/v1/push/", token, note).status_int == 404
+    assert push(app, path, token, b"not json").status_int == 400
+    other = {**note, "queue_name": "sws-other-1"}
+    assert push(app, path, token, other).status_int == 400
+    # a well-formed push for a deployment this store does not hold
+    assert push(app, path, token, note).status_int == 404
+    odd = "not-a-signal-queue"
+    odd_token = impl_zaqar.push_token(sw.services, odd)
+    assert push(app, f"/v1/push/{odd}", odd_token, note).status_int == 404
