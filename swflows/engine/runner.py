@@ -49,11 +49,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import tenacity
 from taskflow import atom as tf_atom
-from taskflow import engines
+from taskflow import engines, storage
 from taskflow import states as tf_states
 from taskflow.persistence import models
 from taskflow.types import failure as tf_failure
@@ -79,6 +79,8 @@ TERMINAL_FLOW_STATES = frozenset(
 #: a flow taken over this many times is set aside as BROKEN, not resumed
 #: again: something in it kills or stops every runner that drives it
 MAX_TAKEOVERS = 5
+#: the atom holding the inputs a flow was launched with, in its logbook
+INJECTOR: Final = storage.Storage.injector_name
 #: states of a waiting step that has not ended: a flow resumed with its wait
 #: in another state is past it or reverting, and is never parked again
 WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
@@ -881,6 +883,14 @@ class Runner:
             )
             self.registry.break_flow(flow_id, note)
             self._finish(flow_id, exceptions.FlowError(None, note))
+            return False
+        if not any(atom.name == INJECTOR for atom in detail):
+            # its runner died between writing the logbook and storing the
+            # flow's inputs: the launch did not complete (its caller got no
+            # answer) and no step ran, so there is nothing to finish
+            LOG.info("flow %s (%s) was never given its inputs: removed", flow_id, kind)
+            self._forget(flow_id)
+            self._finish(flow_id, None)
             return False
         flow = engines.flow_from_detail(detail)
         engine = engines.load(flow, flow_detail=detail, backend=self.backend)

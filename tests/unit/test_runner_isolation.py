@@ -126,3 +126,32 @@ def test_recording_an_end_is_retried_through_an_outage(
     # the flow stopped on an outage: released, not counted against it
     row = runner.registry.get("f1")
     assert row is not None and row.owner is None and row.takeovers == 0
+
+
+def test_a_launch_killed_before_its_inputs_were_stored_is_removed(
+    runner: runner_mod.Runner,
+) -> None:
+    """A runner killed between writing a flow's logbook and storing its
+    inputs: the flow is removed at takeover, not rebuilt (it could not run:
+    its steps' inputs are missing) and set aside after five tries."""
+    from taskflow.persistence import models
+
+    from swflows import flows
+
+    flow_id = "f-unlaunched"
+    add(runner, flow_id, lease_until=time.time() - 1)
+    book = models.LogBook("swflows-deploy-x", uuid=flow_id)
+    detail = models.FlowDetail("swflows.deploy", uuid=flow_id)
+    detail.meta[runner_mod.META_KEY] = {
+        "kind": "deploy",
+        "version": flows.VERSIONS["deploy"],
+        "deployment_id": f"d-{flow_id}",
+    }
+    book.add(detail)
+    with runner._connection() as conn:
+        conn.save_logbook(book)
+    assert runner._load_and_submit(flow_id) is False
+    assert runner.registry.get(flow_id) is None
+    assert runner.interrupted() == []
+    with runner._connection() as conn, pytest.raises(Exception):  # noqa: B017
+        conn.get_logbook(flow_id)
