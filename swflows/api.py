@@ -367,18 +367,7 @@ class Swflows:
         """
         current: model.Deployment = self.store.get_deployment(deployment_id)
         self._refuse_running(current)
-        source = (
-            self.store.get_config(current.source_config_id)
-            if current.source_config_id
-            else None
-        )
-        # a triggered action's record is removed without running DELETE:
-        # removing a BACKUP's record must not uninstall what was backed up
-        run_delete = (
-            source is not None
-            and current.parent_id is None
-            and source.handles(model.DELETE, current.actions)
-        )
+        run_delete = self._runs_delete(current)
         plan = self._plan(current.server_id, current.signal_transport, None)
         inputs: dict[str, Any] = {
             "deployment_id": deployment_id,
@@ -1127,6 +1116,17 @@ class Swflows:
         if value <= 0:
             raise exceptions.ValidationError("timeout", "must be a positive number")
         return value
+
+    def _runs_delete(self, current: model.Deployment) -> bool:
+        """Whether undeploying ``current`` runs its config's DELETE action.
+
+        A triggered action's record is removed without running DELETE:
+        removing a BACKUP's record must not uninstall what was backed up.
+        """
+        if current.source_config_id is None or current.parent_id is not None:
+            return False
+        source = self.store.get_config(current.source_config_id)
+        return bool(source.handles(model.DELETE, current.actions))
 
     @staticmethod
     def _refuse_running(current: model.Deployment) -> None:

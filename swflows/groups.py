@@ -228,18 +228,8 @@ def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) 
             "parent_id": current.id,
         }
         return sw._start("trigger", plan, inputs)[1]
-    # undeploy: DELETE runs when the config handles it
-    source = (
-        sw.store.get_config(current.source_config_id)
-        if current.source_config_id
-        else None
-    )
-    # a triggered action's record is only removed (as Swflows.undeploy does)
-    run_delete = (
-        source is not None
-        and current.parent_id is None
-        and source.handles(model.DELETE, current.actions)
-    )
+    # undeploy: DELETE runs when the config handles it, as Swflows.undeploy
+    run_delete = sw._runs_delete(current)
     inputs = {
         "deployment_id": deployment_id,
         "server_id": current.server_id,

@@ -123,20 +123,7 @@ class SignalApp:
         body = request.body_file.read(self.max_bytes + 1)
         if len(body) > self.max_bytes:
             return _error(413, f"a signal is at most {self.max_bytes} bytes")
-        try:
-            accepted = self.sw.signal(deployment_id, body)
-        except exceptions.SignalRejected as exc:
-            return _error(400, exc.message)
-        except exceptions.DeploymentNotFound as exc:
-            return _error(404, exc.message)
-        except Exception as exc:
-            return _failed(f"signal for deployment {deployment_id}", exc)
-        LOG.info(
-            "signal for deployment %s %s",
-            deployment_id,
-            "accepted" if accepted else "ignored: it is not waiting",
-        )
-        return _answer(200, deployment_id=deployment_id, accepted=accepted)
+        return _deliver(self.sw, "signal", deployment_id, body)
 
     def _find(self, kind: str, ident: str) -> tuple[str, str | None]:
         """The deployment a request is for, and its stack user's id."""
@@ -206,20 +193,35 @@ class PushApp:
         message = notification["body"]
         payload = message if isinstance(message, (str, bytes)) else json.dumps(message)
         deployment_id, generation = ref
-        try:
-            accepted = self.sw.signal(deployment_id, payload, generation=generation)
-        except exceptions.DeploymentNotFound as exc:
-            return _error(404, exc.message)
-        except exceptions.SignalRejected as exc:
-            return _error(400, exc.message)
-        except Exception as exc:
-            return _failed(f"pushed signal for deployment {deployment_id}", exc)
-        LOG.info(
-            "signal pushed for deployment %s %s",
-            deployment_id,
-            "accepted" if accepted else "ignored: it is not waiting",
-        )
-        return _answer(200, deployment_id=deployment_id, accepted=accepted)
+        return _deliver(self.sw, "pushed signal", deployment_id, payload, generation)
+
+
+def _deliver(
+    sw: Any,
+    what: str,
+    deployment_id: str,
+    payload: bytes | str,
+    generation: int | None = None,
+) -> webob.Response:
+    """Hand ``payload`` to :meth:`Swflows.signal` and answer as it went."""
+    try:
+        if generation is None:
+            accepted = sw.signal(deployment_id, payload)
+        else:
+            accepted = sw.signal(deployment_id, payload, generation=generation)
+    except exceptions.SignalRejected as exc:
+        return _error(400, exc.message)
+    except exceptions.DeploymentNotFound as exc:
+        return _error(404, exc.message)
+    except Exception as exc:
+        return _failed(f"{what} for deployment {deployment_id}", exc)
+    LOG.info(
+        "%s for deployment %s %s",
+        what,
+        deployment_id,
+        "accepted" if accepted else "ignored: it is not waiting",
+    )
+    return _answer(200, deployment_id=deployment_id, accepted=accepted)
 
 
 def _failed(what: str, exc: BaseException) -> webob.Response:

@@ -1,14 +1,38 @@
-"""Unit tests: the fuzz case counts, summed and printed at the end of a run."""
+"""Unit tests: a runner that is not started, and the fuzz case counts,
+summed and printed at the end of a run."""
 
 from __future__ import annotations
 
 import collections
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from swflows import conf as sw_conf
+from swflows.engine import runner as runner_mod
+from swflows.persistence import Store
+from swflows.services import Clients, Services
 from tests.unit import fuzzing
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
+    """A runner on a new SQLite store, not started: no threads, no cloud."""
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        services = Services(
+            store=store,
+            conf=sw_conf.get_conf(config_files=[]),
+            clients=Clients(),
+            secret=b"k" * 32,
+        )
+        made = runner_mod.Runner(services, workers=1)
+        try:
+            yield made
+        finally:
+            made.close()
+
 
 _PROPERTY = "fuzz_cases"
 _totals: collections.Counter[str] = collections.Counter()

@@ -4,35 +4,14 @@ was reverting past its wait, and a wait() that comes after its flow ended."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from taskflow import states as tf_states
 
-from swflows import conf as sw_conf
 from swflows import exceptions
 from swflows.engine import runner as runner_mod
-from swflows.persistence import Store
 from swflows.persistence import flows as flow_rows
-from swflows.services import Clients, Services
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
-    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
-        services = Services(
-            store=store,
-            conf=sw_conf.get_conf(config_files=[]),
-            clients=Clients(),
-            secret=b"k" * 32,
-        )
-        made = runner_mod.Runner(services, workers=1)  # not started: no threads
-        try:
-            yield made
-        finally:
-            made.close()
 
 
 class FakeStorage:

@@ -5,34 +5,13 @@ failing ends FAILED (``internal_error``) instead of waiting forever."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from swflows import conf as sw_conf
 from swflows import model, states
 from swflows.engine import runner as runner_mod
 from swflows.engine import watcher as watcher_mod
-from swflows.persistence import Store
-from swflows.services import Clients, Services
-
-
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
-    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
-        services = Services(
-            store=store,
-            conf=sw_conf.get_conf(config_files=[]),
-            clients=Clients(),
-            secret=b"k" * 32,
-        )
-        made = runner_mod.Runner(services, workers=1)  # not started: no threads
-        try:
-            yield made
-        finally:
-            made.close()
 
 
 def parked(runner: runner_mod.Runner, **waiting: Any) -> str:
