@@ -29,13 +29,17 @@ sw = flowkit.sw
 
 @contextlib.contextmanager
 def instance(
-    cloud: dict[str, Any], folder: Path, **overrides: Any
+    cloud: dict[str, Any],
+    folder: Path,
+    database: str | None = None,
+    **overrides: Any,
 ) -> Iterator[Swflows]:
-    """A Swflows on ``folder``'s database; ``group__name=value`` overrides."""
+    """A Swflows on ``database`` (default: a SQLite file in ``folder``);
+    ``group__name=value`` overrides options."""
     path = flowkit.write_conf(
         cloud,
         folder / "swflows.conf",
-        database=f"sqlite:///{folder / 'swflows.sqlite'}",
+        database=database or f"sqlite:///{folder / 'swflows.sqlite'}",
     )
     conf = sw_conf.get_conf(config_files=[str(path)])
     for key, value in overrides.items():

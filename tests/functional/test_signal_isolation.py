@@ -27,13 +27,12 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swflows import conf as sw_conf
 from swflows import model, signals, states
 from swflows.api import Swflows
 from swflows.persistence import Store
 from swflows.tasks import signal as signal_tasks
 from swflows.wsgi.signal import make_app
-from tests.functional import flowkit
+from tests.functional import test_runner as runner_tests
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
 from tests.functional.fakeserver import FakeServer, ok_responder
@@ -66,30 +65,19 @@ def on_postgresql(
     cloud: dict[str, Any], folder: Path, pg_url: str, **overrides: Any
 ) -> Iterator[Swflows]:
     """A Swflows on PostgreSQL, its tables under a prefix of its own."""
-    path = flowkit.write_conf(cloud, folder / "swflows.conf", database=pg_url)
-    conf = sw_conf.get_conf(config_files=[str(path)])
-    conf.set_override("table_prefix", unique_prefix(), "database")
-    conf.set_override("secret_key", SECRET_KEY.decode(), "database")
-    for key, value in overrides.items():
-        group, _, name = key.rpartition("__")
-        conf.set_override(name, value, group or None)
-    made = Swflows.from_conf(conf)
-    try:
+    with runner_tests.instance(
+        cloud,
+        folder,
+        pg_url,
+        database__table_prefix=unique_prefix(),
+        database__secret_key=SECRET_KEY.decode(),
+        **overrides,
+    ) as made:
         yield made
-    finally:
-        made.close()
-        made.store.close()
 
 
 def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        time.sleep(0.1)
+    return runner_tests.until(check, timeout, what)
 
 
 def finished(sw: Swflows, *deployment_ids: str) -> bool:

@@ -4,13 +4,10 @@ other user's refused, and no secret reaches the logs."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
 import time
 import uuid
-import wsgiref.simple_server
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +16,7 @@ import requests
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
+from bench.push import authtoken, serving
 from swflows import states
 from swflows.agent import notify
 from swflows.api import Swflows
@@ -28,42 +26,6 @@ from tests.functional.test_flows import script_config
 from tests.functional.test_runner import signal_inputs, until
 
 sw = flowkit.sw
-
-
-class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    server = wsgiref.simple_server.make_server(
-        "127.0.0.1", 0, app, handler_class=_Quiet
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-
-
-def authtoken(cloud: dict[str, Any]) -> dict[str, Any]:
-    """auth_token's options: Keystone's admin validates the tokens."""
-    ks = cloud["keystone"]
-    admin = ks["admin"]
-    return {
-        "www_authenticate_uri": ks["auth_url"],
-        "auth_type": "password",
-        "auth_url": ks["auth_url"],
-        "username": admin["username"],
-        "password": admin["password"],
-        "project_name": admin["project_name"],
-        "user_domain_id": admin["user_domain_id"],
-        "project_domain_id": admin["project_domain_id"],
-    }
 
 
 @pytest.fixture
