@@ -240,10 +240,9 @@ class RedeployDeployment(_Operation):
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         values = parsing.parse_input_values(parsed_args.input_value)
         timeout = parsing.minutes_to_seconds(parsed_args.timeout)
-        current = self.sw.show(parsed_args.id)
-        check_inputs(
-            self.sw, parsed_args.config or current.source_config_id or "", values
-        )
+        if values:
+            config = parsed_args.config or self.sw.show(parsed_args.id).source_config_id
+            check_inputs(self.sw, config or "", values)
         made = self.sw.redeploy(
             parsed_args.id,
             input_values=values,
@@ -279,8 +278,9 @@ class TriggerDeployment(_Operation):
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         values = parsing.parse_input_values(parsed_args.input_value)
-        current = self.sw.show(parsed_args.id)
-        check_inputs(self.sw, current.source_config_id or "", values)
+        if values:
+            config = self.sw.show(parsed_args.id).source_config_id
+            check_inputs(self.sw, config or "", values)
         made = self.sw.trigger(
             parsed_args.id,
             parsed_args.action,

@@ -209,7 +209,6 @@ class SwflowsApp(app.App):
                 raise parsing.BadInput("--config-file", str(exc)) from None
             if self.options.os_cloud:
                 cloud.apply(options, self.options.os_cloud)
-            sw_conf.check_values(options)
             if not resume:
                 options.set_override("resume_on_start", False, group="runner")
             # the runner starts at the first command that needs it
