@@ -50,45 +50,62 @@ def _has_scripts(tree: Path) -> bool:
     return all((tree / path).is_file() for path in SCRIPTS.values())
 
 
-def _fetched_tree() -> Path | None:
-    """heat-agents' sdist, downloaded once with pip and unpacked."""
+def _fetched_tree() -> tuple[Path | None, str]:
+    """heat-agents' sdist, downloaded once with pip and unpacked.
+
+    Returns the tree, or None and why pip could not fetch it (tried three
+    times: a loaded machine or a slow index fails a single try).
+    """
     tree = CACHE / f"heat_agents-{HEAT_AGENTS_VERSION}"
     if _has_scripts(tree):
-        return tree
+        return tree, ""
     pip = shutil.which("pip3") or shutil.which("pip")
     if pip is None:
-        return None
+        return None, "no pip on PATH"
     CACHE.mkdir(parents=True, exist_ok=True)
-    fetched = subprocess.run(
-        [
-            pip,
-            "download",
-            "--no-deps",
-            "--no-binary=:all:",
-            f"--dest={CACHE}",
-            f"heat-agents=={HEAT_AGENTS_VERSION}",
-        ],
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
     archive = CACHE / f"heat_agents-{HEAT_AGENTS_VERSION}.tar.gz"
-    if fetched.returncode or not archive.is_file():
-        return None
+    why = ""
+    for _ in range(3):
+        try:
+            fetched = subprocess.run(
+                [
+                    pip,
+                    "download",
+                    "--no-deps",
+                    "--no-binary=:all:",
+                    f"--dest={CACHE}",
+                    f"heat-agents=={HEAT_AGENTS_VERSION}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            why = "pip download took over 600 s"
+            continue
+        if fetched.returncode == 0 and archive.is_file():
+            break
+        why = f"pip download exited {fetched.returncode}: {fetched.stderr[-500:]}"
+    else:
+        return None, why
     with tarfile.open(archive) as tar:
         tar.extractall(CACHE, filter="data")
-    return tree if _has_scripts(tree) else None
+    if _has_scripts(tree):
+        return tree, ""
+    return None, f"{archive.name} holds none of the hook scripts"
 
 
 @pytest.fixture(scope="module")
 def heat_agents() -> Path:
     """The root of a heat-agents source tree."""
     named = os.environ.get("SWFLOWS_HEAT_AGENTS")
-    tree = Path(named) if named else _fetched_tree()
+    tree, why = (Path(named), "") if named else _fetched_tree()
     if tree is None or not _has_scripts(tree):
         pytest.fail(
             "heat-agents' scripts not found: set SWFLOWS_HEAT_AGENTS to its "
-            f"source tree, or let pip download its sdist into {CACHE}",
+            f"source tree, or let pip download its sdist into {CACHE}"
+            + (f" ({why})" if why else ""),
             pytrace=False,
         )
     return tree
