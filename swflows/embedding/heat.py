@@ -139,8 +139,9 @@ def catalog_services(session: ks_session.Session, region: str | None) -> list[st
     return found
 
 
-def build(conf: cfg.ConfigOpts) -> Swflows:
-    """A swflows on Heat's service identity and options."""
+def build(conf: cfg.ConfigOpts, *, start: bool = True) -> Swflows:
+    """A swflows on Heat's service identity and options (``start``: see
+    :func:`swflows.embedding.from_session`)."""
     auth = service_auth(conf)
     session = ks_session.Session(auth=auth)
     region = conf.region_name_for_services
@@ -164,6 +165,7 @@ def build(conf: cfg.ConfigOpts) -> Swflows:
         stack_domain_session=domain_admin,
         stack_user_domain_id=domain,
         stack_user_role=conf.heat_stack_user_role,
+        start=start,
     )
 
 
@@ -184,6 +186,15 @@ def default_config_transport(sw: Swflows) -> str:
         if sw.services.clients.offers(service):
             return transport
     return names.POLL_SERVER_HEAT
+
+
+class _Pending:
+    """An update waiting for the action in flight to end first."""
+
+    def __init__(self, waiting: str, prop_diff: dict[str, Any]) -> None:
+        self.waiting = waiting
+        self.prop_diff = prop_diff
+        self.update_started: str | None = None
 
 
 class SwflowsDeployment(resource.Resource):
@@ -383,20 +394,31 @@ class SwflowsDeployment(resource.Resource):
         return self._checked(self.lifecycle.check_create_complete, deployment_id)
 
     def needs_replace_failed(self) -> bool:
-        """A deployment swflows still holds is adopted, never replaced: its
-        flows went on (or are taken over) whatever happened to the engine
-        that started them, so replacing it would run the config again."""
-        return not self._exists()
+        """A deployment swflows still holds, running or COMPLETE, is
+        adopted, never replaced: its flows went on (or are taken over)
+        whatever happened to the engine that started them, and replacing it
+        would run the config a second time.  A FAILED one is replaced, as
+        Heat replaces its own."""
+        if self.resource_id is None:
+            return True
+        try:
+            current = self.sw.show(self.resource_id)
+        except exceptions.DeploymentNotFound:
+            return True
+        return current.status == states.FAILED and not action_flows(
+            self.sw, self.resource_id
+        )
 
     def handle_update(
         self, json_snippet: Any, tmpl_diff: Any, prop_diff: dict[str, Any]
-    ) -> str | None:
-        if self.action == self.CREATE and self._exists():
-            # adopted: the create (its engine died) ends first
-            current = self.sw.show(self.resource_id)
-            running = action_flows(self.sw, self.resource_id)
-            if current.status != states.COMPLETE or running:
-                return str(self.resource_id)
+    ) -> Any:
+        """Redeploy with the changed properties, once the action in flight
+        (an adopted create whose engine died) has ended."""
+        if self.resource_id is not None and action_flows(self.sw, self.resource_id):
+            return _Pending(str(self.resource_id), dict(prop_diff))
+        return self._start_update(prop_diff)
+
+    def _start_update(self, prop_diff: dict[str, Any]) -> str | None:
         if not prop_diff:
             return None
         started = self.lifecycle.handle_update(
@@ -409,8 +431,18 @@ class SwflowsDeployment(resource.Resource):
         self._push_metadata()
         return started
 
-    def check_update_complete(self, deployment_id: str | None) -> bool:
-        return self._checked(self.lifecycle.check_update_complete, deployment_id)
+    def check_update_complete(self, cookie: Any) -> bool:
+        if isinstance(cookie, _Pending):
+            if cookie.update_started is None:
+                if not self._checked(self.lifecycle.check_complete, cookie.waiting):
+                    return False
+                cookie.update_started = self._start_update(cookie.prop_diff) or ""
+            if not cookie.update_started:
+                return True
+            return self._checked(
+                self.lifecycle.check_update_complete, cookie.update_started
+            )
+        return self._checked(self.lifecycle.check_update_complete, cookie)
 
     def handle_suspend(self) -> str | None:
         return self.lifecycle.handle_suspend(self.resource_id)

@@ -258,6 +258,13 @@ def cmd_heat_down() -> int:
     return 0
 
 
+def cmd_heat_engine_start() -> int:
+    with exclusive():
+        started = heat.start_engine_again()
+    print("heat-engine started" if started else "heat-engine was running")
+    return 0
+
+
 def cmd_heat_status() -> int:
     up = heat.is_up()
     print("heat up" if up else "heat down")
@@ -319,6 +326,10 @@ COMMANDS = {
     ),
     "heat-down": (cmd_heat_down, "stop heat-engine and heat-api"),
     "heat-status": (cmd_heat_status, "exit 0 only if Heat answers"),
+    "heat-engine-start": (
+        cmd_heat_engine_start,
+        "start heat-engine again if it is not running (after a crash)",
+    ),
     "env": (
         cmd_env,
         "print the exports of a shell where swflows and swflows-agent work "

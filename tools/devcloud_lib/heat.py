@@ -326,6 +326,34 @@ def start_engine(records: dict[str, Record]) -> Started:
     return spawn("heat-engine", engine_argv(), 0, records)
 
 
+def _engine_check(engine: Started) -> Check:
+    log = Path(engine.record.log)
+    since = log.stat().st_size if log.exists() else 0
+
+    def listening() -> bool:
+        with open(log, "rb") as f:
+            f.seek(since)
+            return b"Starting engine_worker" in f.read()
+
+    return Check("heat-engine", [engine], listening)
+
+
+def start_engine_again() -> bool:
+    """Start heat-engine if it is not running (a test killed it); True if
+    it had to be started."""
+    records = load_records()
+    if "heat-api" not in records:
+        raise DevcloudError("Heat is not running: run tools/devcloud heat-up")
+    old = records.get("heat-engine")
+    if old is not None and old.alive():
+        return False
+    if old is not None:
+        stop({"heat-engine": old})  # its workers, if they outlived it
+    engine = start_engine(records)
+    wait_ready([_engine_check(engine)], READY_TIMEOUT)
+    return True
+
+
 def is_up() -> bool:
     if not HEAT_JSON.exists():
         return False
@@ -391,7 +419,10 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
     timings["prepare"] = time.monotonic() - t1
     records: dict[str, Record] = {}
     try:
+        log = STATE / "heat-engine.log"
+        log.touch()
         engine = start_engine(records)
+        check = _engine_check(engine)
         api = spawn(
             "heat-api",
             [
@@ -412,14 +443,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
             url = f"http://127.0.0.1:{api_port}/"
             return httpjson.call("GET", url, timeout=5).status in (200, 300)
 
-        def engine_listening() -> bool:
-            text = Path(engine.record.log).read_text(errors="replace")
-            return "Starting engine_worker" in text
-
-        wait_ready(
-            [Check("heat-api", [api], probe), Check("heat-engine", [engine], engine_listening)],
-            READY_TIMEOUT,
-        )
+        wait_ready([Check("heat-api", [api], probe), check], READY_TIMEOUT)
     except BaseException:
         stop(records)
         raise
