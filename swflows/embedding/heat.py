@@ -38,8 +38,9 @@ from keystoneauth1.identity import v3
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from swflows import Swflows, embedding, exceptions, states
+from swflows import Swflows, bootdata, embedding, exceptions, states
 from swflows.embedding.completion import action_flows
+from swflows.tasks import metadata
 from swflows.transports import names
 
 LOG = logging.getLogger(__name__)
@@ -49,12 +50,6 @@ GROUP = "swflows"
 #: resource type name
 TYPE = "OS::Swflows::Deployment"
 
-#: what each service's presence in the catalog allows: signal transports
-#: follow swflows' AUTO; the config transport is the first offered here
-CONFIG_TRANSPORT_ORDER = (
-    ("object_store", names.POLL_TEMP_URL),
-    ("messaging", names.ZAQAR_MESSAGE),
-)
 CATALOG_TYPES = {
     "object_store": "object-store",
     "messaging": "messaging",
@@ -90,8 +85,7 @@ opts = [
     cfg.StrOpt(
         "project_name",
         default="service",
-        help="Project the [trustee] identity is scoped to when its options "
-        "name none.",
+        help="Project the [trustee] identity is scoped to when its options name none.",
     ),
     cfg.StrOpt(
         "project_domain_id",
@@ -177,14 +171,19 @@ def instance() -> Swflows:
         return _instance[0]
 
 
-def default_config_transport(sw: Swflows) -> str:
-    """The config transport of a server swflows has not enrolled."""
+def default_config_transport(sw: Swflows, agent: str = bootdata.SWFLOWS_AGENT) -> str:
+    """The config transport of a server swflows has not enrolled, running
+    ``agent``: ``[swflows] config_transport`` if set; else POLL_TEMP_URL
+    when the catalog has Swift (both agents read it); else ZAQAR_MESSAGE
+    for swflows' agent; else POLL_SERVER_HEAT (Heat's agents, the server
+    a resource of the same stack)."""
     chosen: str | None = cfg.CONF[GROUP].config_transport
     if chosen:
         return chosen
-    for service, transport in CONFIG_TRANSPORT_ORDER:
-        if sw.services.clients.offers(service):
-            return transport
+    if sw.services.clients.offers("object_store"):
+        return names.POLL_TEMP_URL
+    if agent == bootdata.SWFLOWS_AGENT and sw.services.clients.offers("messaging"):
+        return names.ZAQAR_MESSAGE
     return names.POLL_SERVER_HEAT
 
 
@@ -197,7 +196,7 @@ class _Pending:
         self.update_started: str | None = None
 
 
-class SwflowsDeployment(resource.Resource):
+class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is untyped
     """Deploys a swflows config to a server and waits for its signal."""
 
     support_status = support.SupportStatus(version="27.0.0")
@@ -382,7 +381,9 @@ class SwflowsDeployment(resource.Resource):
             signal_transport=self.properties[self.SIGNAL_TRANSPORT]
             or cfg.CONF[GROUP].signal_transport,
             config_transport=self.properties[self.CONFIG_TRANSPORT]
-            or default_config_transport(sw),
+            or default_config_transport(
+                sw, metadata.server_agent(sw.services, self.properties[self.SERVER])
+            ),
             timeout=self.properties[self.TIMEOUT],
             name=self.properties[self.NAME] or self.physical_resource_name(),
             deployment_id=deployment_id,
@@ -514,8 +515,8 @@ def resource_mapping() -> dict[str, type[resource.Resource]]:
 
 
 __all__ = [
-    "SwflowsDeployment",
     "TYPE",
+    "SwflowsDeployment",
     "build",
     "catalog_services",
     "default_config_transport",

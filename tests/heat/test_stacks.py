@@ -34,9 +34,7 @@ exit 3
 """
 
 
-def template(
-    config_id: str, server_id: str, **properties: Any
-) -> dict[str, Any]:
+def template(config_id: str, server_id: str, **properties: Any) -> dict[str, Any]:
     """One deployment, its inputs from the stack's parameters, its outputs
     read both ways Heat's SoftwareDeployment allows."""
     return {
@@ -77,7 +75,10 @@ def server(sw: Swflows) -> Iterator[str]:
     from swflows.embedding import heat as plugin
 
     made = sw.create_server(
-        "heat-web", "cirros", "m1.tiny", config_transport=plugin.default_config_transport(sw)
+        "heat-web",
+        "cirros",
+        "m1.tiny",
+        config_transport=plugin.default_config_transport(sw),
     )
     yield str(made["server_id"])
     sw.delete_server(made["server_id"])
@@ -174,14 +175,17 @@ def test_a_failing_script_fails_the_stack(
     sw.delete_config(config.id)
 
 
-def test_a_signal_through_heat_api(
-    sw: Swflows, heat_api: HeatApi, hello: str
-) -> None:
+def test_a_signal_through_heat_api(sw: Swflows, heat_api: HeatApi, hello: str) -> None:
     """A server running Heat's agents (none runs here): its signal comes
     through ``openstack stack resource signal`` (HEAT_SIGNAL)."""
+    from swflows.embedding import heat as plugin
+
     made = sw.create_server(
-        "heat-signal", "cirros", "m1.tiny", agent=bootdata.HEAT_AGENTS,
-        config_transport="ZAQAR_MESSAGE",
+        "heat-signal",
+        "cirros",
+        "m1.tiny",
+        agent=bootdata.HEAT_AGENTS,
+        config_transport=plugin.default_config_transport(sw, bootdata.HEAT_AGENTS),
     )
     server_id = str(made["server_id"])
     try:

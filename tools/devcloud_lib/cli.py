@@ -243,10 +243,7 @@ def cmd_heat_up() -> int:
             raise DevcloudError("the dev cloud is not up: run tools/devcloud up")
         cloud = json.loads(layout.CLOUD_JSON.read_text())
         doc = heat.up(cloud)
-    print(
-        "heat: "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in doc["timings"].items())
-    )
+    print("heat: " + ", ".join(f"{k} {v:.1f} s" for k, v in doc["timings"].items()))
     print(f"heat-api  {doc['url']} ({heat.HEAT_JSON})")
     return 0
 

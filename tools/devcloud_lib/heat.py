@@ -126,7 +126,12 @@ def databases() -> dict[str, str]:
 def make_databases() -> dict[str, str]:
     urls = {}
     for role, name in databases().items():
-        _sql([f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"'])
+        _sql(
+            [
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+                f'CREATE DATABASE "{name}"',
+            ]
+        )
         urls[role] = f"{PG}/{name}"
     return urls
 
@@ -206,7 +211,11 @@ def register(cloud: dict[str, Any], password: str, api_port: int) -> None:
 
 def plugin_dir() -> str:
     res = subprocess.run(
-        [str(python()), "-c", "import swflows.embedding.heat_plugins as p; print(p.PATH)"],
+        [
+            str(python()),
+            "-c",
+            "import swflows.embedding.heat_plugins as p; print(p.PATH)",
+        ],
         capture_output=True,
         text=True,
     )
@@ -317,7 +326,11 @@ def spawn(name: str, argv: list[str], port: int, records: dict[str, Record]) -> 
 
 
 def engine_argv() -> list[str]:
-    return [str(VENV / "bin" / "heat-engine"), "--config-file", str(STATE / "heat.conf")]
+    return [
+        str(VENV / "bin" / "heat-engine"),
+        "--config-file",
+        str(STATE / "heat.conf"),
+    ]
 
 
 def start_engine(records: dict[str, Record]) -> Started:
@@ -363,7 +376,9 @@ def is_up() -> bool:
     if not all(r.alive() for r in records.values()):
         return False
     try:
-        resp = httpjson.call("GET", f"http://127.0.0.1:{records['heat-api'].port}/", timeout=5)
+        resp = httpjson.call(
+            "GET", f"http://127.0.0.1:{records['heat-api'].port}/", timeout=5
+        )
     except OSError:
         return False
     return resp.status in (200, 300)
@@ -392,7 +407,12 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
     vhost = make_vhost()
     urls = make_databases()
     from_key = subprocess.run(
-        [str(python()), "-c", "from cryptography import fernet; print(fernet.Fernet.generate_key().decode())"],
+        [
+            str(python()),
+            "-c",
+            "from cryptography import fernet;"
+            " print(fernet.Fernet.generate_key().decode())",
+        ],
         capture_output=True,
         text=True,
         check=True,
