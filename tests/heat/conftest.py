@@ -75,6 +75,22 @@ def sw(heat: dict[str, Any]) -> Iterator[Swflows]:
     made.close()
 
 
+@pytest.fixture(scope="session")
+def server(sw: Swflows) -> Iterator[str]:
+    """A server running swflows' agent, enrolled on the transport the
+    plugin picks by default for this cloud's catalog."""
+    from swflows.embedding import heat as plugin
+
+    made = sw.create_server(
+        "heat-web",
+        "cirros",
+        "m1.tiny",
+        config_transport=plugin.default_config_transport(sw),
+    )
+    yield str(made["server_id"])
+    sw.delete_server(made["server_id"])
+
+
 class HeatApi:
     """heat-api as the demo user (keystoneauth only, no heatclient)."""
 
@@ -97,7 +113,7 @@ class HeatApi:
             return None  # 202 Accepted, no body
 
     def create(
-        self, name: str, template: dict[str, Any], parameters: dict[str, Any]
+        self, name: str, template: dict[str, Any] | str, parameters: dict[str, Any]
     ) -> str:
         name = f"{name}-{uuid.uuid4().hex[:8]}"
         body = {"stack_name": name, "template": template, "parameters": parameters}

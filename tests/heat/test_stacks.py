@@ -69,22 +69,6 @@ def template(config_id: str, server_id: str, **properties: Any) -> dict[str, Any
 
 
 @pytest.fixture(scope="module")
-def server(sw: Swflows) -> Iterator[str]:
-    """A server running swflows' agent, enrolled on the transport the
-    plugin picks by default for this cloud's catalog."""
-    from swflows.embedding import heat as plugin
-
-    made = sw.create_server(
-        "heat-web",
-        "cirros",
-        "m1.tiny",
-        config_transport=plugin.default_config_transport(sw),
-    )
-    yield str(made["server_id"])
-    sw.delete_server(made["server_id"])
-
-
-@pytest.fixture(scope="module")
 def hello(sw: Swflows) -> Iterator[str]:
     config = sw.create_config(
         "hello",

@@ -207,6 +207,7 @@ def cmd_up() -> int:
             stop(load_records())
             layout.RECORDS.unlink(missing_ok=True)
         layout.CLOUD_JSON.unlink(missing_ok=True)
+        heat.down()  # its service user and endpoint go with the old Keystone
 
         spent = install.ensure()
         state = "up to date" if spent is None else f"installed in {spent:.1f} s"

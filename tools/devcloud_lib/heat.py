@@ -368,7 +368,13 @@ def start_engine_again() -> bool:
 
 
 def is_up() -> bool:
-    if not HEAT_JSON.exists():
+    """Heat runs, registered in the running dev cloud's Keystone."""
+    try:
+        doc = json.loads(HEAT_JSON.read_text())
+        cloud = json.loads(layout.CLOUD_JSON.read_text())
+    except (OSError, ValueError):
+        return False
+    if doc.get("auth_url") != cloud["keystone"]["auth_url"]:
         return False
     records = load_records()
     if set(records) != {"heat-engine", "heat-api"}:
@@ -470,6 +476,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
     timings["start"] = time.monotonic() - t0 - timings["install"] - timings["prepare"]
     doc = {
         "url": f"http://127.0.0.1:{api_port}/v1",
+        "auth_url": cloud["keystone"]["auth_url"],
         "conf": str(conf),
         "service_user": {
             "username": SERVICE_USER,
