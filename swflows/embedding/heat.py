@@ -50,6 +50,15 @@ GROUP = "swflows"
 #: resource type name
 TYPE = "OS::Swflows::Deployment"
 
+#: what scopes a password login's token
+SCOPES = (
+    "project_id",
+    "project_name",
+    "domain_id",
+    "domain_name",
+    "trust_id",
+    "system_scope",
+)
 CATALOG_TYPES = {
     "object_store": "object-store",
     "messaging": "messaging",
@@ -109,8 +118,9 @@ def service_auth(conf: cfg.ConfigOpts) -> Any:
     auth = ks_loading.load_auth_from_conf_options(conf, "trustee")
     if auth is None:
         raise exceptions.ValidationError("trustee", "[trustee] names no auth_type")
-    if getattr(auth, "project_id", None) or getattr(auth, "project_name", None):
-        return auth
+    elements = getattr(auth, "get_cache_id_elements", dict)()
+    if not elements or any(elements.get(name) for name in SCOPES):
+        return auth  # scoped already, or a plugin that is not a login
     return ks_loading.load_auth_from_conf_options(
         conf,
         "trustee",

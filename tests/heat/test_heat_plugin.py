@@ -7,6 +7,7 @@ Heat's plugin loader and check the resource type against Heat's classes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from heat.common import plugin_loader
@@ -98,3 +99,40 @@ def test_its_options_are_registered() -> None:
     }
     assert cfg.CONF.swflows.signal_transport == "AUTO"
     assert cfg.CONF.swflows.project_name == "service"
+
+
+def trustee_conf(**trustee: str) -> Any:
+    """Options as heat.conf gives them: [trustee] with a password login."""
+    from keystoneauth1 import loading as ks_loading
+    from oslo_config import cfg
+
+    conf = cfg.ConfigOpts()
+    conf.register_opts(plugin.opts, group=plugin.GROUP)
+    ks_loading.register_auth_conf_options(conf, "trustee")
+    password = ks_loading.get_auth_plugin_conf_options("password")
+    conf.register_opts(password, group="trustee")
+    conf.set_override("auth_type", "password", "trustee")
+    for name, value in trustee.items():
+        conf.set_override(name, value, "trustee")
+    conf([], project="swflows-heat-test")
+    return conf
+
+
+def test_an_unscoped_trustee_is_scoped_to_the_service_project() -> None:
+    """Heat's usual [trustee] names no project; a token without one has an
+    empty catalog, so swflows scopes it to [swflows] project_name."""
+    base = {
+        "auth_url": "http://keystone.example/v3",
+        "username": "heat",
+        "password": "secret",
+        "user_domain_id": "default",
+    }
+    scoped = plugin.service_auth(trustee_conf(**base)).get_cache_id_elements()
+    assert (scoped["project_name"], scoped["project_domain_id"]) == (
+        "service",
+        "default",
+    )
+    assert scoped["auth_url"] == base["auth_url"]
+    named = plugin.service_auth(trustee_conf(**base, project_id="p1"))
+    kept = named.get_cache_id_elements()
+    assert (kept["project_id"], kept["project_name"]) == ("p1", None)

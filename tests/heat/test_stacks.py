@@ -224,3 +224,33 @@ def test_engine_killed_mid_create_then_updated(
     assert heat_api.outputs(ref)["result"] == "hello once\n"
     assert runs(counted) == ["start once", "end once"]
     gone(sw, heat_api, ref, deployment_id)
+
+
+def test_swflows_uses_what_the_catalog_lists(sw: Swflows, devcloud: Any) -> None:
+    """The plugin's swflows uses the services Keystone's catalog lists, and
+    its default transports follow: Swift's where Swift is listed, else
+    Zaqar's for swflows' agent and Heat's own API for Heat's agents."""
+    from keystoneauth1 import session as ks_session
+    from oslo_config import cfg
+
+    from swflows.embedding import heat as plugin
+
+    session = ks_session.Session(auth=plugin.service_auth(cfg.CONF))
+    access = session.auth.get_access(session)
+    listed = {entry["type"] for entry in access.service_catalog.catalog}
+    offered = {
+        service
+        for service in plugin.CATALOG_TYPES
+        if sw.services.clients.offers(service)
+    }
+    assert offered == {
+        service for service, kind in plugin.CATALOG_TYPES.items() if kind in listed
+    }
+    assert "compute" in offered and "messaging" in offered
+    if "object_store" in offered:
+        expected = {"swflows": "POLL_TEMP_URL", "heat": "POLL_TEMP_URL"}
+    else:
+        expected = {"swflows": "ZAQAR_MESSAGE", "heat": "POLL_SERVER_HEAT"}
+    assert {
+        agent: plugin.default_config_transport(sw, agent) for agent in expected
+    } == expected
