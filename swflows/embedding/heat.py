@@ -118,7 +118,7 @@ def service_auth(conf: cfg.ConfigOpts) -> Any:
     auth = ks_loading.load_auth_from_conf_options(conf, "trustee")
     if auth is None:
         raise exceptions.ValidationError("trustee", "[trustee] names no auth_type")
-    elements = getattr(auth, "get_cache_id_elements", dict)()
+    elements: dict[str, Any] = getattr(auth, "get_cache_id_elements", dict)()
     if not elements or any(elements.get(name) for name in SCOPES):
         return auth  # scoped already, or a plugin that is not a login
     return ks_loading.load_auth_from_conf_options(
