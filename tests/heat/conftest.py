@@ -126,16 +126,26 @@ class HeatApi:
         body = {"template": template, "parameters": parameters}
         self.call("PUT", f"/stacks/{ref}", json=body)
 
+    def action(self, ref: str, name: str) -> None:
+        """A stack action: suspend, resume, check."""
+        self.call("POST", f"/stacks/{ref}/actions", json={name: None})
+
     def show(self, ref: str) -> dict[str, Any]:
         stack: dict[str, Any] = self.call("GET", f"/stacks/{ref}")["stack"]
         return stack
 
-    def wait(self, ref: str, timeout: float = 120) -> dict[str, Any]:
-        """The stack once no action is in progress."""
+    def wait(
+        self, ref: str, timeout: float = 120, action: str | None = None
+    ) -> dict[str, Any]:
+        """The stack once no action is in progress (``action``: once that
+        action, which Heat may start after answering, has ended)."""
         deadline = time.monotonic() + timeout
         while True:
             stack = self.show(ref)
-            if not stack["stack_status"].endswith("_IN_PROGRESS"):
+            status = stack["stack_status"]
+            if not status.endswith("_IN_PROGRESS") and (
+                action is None or status.startswith(action.upper() + "_")
+            ):
                 return stack
             if time.monotonic() > deadline:
                 raise AssertionError(f"{ref} still {stack['stack_status']}")

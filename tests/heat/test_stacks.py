@@ -113,11 +113,18 @@ def test_create_update_delete(
     assert runs(counted) == ["start bob", "end bob"]
 
     heat_api.update(ref, tmpl, {"name": "alice", "runs": str(counted)})
-    stack = heat_api.wait(ref)
+    stack = heat_api.wait(ref, action="update")
     assert stack["stack_status"] == "UPDATE_COMPLETE", stack["stack_status_reason"]
     assert heat_api.outputs(ref)["result"] == "hello alice\n"
     assert sw.show(deployment_id).action == model.UPDATE
     assert runs(counted) == ["start bob", "end bob", "start alice", "end alice"]
+
+    # the config has no SUSPEND or RESUME: as in Heat, nothing runs
+    for action in ("suspend", "resume"):
+        heat_api.action(ref, action)
+        stack = heat_api.wait(ref, action=action)
+        assert stack["stack_status"] == f"{action.upper()}_COMPLETE", stack
+    assert len(runs(counted)) == 4
 
     gone(sw, heat_api, ref, deployment_id)
     assert sw.list_deployments(server_id=server) == []
@@ -218,7 +225,7 @@ def test_engine_killed_mid_create_then_updated(
     start_engine()
 
     heat_api.update(ref, tmpl, params)
-    stack = heat_api.wait(ref, timeout=180)
+    stack = heat_api.wait(ref, timeout=180, action="update")
     assert stack["stack_status"] == "UPDATE_COMPLETE", stack["stack_status_reason"]
     assert heat_api.resource(ref, "deploy")["physical_resource_id"] == deployment_id
     assert heat_api.outputs(ref)["result"] == "hello once\n"
