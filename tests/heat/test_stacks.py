@@ -261,3 +261,12 @@ def test_swflows_uses_what_the_catalog_lists(sw: Swflows, devcloud: Any) -> None
     assert {
         agent: plugin.default_config_transport(sw, agent) for agent in expected
     } == expected
+
+
+def test_heat_lists_the_resource_type(heat_api: HeatApi) -> None:
+    """``openstack orchestration resource type list`` and ``... show``."""
+    listed = heat_api.call("GET", "/resource_types")["resource_types"]
+    assert "OS::Swflows::Deployment" in listed
+    shown = heat_api.call("GET", "/resource_types/OS::Swflows::Deployment")
+    assert shown["attributes"]["deploy_status_code"]["type"] == "integer"
+    assert shown["properties"]["config"]["required"] is True
