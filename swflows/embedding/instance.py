@@ -136,6 +136,7 @@ def from_session(
     table_prefix: str = "swflows_",
     secret_key: bytes | str | None = None,
     conf: cfg.ConfigOpts | None = None,
+    start: bool = True,
     **clients: Any,
 ) -> Swflows:
     """A running :class:`~swflows.api.Swflows` on the embedder's identity
@@ -147,7 +148,9 @@ def from_session(
     disposes of the engine).  A server database needs ``secret_key``, the
     Fernet key encrypting secrets at rest, the same on every host.
     ``conf`` carries swflows' other options (timeouts, transports, runner);
-    by default every option has its default.  ``clients`` are passed to
+    by default every option has its default.  With ``start=False`` no
+    runner starts until a flow is started from this instance (a process
+    that only reads, or serves an API).  ``clients`` are passed to
     :func:`session_clients`.  Close the instance with ``close()``.
     """
     from swflows.persistence.store import Store
@@ -165,7 +168,7 @@ def from_session(
         engine=engine,
     )
     try:
-        instance = Swflows(store, made_clients, options)
+        instance = Swflows(store, made_clients, options, start=start)
     except BaseException:
         store.close()
         raise

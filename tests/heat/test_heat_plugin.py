@@ -1,55 +1,72 @@
-"""examples/heat_plugin.py against Heat's own package (``tox -e heat``).
+"""swflows.embedding.heat loaded by Heat's own package, as Heat loads it.
 
-Heat is not one of swflows' dependencies: these tests run in their own
-environment, where openstack-heat is installed (``SWFLOWS_REQUIRE_HEAT=1``
-makes a missing Heat a failure, not a skip), and check that the example
-plugin loads as Heat loads plugins and that Heat accepts its schemas.
+These tests need no running Heat: they load the plugin directory with
+Heat's plugin loader and check the resource type against Heat's classes.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import types
 from pathlib import Path
+from typing import Any
 
 import pytest
+from heat.common import plugin_loader
+from heat.engine import attributes, properties
+from heat.engine import resource as heat_resource
 
-if os.environ.get("SWFLOWS_REQUIRE_HEAT") != "1":
-    # outside ``tox -e heat`` Heat is usually not installed
-    pytest.importorskip("heat.engine.resource")
-from heat.engine import properties
-from heat.engine import resource as heat_resource_module
-
-PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "heat_plugin.py"
+from swflows.embedding import heat as plugin
+from swflows.embedding import heat_plugins
 
 
-@pytest.fixture(scope="module")
-def plugin() -> types.ModuleType:
-    """The example, imported from its file as Heat's plugin loader does."""
-    spec = importlib.util.spec_from_file_location("heat_plugin_example", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_heat_loads_the_plugin_directory() -> None:
+    """Heat's loader imports every module of a ``plugin_dirs`` directory;
+    the one there maps swflows' resource type."""
+    package = plugin_loader.create_subpackage([heat_plugins.PATH], "swflows_test")
+    modules = list(plugin_loader.load_modules(package))
+    assert [m.__name__ for m in modules] == ["swflows_test.plugins.swflows_deployment"]
+    mapping = modules[0].resource_mapping()
+    assert mapping == {"OS::Swflows::Deployment": plugin.SwflowsDeployment}
+    assert Path(heat_plugins.PATH).is_dir()
 
 
-def test_it_maps_one_resource_type(plugin: types.ModuleType) -> None:
-    mapping = plugin.resource_mapping()
-    assert list(mapping) == ["OS::Swflows::Deployment"]
-    cls = mapping["OS::Swflows::Deployment"]
-    assert issubclass(cls, heat_resource_module.Resource)
-    for action in ("create", "update", "suspend", "resume", "delete"):
-        assert callable(getattr(cls, f"handle_{action}"))
-        assert callable(getattr(cls, f"check_{action}_complete"))
-    assert callable(cls.handle_signal)
+def test_no_constant_hides_one_of_heats_resource() -> None:
+    """Heat's Resource uses its own upper-case names (ACTIONS, CREATE, ...)
+    at run time: a property or attribute constant must not reuse one (an
+    ``ACTIONS = "actions"`` made every create fail "Invalid action CREATE")."""
+    cls = plugin.SwflowsDeployment
+    own = {
+        name
+        for name in vars(cls)
+        if name.isupper() and name not in ("PROPERTIES", "ATTRIBUTES")
+    }
+    clashes = {
+        name
+        for name in own
+        if hasattr(heat_resource.Resource, name)
+        and getattr(cls, name) != getattr(heat_resource.Resource, name)
+    }
+    assert clashes == set()
+    assert cls.ACTIONS == heat_resource.Resource.ACTIONS
 
 
-def test_heat_accepts_its_schemas(plugin: types.ModuleType) -> None:
+def test_properties_and_attributes_are_shaped_as_software_deployments() -> None:
+    from heat.engine.resources.openstack.heat import software_deployment
+
+    theirs = software_deployment.SoftwareDeployment
+    cls = plugin.SwflowsDeployment
+    shared = {"config", "server", "input_values", "actions", "name", "signal_transport"}
+    assert shared <= set(cls.properties_schema) & set(theirs.properties_schema)
+    for name in shared:
+        assert cls.properties_schema[name].type == theirs.properties_schema[name].type
+    for name in ("deploy_stdout", "deploy_stderr", "deploy_status_code"):
+        assert name in cls.attributes_schema
+    assert cls.attributes_schema["deploy_status_code"].type == attributes.Schema.INTEGER
+
+
+def test_heat_validates_its_properties() -> None:
     cls = plugin.SwflowsDeployment
     template = cls.resource_to_template("OS::Swflows::Deployment", "hot")
     assert set(template["parameters"]) == set(cls.PROPERTIES)
-    assert set(template["outputs"]) >= set(cls.ATTRIBUTES)
     good = properties.Properties(
         cls.properties_schema,
         {"config": "c", "server": "s", "signal_transport": "HEAT_SIGNAL"},
@@ -61,14 +78,61 @@ def test_heat_accepts_its_schemas(plugin: types.ModuleType) -> None:
     )
     with pytest.raises(Exception, match="timeout"):
         bad.validate()
+    wrong = properties.Properties(
+        cls.properties_schema,
+        {"config": "c", "server": "s", "config_transport": "POLL_SERVER_CFN"},
+    )
+    with pytest.raises(Exception, match="config_transport"):
+        wrong.validate()
 
 
-def test_its_options_are_registered(plugin: types.ModuleType) -> None:
+def test_its_options_are_registered() -> None:
     from oslo_config import cfg
 
-    assert cfg.CONF.swflows.signal_transport == "TEMP_URL_SIGNAL"
-    assert {o.dest for o in plugin.swflows_opts} == {
+    assert {o.dest for o in plugin.opts} == {
         "database_url",
         "secret_key",
         "signal_transport",
+        "config_transport",
+        "project_name",
+        "project_domain_id",
     }
+    assert cfg.CONF.swflows.signal_transport == "AUTO"
+    assert cfg.CONF.swflows.project_name == "service"
+
+
+def trustee_conf(**trustee: str) -> Any:
+    """Options as heat.conf gives them: [trustee] with a password login."""
+    from keystoneauth1 import loading as ks_loading
+    from oslo_config import cfg
+
+    conf = cfg.ConfigOpts()
+    conf.register_opts(plugin.opts, group=plugin.GROUP)
+    ks_loading.register_auth_conf_options(conf, "trustee")
+    password = ks_loading.get_auth_plugin_conf_options("password")
+    conf.register_opts(password, group="trustee")
+    conf.set_override("auth_type", "password", "trustee")
+    for name, value in trustee.items():
+        conf.set_override(name, value, "trustee")
+    conf([], project="swflows-heat-test")
+    return conf
+
+
+def test_an_unscoped_trustee_is_scoped_to_the_service_project() -> None:
+    """Heat's usual [trustee] names no project; a token without one has an
+    empty catalog, so swflows scopes it to [swflows] project_name."""
+    base = {
+        "auth_url": "http://keystone.example/v3",
+        "username": "heat",
+        "password": "secret",
+        "user_domain_id": "default",
+    }
+    scoped = plugin.service_auth(trustee_conf(**base)).get_cache_id_elements()
+    assert (scoped["project_name"], scoped["project_domain_id"]) == (
+        "service",
+        "default",
+    )
+    assert scoped["auth_url"] == base["auth_url"]
+    named = plugin.service_auth(trustee_conf(**base, project_id="p1"))
+    kept = named.get_cache_id_elements()
+    assert (kept["project_id"], kept["project_name"]) == ("p1", None)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import httpjson, install, keystone, layout, swflowsconf, swift, zaqar
+from . import heat, httpjson, install, keystone, layout, swflowsconf, swift, zaqar
 from .context import SERVERS, Cloud
 from .procs import (
     DevcloudError,
@@ -207,6 +207,7 @@ def cmd_up() -> int:
             stop(load_records())
             layout.RECORDS.unlink(missing_ok=True)
         layout.CLOUD_JSON.unlink(missing_ok=True)
+        heat.down()  # its service user and endpoint go with the old Keystone
 
         spent = install.ensure()
         state = "up to date" if spent is None else f"installed in {spent:.1f} s"
@@ -236,8 +237,41 @@ def ensure_swflows() -> None:
     print(f"swflows: {state} ({layout.SWFLOWS_VENV})")
 
 
+def cmd_heat_up() -> int:
+    """Start Heat (afresh) on the running dev cloud."""
+    with exclusive():
+        if not is_up(health()):
+            raise DevcloudError("the dev cloud is not up: run tools/devcloud up")
+        cloud = json.loads(layout.CLOUD_JSON.read_text())
+        doc = heat.up(cloud)
+    print("heat: " + ", ".join(f"{k} {v:.1f} s" for k, v in doc["timings"].items()))
+    print(f"heat-api  {doc['url']} ({heat.HEAT_JSON})")
+    return 0
+
+
+def cmd_heat_down() -> int:
+    with exclusive():
+        heat.down()
+    print("heat stopped")
+    return 0
+
+
+def cmd_heat_engine_start() -> int:
+    with exclusive():
+        started = heat.start_engine_again()
+    print("heat-engine started" if started else "heat-engine was running")
+    return 0
+
+
+def cmd_heat_status() -> int:
+    up = heat.is_up()
+    print("heat up" if up else "heat down")
+    return 0 if up else 1
+
+
 def cmd_down() -> int:
     with exclusive():
+        heat.down()
         records = load_records()
         t0 = time.monotonic()
         killed = stop(records)
@@ -283,6 +317,17 @@ COMMANDS = {
     "up": (cmd_up, "install if needed, then start every server (no-op if up)"),
     "down": (cmd_down, "stop every recorded server"),
     "status": (cmd_status, "show each server; exit 0 only if all are healthy"),
+    "heat-up": (
+        cmd_heat_up,
+        "install Heat (first time), then start heat-engine and heat-api "
+        "afresh on the running cloud; writes .devcloud/heat.json",
+    ),
+    "heat-down": (cmd_heat_down, "stop heat-engine and heat-api"),
+    "heat-status": (cmd_heat_status, "exit 0 only if Heat answers"),
+    "heat-engine-start": (
+        cmd_heat_engine_start,
+        "start heat-engine again if it is not running (after a crash)",
+    ),
     "env": (
         cmd_env,
         "print the exports of a shell where swflows and swflows-agent work "

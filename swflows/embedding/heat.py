@@ -1,0 +1,537 @@
+"""``OS::Swflows::Deployment``: swflows inside OpenStack Heat (27 and later).
+
+A Heat resource type that deploys a swflows config to a server, shaped as
+Heat's own ``OS::Heat::SoftwareDeployment`` (properties ``config``,
+``server``, ``input_values``, ``actions``, ``signal_transport``, ``name``;
+attributes ``deploy_stdout``, ``deploy_stderr``, ``deploy_status_code`` and
+every output of the config by its name, plus the ``outputs`` map), with
+Heat's lifecycle mapped onto swflows' flows by
+:class:`swflows.embedding.Lifecycle`.
+
+Heat loads resource plugins only from the directories of its
+``plugin_dirs`` option; :data:`swflows.embedding.heat_plugins.PATH` is
+such a directory, holding one module that imports this one.  See the
+README's "Embedding in Heat".
+
+One swflows per heat-engine process keeps the deployments, their signal
+stores and stack users in its own database (``[swflows] database_url``),
+and acts with Heat's service identity: the ``[trustee]`` options, scoped
+to the project ``[swflows] project_name`` (``service``) when they name
+none, since a deployment's flows outlive the request that started them and
+continue on another engine after a restart.  Stack users are made as
+Heat's stack domain admin, in Heat's stack user domain.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from heat.common import exception
+from heat.common.i18n import _
+from heat.engine import attributes, constraints, properties, resource, support
+from keystoneauth1 import exceptions as ks_exceptions
+from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from swflows import Swflows, bootdata, embedding, exceptions, states
+from swflows.embedding.completion import action_flows
+from swflows.tasks import metadata
+from swflows.transports import names
+
+LOG = logging.getLogger(__name__)
+
+GROUP = "swflows"
+
+#: resource type name
+TYPE = "OS::Swflows::Deployment"
+
+#: what scopes a password login's token
+SCOPES = (
+    "project_id",
+    "project_name",
+    "domain_id",
+    "domain_name",
+    "trust_id",
+    "system_scope",
+)
+CATALOG_TYPES = {
+    "object_store": "object-store",
+    "messaging": "messaging",
+    "compute": "compute",
+}
+
+opts = [
+    cfg.StrOpt(
+        "database_url",
+        secret=True,
+        help="SQLAlchemy URL of swflows' own database.",
+    ),
+    cfg.StrOpt(
+        "secret_key",
+        secret=True,
+        help="Fernet key encrypting swflows' secrets at rest; the same on "
+        "every heat-engine.",
+    ),
+    cfg.StrOpt(
+        "signal_transport",
+        default=names.AUTO,
+        help="Signal transport of deployments that name none (AUTO: "
+        "TEMP_URL_SIGNAL when the catalog has Swift, else one the server's "
+        "agent can send).",
+    ),
+    cfg.StrOpt(
+        "config_transport",
+        help="Config transport of servers swflows has not enrolled (default: "
+        "POLL_TEMP_URL when the catalog has Swift, else ZAQAR_MESSAGE, else "
+        "POLL_SERVER_HEAT). Every one of them is read by both swflows' "
+        "agent and Heat's.",
+    ),
+    cfg.StrOpt(
+        "project_name",
+        default="service",
+        help="Project the [trustee] identity is scoped to when its options name none.",
+    ),
+    cfg.StrOpt(
+        "project_domain_id",
+        default="default",
+        help="Domain of project_name.",
+    ),
+]
+cfg.CONF.register_opts(opts, group=GROUP)
+
+_lock = threading.Lock()
+_instance: list[Swflows] = []
+
+
+def service_auth(conf: cfg.ConfigOpts) -> Any:
+    """Heat's service identity (``[trustee]``), scoped to a project.
+
+    ``[trustee]`` usually names no project (Heat adds a trust to it); a
+    token without a scope has an empty catalog, so then the identity is
+    scoped to ``[swflows] project_name``.
+    """
+    auth = ks_loading.load_auth_from_conf_options(conf, "trustee")
+    if auth is None:
+        raise exceptions.ValidationError("trustee", "[trustee] names no auth_type")
+    elements: dict[str, Any] = getattr(auth, "get_cache_id_elements", dict)()
+    if not elements or any(elements.get(name) for name in SCOPES):
+        return auth  # scoped already, or a plugin that is not a login
+    return ks_loading.load_auth_from_conf_options(
+        conf,
+        "trustee",
+        project_name=conf[GROUP].project_name,
+        project_domain_id=conf[GROUP].project_domain_id,
+    )
+
+
+def catalog_services(session: ks_session.Session, region: str | None) -> list[str]:
+    """The services swflows may use: those the catalog lists."""
+    found = []
+    for service, kind in CATALOG_TYPES.items():
+        try:
+            session.get_endpoint(
+                service_type=kind, interface="public", region_name=region
+            )
+        except ks_exceptions.EndpointNotFound:
+            continue
+        found.append(service)
+    return found
+
+
+def build(conf: cfg.ConfigOpts, *, start: bool = True) -> Swflows:
+    """A swflows on Heat's service identity and options (``start``: see
+    :func:`swflows.embedding.from_session`)."""
+    auth = service_auth(conf)
+    session = ks_session.Session(auth=auth)
+    region = conf.region_name_for_services
+    services = catalog_services(session, region)
+    domain = conf.stack_user_domain_id
+    domain_admin = ks_session.Session(
+        auth=v3.Password(
+            auth_url=auth.auth_url,
+            username=conf.stack_domain_admin,
+            password=conf.stack_domain_admin_password,
+            user_domain_id=domain,
+            domain_id=domain,
+        )
+    )
+    return embedding.from_session(
+        session,
+        conf[GROUP].database_url,
+        secret_key=conf[GROUP].secret_key,
+        services=services,
+        region_name=region,
+        stack_domain_session=domain_admin,
+        stack_user_domain_id=domain,
+        stack_user_role=conf.heat_stack_user_role,
+        start=start,
+    )
+
+
+def instance() -> Swflows:
+    """One swflows per heat-engine process."""
+    with _lock:
+        if not _instance:
+            _instance.append(build(cfg.CONF))
+        return _instance[0]
+
+
+def default_config_transport(sw: Swflows, agent: str = bootdata.SWFLOWS_AGENT) -> str:
+    """The config transport of a server swflows has not enrolled, running
+    ``agent``: ``[swflows] config_transport`` if set; else POLL_TEMP_URL
+    when the catalog has Swift (both agents read it); else ZAQAR_MESSAGE
+    for swflows' agent; else POLL_SERVER_HEAT (Heat's agents, the server
+    a resource of the same stack)."""
+    chosen: str | None = cfg.CONF[GROUP].config_transport
+    if chosen:
+        return chosen
+    if sw.services.clients.offers("object_store"):
+        return names.POLL_TEMP_URL
+    if agent == bootdata.SWFLOWS_AGENT and sw.services.clients.offers("messaging"):
+        return names.ZAQAR_MESSAGE
+    return names.POLL_SERVER_HEAT
+
+
+class _Pending:
+    """An update waiting for the action in flight to end first."""
+
+    def __init__(self, waiting: str, prop_diff: dict[str, Any]) -> None:
+        self.waiting = waiting
+        self.prop_diff = prop_diff
+        self.update_started: str | None = None
+
+
+class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is untyped
+    """Deploys a swflows config to a server and waits for its signal."""
+
+    support_status = support.SupportStatus(version="27.0.0")
+
+    # Heat's Resource has ACTIONS (its action names): property constants
+    # must not reuse any name of Resource's
+    PROPERTIES = (
+        CONFIG,
+        SERVER,
+        INPUT_VALUES,
+        DEPLOY_ACTIONS,
+        NAME,
+        SIGNAL_TRANSPORT,
+        CONFIG_TRANSPORT,
+        TIMEOUT,
+    ) = (
+        "config",
+        "server",
+        "input_values",
+        "actions",
+        "name",
+        "signal_transport",
+        "config_transport",
+        "timeout",
+    )
+
+    properties_schema = {
+        CONFIG: properties.Schema(
+            properties.Schema.STRING,
+            _("Id of the swflows config to deploy."),
+            required=True,
+            update_allowed=True,
+        ),
+        SERVER: properties.Schema(
+            properties.Schema.STRING,
+            _("Id of the server to deploy to."),
+            required=True,
+        ),
+        INPUT_VALUES: properties.Schema(
+            properties.Schema.MAP,
+            _("Values of the config's inputs."),
+            default={},
+            update_allowed=True,
+        ),
+        DEPLOY_ACTIONS: properties.Schema(
+            properties.Schema.LIST,
+            _(
+                "Which lifecycle actions of the deployment resource will "
+                "result in this deployment being triggered (a component "
+                "config lists its own)."
+            ),
+            default=["CREATE", "UPDATE"],
+        ),
+        NAME: properties.Schema(
+            properties.Schema.STRING,
+            _("Name of the deployment (default: the resource's physical name)."),
+        ),
+        SIGNAL_TRANSPORT: properties.Schema(
+            properties.Schema.STRING,
+            _("How the server signals back (default: [swflows] signal_transport)."),
+            constraints=[
+                constraints.AllowedValues(
+                    [
+                        names.TEMP_URL_SIGNAL,
+                        names.ZAQAR_SIGNAL,
+                        names.HEAT_SIGNAL,
+                        names.NO_SIGNAL,
+                        names.AUTO,
+                    ]
+                )
+            ],
+        ),
+        CONFIG_TRANSPORT: properties.Schema(
+            properties.Schema.STRING,
+            _(
+                "How the server receives its metadata, if swflows has not "
+                "enrolled it yet (default: [swflows] config_transport)."
+            ),
+            constraints=[
+                constraints.AllowedValues(
+                    [
+                        names.POLL_TEMP_URL,
+                        names.ZAQAR_MESSAGE,
+                        names.POLL_SERVER_HEAT,
+                    ]
+                )
+            ],
+        ),
+        TIMEOUT: properties.Schema(
+            properties.Schema.INTEGER,
+            _("Seconds the server has to signal back."),
+            constraints=[constraints.Range(min=1)],
+        ),
+    }
+
+    ATTRIBUTES = (STDOUT, STDERR, STATUS_CODE, OUTPUTS) = (
+        "deploy_stdout",
+        "deploy_stderr",
+        "deploy_status_code",
+        "outputs",
+    )
+
+    attributes_schema = {
+        STDOUT: attributes.Schema(
+            _("Captured stdout from the configuration execution."),
+            type=attributes.Schema.STRING,
+        ),
+        STDERR: attributes.Schema(
+            _("Captured stderr from the configuration execution."),
+            type=attributes.Schema.STRING,
+        ),
+        STATUS_CODE: attributes.Schema(
+            _("Returned status code from the configuration execution."),
+            type=attributes.Schema.INTEGER,
+        ),
+        OUTPUTS: attributes.Schema(
+            _("Every output the server sent, by name."),
+            type=attributes.Schema.MAP,
+        ),
+    }
+
+    signal_needs_metadata_updates = False
+
+    # -- helpers ------------------------------------------------------------
+    @property
+    def sw(self) -> Swflows:
+        return instance()
+
+    @property
+    def lifecycle(self) -> embedding.Lifecycle:
+        return embedding.Lifecycle(self.sw)
+
+    def _checked(self, check: Any, deployment_id: str | None) -> bool:
+        try:
+            done = bool(check(deployment_id))
+        except embedding.DeploymentFailed as exc:
+            self._push_metadata()
+            raise exception.Error(str(exc)) from None
+        if done:
+            self._push_metadata()
+        return done
+
+    def _push_metadata(self) -> None:
+        """Serve POLL_SERVER_HEAT: a server resource of this stack gets
+        swflows' list in the ``deployments`` key of its metadata, as Heat
+        does for its own deployments."""
+        server_id = self.properties[self.SERVER]
+        server = self.stack.resource_by_refid(server_id)
+        if server is None:
+            return  # not in this stack: swflows serves its metadata itself
+        items = self.sw.server_metadata(server_id)
+
+        def merge(
+            new: dict[str, Any], current: dict[str, Any] | None
+        ) -> dict[str, Any]:
+            return {**(current or {}), **new}
+
+        server.metadata_set({"deployments": items}, merge_metadata=merge)
+
+    def _exists(self) -> bool:
+        if self.resource_id is None:
+            return False
+        try:
+            self.sw.show(self.resource_id)
+        except exceptions.DeploymentNotFound:
+            return False
+        return True
+
+    # -- lifecycle ------------------------------------------------------------
+    def handle_create(self) -> str | None:
+        # the id is stored before the flow starts: a signal finds this
+        # resource however soon it comes, and a create started again (its
+        # engine died) finds the deployment instead of making another
+        deployment_id = self.resource_id or str(uuid.uuid4())
+        self.resource_id_set(deployment_id)
+        sw = self.sw
+        started = self.lifecycle.handle_create(
+            self.properties[self.SERVER],
+            self.properties[self.CONFIG],
+            input_values=self.properties[self.INPUT_VALUES],
+            actions=self.properties[self.DEPLOY_ACTIONS],
+            signal_transport=self.properties[self.SIGNAL_TRANSPORT]
+            or cfg.CONF[GROUP].signal_transport,
+            config_transport=self.properties[self.CONFIG_TRANSPORT]
+            or default_config_transport(
+                sw, metadata.server_agent(sw.services, self.properties[self.SERVER])
+            ),
+            timeout=self.properties[self.TIMEOUT],
+            name=self.properties[self.NAME] or self.physical_resource_name(),
+            deployment_id=deployment_id,
+        )
+        self._push_metadata()
+        return started
+
+    def check_create_complete(self, deployment_id: str | None) -> bool:
+        return self._checked(self.lifecycle.check_create_complete, deployment_id)
+
+    def needs_replace_failed(self) -> bool:
+        """A deployment swflows still holds, running or COMPLETE, is
+        adopted, never replaced: its flows went on (or are taken over)
+        whatever happened to the engine that started them, and replacing it
+        would run the config a second time.  A FAILED one is replaced, as
+        Heat replaces its own."""
+        if self.resource_id is None:
+            return True
+        try:
+            current = self.sw.show(self.resource_id)
+        except exceptions.DeploymentNotFound:
+            return True
+        return current.status == states.FAILED and not action_flows(
+            self.sw, self.resource_id
+        )
+
+    def handle_update(
+        self, json_snippet: Any, tmpl_diff: Any, prop_diff: dict[str, Any]
+    ) -> Any:
+        """Redeploy with the changed properties, once the action in flight
+        (an adopted create whose engine died) has ended."""
+        if self.resource_id is not None and action_flows(self.sw, self.resource_id):
+            return _Pending(str(self.resource_id), dict(prop_diff))
+        return self._start_update(prop_diff)
+
+    def _start_update(self, prop_diff: dict[str, Any]) -> str | None:
+        if not prop_diff:
+            return None
+        started = self.lifecycle.handle_update(
+            self.resource_id,
+            input_values=prop_diff.get(self.INPUT_VALUES),
+            config_id=prop_diff.get(self.CONFIG),
+        )
+        if started is not None and started != self.resource_id:
+            self.resource_id_set(started)  # a replace_on_change input changed
+        self._push_metadata()
+        return started
+
+    def check_update_complete(self, cookie: Any) -> bool:
+        if isinstance(cookie, _Pending):
+            if cookie.update_started is None:
+                if not self._checked(self.lifecycle.check_complete, cookie.waiting):
+                    return False
+                cookie.update_started = self._start_update(cookie.prop_diff) or ""
+            if not cookie.update_started:
+                return True
+            return self._checked(
+                self.lifecycle.check_update_complete, cookie.update_started
+            )
+        return self._checked(self.lifecycle.check_update_complete, cookie)
+
+    def handle_suspend(self) -> str | None:
+        return self.lifecycle.handle_suspend(self.resource_id)
+
+    def check_suspend_complete(self, deployment_id: str | None) -> bool:
+        return self._checked(self.lifecycle.check_suspend_complete, deployment_id)
+
+    def handle_resume(self) -> str | None:
+        return self.lifecycle.handle_resume(self.resource_id)
+
+    def check_resume_complete(self, deployment_id: str | None) -> bool:
+        return self._checked(self.lifecycle.check_resume_complete, deployment_id)
+
+    def handle_delete(self) -> str | None:
+        if self.resource_id is None:
+            return None
+        self.lifecycle.handle_delete(self.resource_id)
+        return str(self.resource_id)
+
+    def check_delete_complete(self, deployment_id: str | None) -> bool:
+        done = self.lifecycle.check_delete_complete(deployment_id)
+        if done and deployment_id is not None:
+            try:
+                self._push_metadata()
+            except exception.ResourceNotAvailable:
+                pass  # the server goes in this stack delete too
+        return done
+
+    # -- signals and attributes ---------------------------------------------
+    def handle_signal(self, details: Any = None) -> None:
+        """A signal Heat received for this resource, passed on as it is."""
+        if self.resource_id is None:
+            return
+        self.sw.signal(self.resource_id, details or {})
+
+    def _outputs(self) -> dict[str, Any]:
+        if self.resource_id is None:
+            return {}
+        try:
+            return self.sw.outputs(self.resource_id)
+        except exceptions.DeploymentNotFound:
+            return {}
+
+    def _resolve_attribute(self, name: str) -> Any:
+        outputs = self._outputs()
+        if name == self.OUTPUTS:
+            return outputs
+        value = outputs.get(name)
+        if name == self.STATUS_CODE and value is not None:
+            return int(value)
+        return value
+
+    def get_attribute(self, key: str, *path: Any) -> Any:
+        """Every output of the config by its name, as SoftwareDeployment
+        reads them (``[deploy, result]``); ``[deploy, outputs, result]`` too."""
+        if key in self.ATTRIBUTES:
+            return super().get_attribute(key, *path)
+        outputs = self._outputs()
+        if key in outputs:
+            return attributes.select_from_attribute(outputs[key], path)
+        config = self.sw.get_config(self.properties[self.CONFIG])
+        if key not in {o.name for o in config.outputs}:
+            raise exception.InvalidTemplateAttribute(resource=self.name, key=key)
+        return None
+
+
+def resource_mapping() -> dict[str, type[resource.Resource]]:
+    return {TYPE: SwflowsDeployment}
+
+
+__all__ = [
+    "TYPE",
+    "SwflowsDeployment",
+    "build",
+    "catalog_services",
+    "default_config_transport",
+    "instance",
+    "opts",
+    "resource_mapping",
+    "service_auth",
+]

@@ -1,0 +1,500 @@
+"""A real OpenStack Heat (heat-engine and heat-api) on the dev cloud.
+
+``tools/devcloud heat-up`` installs openstack-heat from ``tools/heat-lock.txt``
+into ``.devcloud/heat`` (swflows from this tree beside it, whose plugin
+directory is in ``plugin_dirs``), then starts heat-engine and heat-api on
+free ports against the dev cloud's Keystone (a ``heat`` service user, the
+``orchestration`` endpoint in the catalog), this machine's RabbitMQ (a vhost
+of its own) and PostgreSQL (databases of its own, made afresh at each
+start).  ``.devcloud/heat.json`` says where everything is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from . import httpjson, install, keystone, layout
+from .procs import (
+    Check,
+    DevcloudError,
+    Record,
+    Started,
+    free_ports,
+    port_in_use,
+    start_ticks,
+    stop,
+    tail,
+    wait_ready,
+)
+
+LOCK_FILE = layout.TOOLS / "heat-lock.txt"
+VENV = layout.BASE / "heat"
+STAMP = VENV / "heat-lock.sha256"
+STATE = layout.BASE / "heat-state"
+RECORDS = STATE / "servers.json"
+HEAT_JSON = layout.BASE / "heat.json"
+
+SERVICE_USER = "heat"
+RABBIT = os.environ.get("SWFLOWS_HEAT_RABBIT", "127.0.0.1:5672")
+PG = os.environ.get("SWFLOWS_HEAT_PG", "postgresql+psycopg2://postgres@127.0.0.1:5432")
+READY_TIMEOUT = 120.0
+
+
+def tag() -> str:
+    """What names this checkout's vhost and databases (one per clone)."""
+    return hashlib.sha256(str(layout.REPO).encode()).hexdigest()[:8]
+
+
+def python() -> Path:
+    return VENV / "bin" / "python"
+
+
+# ------------------------------------------------------------------ install
+
+
+def _digest() -> str:
+    digest = hashlib.sha256(LOCK_FILE.read_bytes())
+    digest.update((layout.REPO / "setup.cfg").read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_venv() -> float | None:
+    """Install Heat (and swflows from this tree); seconds spent, None if current."""
+    if python().exists() and STAMP.exists() and STAMP.read_text().strip() == _digest():
+        return None
+    t0 = time.monotonic()
+    uv = install._bootstrap_uv(install.server_python())
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VIRTUAL_ENV", "PYTHON"))
+    }
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env.setdefault("PBR_VERSION", "0.1.0")
+    STAMP.unlink(missing_ok=True)
+    if not python().exists():
+        install._run(
+            [uv, "venv", "-q", "--clear", "--python", install.server_python(), VENV],
+            "creating the Heat venv",
+            env,
+        )
+    # ovs (neutron-lib's) has no wheel: builds are allowed here
+    sync = [uv, "pip", "sync", "-q", "--python", python(), "--require-hashes"]
+    install._run([*sync, "--compile-bytecode", LOCK_FILE], "installing Heat", env)
+    pkg = [uv, "pip", "install", "-q", "--python", python(), "--no-deps"]
+    install._run([*pkg, "-e", layout.REPO], "installing swflows beside Heat", env)
+    STAMP.write_text(_digest() + "\n")
+    return time.monotonic() - t0
+
+
+# -------------------------------------------------------------- resources
+
+
+def _sql(statements: list[str], database: str = "postgres") -> None:
+    """Run statements (autocommit) on this machine's PostgreSQL."""
+    code = (
+        "import sys, sqlalchemy as sa\n"
+        "e = sa.create_engine(sys.argv[1], isolation_level='AUTOCOMMIT')\n"
+        "with e.connect() as c:\n"
+        "    for s in sys.argv[2:]:\n"
+        "        c.exec_driver_sql(s)\n"
+    )
+    res = subprocess.run(
+        [str(python()), "-c", code, f"{PG}/{database}", *statements],
+        capture_output=True,
+        text=True,
+    )
+    if res.returncode != 0:
+        raise DevcloudError(
+            f"PostgreSQL at {PG} refused {statements}:\n{res.stderr[-1500:]}"
+        )
+
+
+def databases() -> dict[str, str]:
+    """Heat's database and swflows' (the plugin's), by role."""
+    return {"heat": f"heat_{tag()}", "swflows": f"heat_swflows_{tag()}"}
+
+
+def make_databases() -> dict[str, str]:
+    urls = {}
+    for role, name in databases().items():
+        _sql(
+            [
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+                f'CREATE DATABASE "{name}"',
+            ]
+        )
+        urls[role] = f"{PG}/{name}"
+    return urls
+
+
+def make_vhost() -> str:
+    """A RabbitMQ vhost of this checkout's (Heat's queues are named by topic
+    only: two Heats on one vhost would take each other's messages)."""
+    vhost = f"swflows-heat-{tag()}"
+    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    for argv in (
+        ["add_vhost", vhost],
+        ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
+    ):
+        res = subprocess.run(
+            [*sudo, ctl, *argv], capture_output=True, text=True, timeout=60
+        )
+        if res.returncode != 0 and "already_exists" not in res.stderr + res.stdout:
+            raise DevcloudError(
+                f"rabbitmqctl {' '.join(argv)} failed (exit {res.returncode}): "
+                f"{(res.stderr or res.stdout)[-800:]}"
+            )
+    return vhost
+
+
+def register(cloud: dict[str, Any], password: str, api_port: int) -> None:
+    """The ``heat`` service user (admin of project ``service``) and the
+    orchestration endpoints, replacing those of a previous start."""
+    ks = cloud["keystone"]
+    admin = ks["admin"]
+    api = keystone.Api(
+        ks["auth_url"],
+        keystone.password_token(
+            ks["auth_url"], admin["username"], admin["password"], "admin"
+        ),
+    )
+    projects = {p["name"]: p["id"] for p in api("GET", "/projects")["projects"]}
+    roles = {r["name"]: r["id"] for r in api("GET", "/roles")["roles"]}
+    service_project = projects["service"]
+    found = api("GET", f"/users?name={SERVICE_USER}&domain_id=default")["users"]
+    if found:
+        user_id = found[0]["id"]
+        api("PATCH", f"/users/{user_id}", {"user": {"password": password}})
+    else:
+        user_id = api.create(
+            "user",
+            name=SERVICE_USER,
+            password=password,
+            domain_id="default",
+            default_project_id=service_project,
+        )
+    for role in ("admin", "service"):
+        api("PUT", f"/projects/{service_project}/users/{user_id}/roles/{roles[role]}")
+    if "heat_stack_owner" not in roles:
+        api.create("role", name="heat_stack_owner")
+    services = api("GET", "/services?type=orchestration")["services"]
+    for service in services:
+        for endpoint in api("GET", f"/endpoints?service_id={service['id']}")[
+            "endpoints"
+        ]:
+            api("DELETE", f"/endpoints/{endpoint['id']}")
+        api("DELETE", f"/services/{service['id']}")
+    service_id = api.create("service", type="orchestration", name="heat")
+    url = f"http://127.0.0.1:{api_port}/v1/%(tenant_id)s"
+    for interface in ("public", "internal", "admin"):
+        api.create(
+            "endpoint",
+            service_id=service_id,
+            interface=interface,
+            url=url,
+            region_id=ks["region"],
+        )
+
+
+# ----------------------------------------------------------------- config
+
+
+def plugin_dir() -> str:
+    res = subprocess.run(
+        [
+            str(python()),
+            "-c",
+            "import swflows.embedding.heat_plugins as p; print(p.PATH)",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if res.returncode != 0:
+        raise DevcloudError(f"swflows' Heat plugin directory: {res.stderr[-1500:]}")
+    return res.stdout.strip()
+
+
+def heat_conf(
+    cloud: dict[str, Any],
+    *,
+    password: str,
+    vhost: str,
+    urls: dict[str, str],
+    secret_key: str,
+    api_port: int,
+) -> str:
+    ks = cloud["keystone"]
+    auth_url = ks["auth_url"]
+    service_auth = (
+        f"auth_type = password\nauth_url = {auth_url}\nusername = {SERVICE_USER}\n"
+        f"password = {password}\nuser_domain_id = default\n"
+    )
+    return f"""\
+[DEFAULT]
+transport_url = rabbit://guest:guest@{RABBIT}/{vhost}
+host = swflows-heat-{tag()}
+plugin_dirs = {plugin_dir()}
+num_engine_workers = 1
+region_name_for_services = {ks["region"]}
+stack_user_domain_id = {ks["stack_user_domain_id"]}
+stack_domain_admin = {ks["stack_domain_admin"]}
+stack_domain_admin_password = {ks["stack_domain_admin_password"]}
+heat_metadata_server_url = http://127.0.0.1:{api_port}
+heat_waitcondition_server_url = http://127.0.0.1:{api_port}/v1/waitcondition
+periodic_interval = 5
+use_stderr = true
+debug = false
+
+[database]
+connection = {urls["heat"]}
+
+[paste_deploy]
+api_paste_config = {VENV / "etc" / "heat" / "api-paste.ini"}
+
+[oslo_concurrency]
+lock_path = {STATE / "locks"}
+
+[keystone_authtoken]
+www_authenticate_uri = {auth_url}
+{service_auth}project_name = service
+project_domain_id = default
+
+[trustee]
+{service_auth}
+[clients_keystone]
+auth_uri = {auth_url.rsplit("/v3", 1)[0]}
+
+[ec2authtoken]
+auth_uri = {auth_url}
+
+[swflows]
+database_url = {urls["swflows"]}
+secret_key = {secret_key}
+"""
+
+
+# ------------------------------------------------------------- processes
+
+
+def load_records() -> dict[str, Record]:
+    try:
+        raw = json.loads(RECORDS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: Record(**rec) for name, rec in raw.items()}
+
+
+def _save(records: dict[str, Record]) -> None:
+    RECORDS.write_text(
+        json.dumps({n: r.__dict__ for n, r in records.items()}, indent=1)
+    )
+
+
+def spawn(name: str, argv: list[str], port: int, records: dict[str, Record]) -> Started:
+    if port_in_use(port):
+        raise DevcloudError(f"{name}: port {port} is already in use")
+    log = STATE / f"{name}.log"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OS_", "PYTHON", "VIRTUAL_ENV", "SWFLOWS_"))
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            cwd=STATE,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    records[name] = Record(name, proc.pid, start_ticks(proc.pid) or 0, port, str(log))
+    _save(records)
+    return Started(records[name], proc)
+
+
+def engine_argv() -> list[str]:
+    return [
+        str(VENV / "bin" / "heat-engine"),
+        "--config-file",
+        str(STATE / "heat.conf"),
+    ]
+
+
+def start_engine(records: dict[str, Record]) -> Started:
+    """heat-engine (again, after a test killed it); ready once it logs that
+    its workers started."""
+    return spawn("heat-engine", engine_argv(), 0, records)
+
+
+def _engine_check(engine: Started) -> Check:
+    log = Path(engine.record.log)
+    since = log.stat().st_size if log.exists() else 0
+
+    def listening() -> bool:
+        with open(log, "rb") as f:
+            f.seek(since)
+            return b"Starting engine_worker" in f.read()
+
+    return Check("heat-engine", [engine], listening)
+
+
+def start_engine_again() -> bool:
+    """Start heat-engine if it is not running (a test killed it); True if
+    it had to be started."""
+    records = load_records()
+    if "heat-api" not in records:
+        raise DevcloudError("Heat is not running: run tools/devcloud heat-up")
+    old = records.get("heat-engine")
+    if old is not None and old.alive():
+        return False
+    if old is not None:
+        stop({"heat-engine": old})  # its workers, if they outlived it
+    engine = start_engine(records)
+    wait_ready([_engine_check(engine)], READY_TIMEOUT)
+    return True
+
+
+def is_up() -> bool:
+    """Heat runs, registered in the running dev cloud's Keystone."""
+    try:
+        doc = json.loads(HEAT_JSON.read_text())
+        cloud = json.loads(layout.CLOUD_JSON.read_text())
+    except (OSError, ValueError):
+        return False
+    if doc.get("auth_url") != cloud["keystone"]["auth_url"]:
+        return False
+    records = load_records()
+    if set(records) != {"heat-engine", "heat-api"}:
+        return False
+    if not all(r.alive() for r in records.values()):
+        return False
+    try:
+        resp = httpjson.call(
+            "GET", f"http://127.0.0.1:{records['heat-api'].port}/", timeout=5
+        )
+    except OSError:
+        return False
+    return resp.status in (200, 300)
+
+
+def down() -> list[str]:
+    killed = stop(load_records())
+    RECORDS.unlink(missing_ok=True)
+    HEAT_JSON.unlink(missing_ok=True)
+    return killed
+
+
+def up(cloud: dict[str, Any]) -> dict[str, Any]:
+    """Start Heat from scratch (stopping a previous one); its document."""
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    spent = ensure_venv()
+    timings["install"] = spent or 0.0
+    down()
+    shutil.rmtree(STATE, ignore_errors=True)
+    (STATE / "locks").mkdir(parents=True)
+    t1 = time.monotonic()
+    (api_port,) = free_ports(1)
+    password = secrets.token_urlsafe(18)
+    register(cloud, password, api_port)
+    vhost = make_vhost()
+    urls = make_databases()
+    from_key = subprocess.run(
+        [
+            str(python()),
+            "-c",
+            "from cryptography import fernet;"
+            " print(fernet.Fernet.generate_key().decode())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    conf = STATE / "heat.conf"
+    layout.write_private(
+        conf,
+        heat_conf(
+            cloud,
+            password=password,
+            vhost=vhost,
+            urls=urls,
+            secret_key=from_key,
+            api_port=api_port,
+        ),
+    )
+    sync = subprocess.run(
+        [str(VENV / "bin" / "heat-manage"), "--config-file", str(conf), "db_sync"],
+        capture_output=True,
+        text=True,
+    )
+    if sync.returncode != 0:
+        raise DevcloudError(f"heat-manage db_sync failed:\n{sync.stderr[-2000:]}")
+    timings["prepare"] = time.monotonic() - t1
+    records: dict[str, Record] = {}
+    try:
+        log = STATE / "heat-engine.log"
+        log.touch()
+        engine = start_engine(records)
+        check = _engine_check(engine)
+        api = spawn(
+            "heat-api",
+            [
+                str(VENV / "bin" / "heat-wsgi-api"),
+                "--port",
+                str(api_port),
+                "--host",
+                "127.0.0.1",
+                "--",
+                "--config-file",
+                str(conf),
+            ],
+            api_port,
+            records,
+        )
+
+        def probe() -> bool:
+            url = f"http://127.0.0.1:{api_port}/"
+            return httpjson.call("GET", url, timeout=5).status in (200, 300)
+
+        wait_ready([Check("heat-api", [api], probe), check], READY_TIMEOUT)
+    except BaseException:
+        stop(records)
+        raise
+    timings["start"] = time.monotonic() - t0 - timings["install"] - timings["prepare"]
+    doc = {
+        "url": f"http://127.0.0.1:{api_port}/v1",
+        "auth_url": cloud["keystone"]["auth_url"],
+        "conf": str(conf),
+        "service_user": {
+            "username": SERVICE_USER,
+            "password": password,
+            "project_name": "service",
+            "user_domain_id": "default",
+            "project_domain_id": "default",
+        },
+        "database_url": urls["swflows"],
+        "heat_database_url": urls["heat"],
+        "secret_key": from_key,
+        "vhost": vhost,
+        "engine_argv": engine_argv(),
+        "logs": {name: rec.log for name, rec in records.items()},
+        "timings": timings,
+    }
+    layout.write_private_json(HEAT_JSON, doc)
+    return doc
+
+
+__all__ = ["HEAT_JSON", "down", "is_up", "tail", "up"]
