@@ -149,7 +149,6 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
         }
 
     proxy = cloud.url("swift-proxy")
-    (user1, key1), (user2, key2) = swift.USERS.items()
     return {
         "keystone": {
             "auth_url": cloud.auth_url,
@@ -163,12 +162,19 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
             "stack_user_role": keystone.STACK_USER_ROLE,
         },
         "swift": {
-            "auth_url": proxy + "/auth/v1.0",
-            "user": user1,
-            "key": key1,
-            "user2": user2,
-            "key2": key2,
             "proxy_url": proxy,
+            # in the catalog; each Keystone project's account, by user
+            "service_type": "object-store",
+            "accounts": {
+                "demo": swift.account_url(cloud, cloud.ids["demo_project"]),
+                "admin": swift.account_url(cloud, cloud.ids["admin_project"]),
+            },
+            # Swift's own auth, for tests of [object_store] auth_version = v1
+            "tempauth": {
+                "auth_url": proxy + "/auth/v1.0",
+                "user": swift.TEMPAUTH_USER,
+                "key": cloud.password(swift.TEMPAUTH_USER),
+            },
         },
         "zaqar": {"url": cloud.url("zaqar")},
         "nova": {
@@ -221,7 +227,7 @@ def cmd_up() -> int:
         timings["all ready"] = time.monotonic() - t0
         print("start: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
         print(f"keystone  {doc['keystone']['auth_url']}")
-        print(f"swift     {doc['swift']['auth_url']}")
+        print(f"swift     {doc['swift']['proxy_url']} (object-store in the catalog)")
         print(f"zaqar     {doc['zaqar']['url']}")
         print(f"nova      {doc['nova']['url']} (stand-in)")
         print(f"redis     127.0.0.1:{doc['redis']['port']}")
