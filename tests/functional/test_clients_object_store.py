@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +26,10 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from keystoneauth1.identity import v3
 
+from swflows import conf as sw_conf
 from swflows.clients import NO_RETRY, ObjectStore
 from swflows.exceptions import CloudError, ValidationError
+from swflows.services import Clients
 from tests.functional import conftest
 
 
@@ -35,11 +38,6 @@ def keystone_store(
 ) -> ObjectStore:
     """``who``'s ("demo" or "admin") account, from the catalog."""
     return ObjectStore.from_session(conftest.keystone_session(devcloud, who), **kw)
-
-
-def tempauth_store(devcloud: dict[str, Any], **kw: Any) -> ObjectStore:
-    auth = devcloud["swift"]["tempauth"]
-    return ObjectStore.from_tempauth(auth["auth_url"], auth["user"], auth["key"], **kw)
 
 
 @pytest.fixture(scope="module")
@@ -283,9 +281,17 @@ def test_a_bad_password_is_a_clean_error(devcloud: dict[str, Any]) -> None:
 # -- Swift's own auth: [object_store] auth_version = v1 ------------------------
 
 
-def test_tempauth_store(devcloud: dict[str, Any], prefix: str) -> None:
+def test_tempauth_store(devcloud: dict[str, Any], prefix: str, tmp_path: Path) -> None:
+    # as an operator of a Swift without Keystone configures it
+    auth = devcloud["swift"]["tempauth"]
+    path = tmp_path / "swflows.conf"
+    path.write_text(
+        "[object_store]\nauth_version = v1\n"
+        f"v1_auth_url = {auth['auth_url']}\n"
+        f"v1_user = {auth['user']}\nv1_key = {auth['key']}\n"
+    )
+    v1 = Clients.from_conf(sw_conf.get_conf(config_files=[str(path)])).object_store
     # tempauth's accounts have their own prefix, beside Keystone's projects
-    v1 = tempauth_store(devcloud)
     assert v1.account_url == devcloud["swift"]["proxy_url"] + "/v1/TEMPAUTH_test"
     name = f"{prefix}-v1"
     v1.ensure_container(name)
