@@ -28,6 +28,9 @@ from .procs import (
 from .small_servers import redis_ping, start_nova, start_redis
 
 READY_TIMEOUT = 180.0
+#: the shape of cloud.json (2: Swift behind Keystone); a cloud that another
+#: shape's tools/devcloud started is not "up" for this one, and up restarts it
+CLOUD_VERSION = 2
 
 
 # ------------------------------------------------------------------ health
@@ -70,8 +73,17 @@ def health() -> dict[str, str]:
     return states
 
 
+def is_current() -> bool:
+    """Whether cloud.json is of this tools/devcloud's shape."""
+    try:
+        doc = json.loads(layout.CLOUD_JSON.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("version") == CLOUD_VERSION
+
+
 def is_up(states: dict[str, str]) -> bool:
-    return set(states.values()) == {"ok"} and layout.CLOUD_JSON.exists()
+    return set(states.values()) == {"ok"} and is_current()
 
 
 def print_status(states: dict[str, str]) -> None:
@@ -150,6 +162,7 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
 
     proxy = cloud.url("swift-proxy")
     return {
+        "version": CLOUD_VERSION,
         "keystone": {
             "auth_url": cloud.auth_url,
             "region": keystone.REGION,
@@ -208,7 +221,10 @@ def cmd_up() -> int:
                 ensure_swflows()
                 swflowsconf.write_shell_files(json.loads(layout.CLOUD_JSON.read_text()))
                 return 0
-            print("dev cloud partly down; restarting it cleanly")
+            if set(states.values()) == {"ok"}:
+                print("dev cloud started by another version; restarting it")
+            else:
+                print("dev cloud partly down; restarting it cleanly")
             print_status(states)
             stop(load_records())
             layout.RECORDS.unlink(missing_ok=True)
@@ -262,6 +278,9 @@ def cmd_status() -> int:
     states = health()
     if is_up(states):
         print(f"dev cloud up ({layout.CLOUD_JSON})")
+    elif set(states.values()) == {"ok"}:
+        print("dev cloud up, but started by another version of tools/devcloud:")
+        print("run tools/devcloud up to restart it")
     else:
         print("dev cloud NOT healthy" if load_records() else "dev cloud down")
     if load_records():
