@@ -138,7 +138,10 @@ def start_cloud(timings: dict[str, float]) -> Cloud:
         keystone.register(cloud)
         timings["keystone ready"] = time.monotonic() - t0
         checks.append(start_nova(cloud))
-        wait_ready(checks, READY_TIMEOUT)
+        ready_at: dict[str, float] = {}
+        wait_ready(checks, READY_TIMEOUT, ready_at)
+        for name in ("swift", "zaqar", "nova"):
+            timings[f"{name} ready"] = ready_at[name] - t0
     except BaseException:
         for step in steps:
             step.kill()
