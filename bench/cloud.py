@@ -1,6 +1,8 @@
 """swflows on the dev cloud for the benchmarks: configuration, instances, probes.
 
-Swift is reached through the bench's counting proxy; Keystone and Zaqar
+Swift is reached as on a real cloud (the demo user's Keystone login, the
+object-store endpoint of its catalog, the demo project's account), through
+the bench's counting proxy where requests are counted; Keystone and Zaqar
 directly.  The configuration logs in as the dev cloud's demo user and uses
 the bench's own signal container, so every object the bench makes is in a
 container it removes at the end.
@@ -14,8 +16,12 @@ import os
 import pathlib
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 
 from swflows import conf as sw_conf
 from swflows.api import Swflows
@@ -34,20 +40,39 @@ def load_cloud(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     return dict(json.loads(where.read_text()))
 
 
+def swift_account(cloud: dict[str, Any], via: str | None = None) -> tuple[str, str]:
+    """``(account URL, token)`` of the demo user: its Keystone token and the
+    object-store endpoint of that token's catalog, as Heat's engine and
+    swflows find them; with ``via`` (``http://host:port``, the counting
+    proxy) in place of Swift's own host and port."""
+    ks = cloud["keystone"]
+    auth = v3.Password(auth_url=ks["auth_url"], **ks["demo"])
+    session = ks_session.Session(auth=auth)
+    url = str(session.get_endpoint(service_type="object-store", interface="public"))
+    if via is not None:
+        netloc = urllib.parse.urlsplit(via).netloc
+        url = urllib.parse.urlsplit(url)._replace(netloc=netloc).geturl()
+    return url, str(session.get_token())
+
+
 def conf_text(
     cloud: dict[str, Any],
     *,
     database: str,
-    swift_url: str,
     container: str,
+    swift_url: str | None = None,
     zaqar_url: str | None = None,
 ) -> str:
-    """A swflows configuration for the dev cloud, Swift at ``swift_url``
-    (and Zaqar at ``zaqar_url``, if given); signals go to ``container``,
-    metadata objects to ``<container>-metadata``."""
+    """A swflows configuration for the dev cloud; signals go to
+    ``container``, metadata objects to ``<container>-metadata``.
+
+    Swift is found in the catalog; with ``swift_url`` (the counting proxy)
+    its account is reached there instead (``endpoint_override``, as an
+    operator puts a proxy in front of Swift).  Zaqar is at ``zaqar_url``,
+    if given, else in the catalog.
+    """
     ks = cloud["keystone"]
     demo = ks["demo"]
-    swift = cloud["swift"]
     sections: dict[str, list[str]] = {
         "DEFAULT": [
             f"signal_container = {container}",
@@ -69,15 +94,13 @@ def conf_text(
             f"stack_domain_admin_password = {ks['stack_domain_admin_password']}",
             f"stack_user_role = {ks['stack_user_role']}",
         ],
-        "object_store": [
-            "auth_version = v1",
-            f"v1_auth_url = {swift_url}/auth/v1.0",
-            f"v1_user = {swift['user']}",
-            f"v1_key = {swift['key']}",
-        ],
+        "object_store": ["auth_section = identity"],
         "messaging": ["auth_section = identity"],
         "compute": ["auth_section = identity"],
     }
+    if swift_url:
+        account, _ = swift_account(cloud, via=swift_url)
+        sections["object_store"].append(f"endpoint_override = {account}")
     if zaqar_url:
         sections["messaging"].append(f"endpoint_override = {zaqar_url}")
     return "".join(
@@ -141,6 +164,7 @@ __all__ = [
     "load_average",
     "load_cloud",
     "rss_kib",
+    "swift_account",
     "threads",
     "until",
 ]

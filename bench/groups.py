@@ -110,7 +110,6 @@ def run(
             bcloud.conf_text(
                 cloud,
                 database=database,
-                swift_url=cloud["swift"]["proxy_url"],
                 container=container,
             )
         )

@@ -16,15 +16,6 @@ from collections.abc import Mapping
 import requests
 
 
-def tempauth(auth_url: str, user: str, key: str) -> tuple[str, str]:
-    """Swift v1 auth: ``(storage URL, token)``."""
-    resp = requests.get(
-        auth_url, headers={"X-Auth-User": user, "X-Auth-Key": key}, timeout=30
-    )
-    resp.raise_for_status()
-    return resp.headers["X-Storage-Url"], resp.headers["X-Auth-Token"]
-
-
 class HeatStylePoller:
     """Per deployment: HEAD its object; GET it when it changed since last seen.
 
@@ -73,4 +64,4 @@ class HeatStylePoller:
         self.session.close()
 
 
-__all__ = ["HeatStylePoller", "tempauth"]
+__all__ = ["HeatStylePoller"]

@@ -2,9 +2,10 @@
 
 Every request swflows and the Heat-style baseline make to Swift goes
 through it, so the requests per poll cycle are counted by a third party,
-not by either side's own counters.  It rewrites the storage URL Swift's
-v1 auth returns so that later requests (and TempURLs built from it) come
-back through the proxy.
+not by either side's own counters.  Both reach the account the Keystone
+catalog names with the proxy's host and port in its URL (swflows through
+``endpoint_override``), so TempURLs built from it come back through the
+proxy too.
 
 It can also *pad* a container listing with names that have no object
 behind them: how a listing of 10,000 signal objects is produced without
@@ -202,8 +203,6 @@ class CountingProxy:
                 for key, value in resp.getheaders():
                     if key.lower() in HOP_BY_HOP:
                         continue
-                    if key.lower() == "x-storage-url":
-                        value = value.replace(proxy.upstream, proxy.url)
                     self.send_header(key, value)
                 if self.command == "HEAD":
                     self.send_header(

@@ -41,7 +41,7 @@ import requests
 import sqlalchemy as sa
 
 from bench import cloud as bcloud
-from bench.heatpoll import HeatStylePoller, tempauth
+from bench.heatpoll import HeatStylePoller
 from bench.proxy import CountingProxy
 from swflows import signals, states
 from swflows.agent import notify
@@ -165,8 +165,7 @@ def requests_per_cycle(
     for dep_id in ids:
         store = (rows[dep_id].waiting or {})["store"]
         objects[dep_id] = f"{store['container']}/{store['object']}"
-    swift = cloud["swift"]
-    storage_url, token = tempauth(f"{proxy.url}/auth/v1.0", swift["user"], swift["key"])
+    storage_url, token = bcloud.swift_account(cloud, via=proxy.url)
     # Swift rounds Last-Modified up to the second: let the objects' second
     # pass, as a deployment row's updated_at is later than its object
     time.sleep(1.1)
@@ -236,8 +235,7 @@ def heat_style_latency(
     ``chosen`` of them send a "started" progress signal, ``spacing`` s
     apart; the latency is from each PUT's return to the poller's GET of it.
     """
-    swift = cloud["swift"]
-    storage_url, token = tempauth(f"{proxy.url}/auth/v1.0", swift["user"], swift["key"])
+    storage_url, token = bcloud.swift_account(cloud, via=proxy.url)
     time.sleep(1.1)  # Last-Modified has whole seconds: see requests_per_cycle
     since = time.time()
     poller = HeatStylePoller(storage_url, token, objects, dict.fromkeys(objects, since))

@@ -314,19 +314,18 @@ def fork_server() -> Any:
 
 
 def own_tenant(cloud: dict[str, Any]) -> dict[str, Any]:
-    """The dev cloud as the crash matrix uses it: as Keystone's admin (so its
-    queues live in the admin project) and Swift's second account.
+    """The dev cloud as the crash matrix uses it: as Keystone's admin, so its
+    queues live in the admin project and its Swift account (found in the
+    catalog) is the admin project's.
 
     A watcher's sweep removes every signal store of its project or account
     whose deployment its own database does not know; the functional tests,
-    each with its own database, share the demo project and Swift's first
-    account and sweep, and would remove the stores of live crash cases
-    (and see them in their own counts).
+    each with its own database, share the demo project and its account
+    and sweep, and would remove the stores of live crash cases (and see
+    them in their own counts).
     """
     keystone = {**cloud["keystone"], "demo": cloud["keystone"]["admin"]}
-    swift = {**cloud["swift"], "user": cloud["swift"]["user2"]}
-    swift["key"] = cloud["swift"]["key2"]
-    return {**cloud, "keystone": keystone, "swift": swift}
+    return {**cloud, "keystone": keystone}
 
 
 def write_conf(

@@ -7,7 +7,9 @@ cloud that is already up is reused; a failure to start fails the tests
 (never skips them). The other session fixtures build on it:
 ``keystone_admin_session``, ``keystone_demo_session`` and
 ``stack_domain_admin`` (keystoneauth1 sessions), ``swift_conn`` (a
-python-swiftclient Connection with tempauth), ``zaqar_url`` and ``nova_url``;
+python-swiftclient Connection of the demo user's Keystone session, Swift
+found in its catalog, the demo project's account), ``zaqar_url`` and
+``nova_url``;
 ``devcloud["nova"]["control_url"]`` is the stand-in's test-only control path.
 
     def test_something(devcloud, swift_conn):
@@ -122,13 +124,16 @@ def stack_domain_admin_session(cloud: dict) -> ks_session.Session:
     )
 
 
-def swift_connection(cloud: dict, second_user: bool = False) -> swift_client.Connection:
+def swift_connection(cloud: dict, who: str = "demo") -> swift_client.Connection:
+    """Swift as a real cloud has it: a Keystone session of ``who`` ("demo"
+    or "admin"), the object-store endpoint of its catalog, and so the
+    account of its project."""
     from swiftclient import client as swift_client
 
-    sw = cloud["swift"]
-    user, key = (sw["user2"], sw["key2"]) if second_user else (sw["user"], sw["key"])
     return swift_client.Connection(
-        authurl=sw["auth_url"], user=user, key=key, retries=0
+        session=keystone_session(cloud, who),
+        os_options={"service_type": cloud["swift"]["service_type"]},
+        retries=0,
     )
 
 

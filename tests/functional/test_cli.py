@@ -536,7 +536,9 @@ def test_every_bad_input_is_one_line(setup: tuple[Cli, Swflows]) -> None:
     for name, change, says in (
         (
             "v9.conf",
-            lambda t: t.replace("auth_version = v1", "auth_version = v9"),
+            lambda t: t.replace(
+                "[object_store]\n", "[object_store]\nauth_version = v9\n"
+            ),
             "[object_store] auth_version",
         ),
         ("many.conf", lambda t: t + "\n[runner]\nworkers = many\n", "[runner] workers"),
@@ -611,13 +613,21 @@ def test_every_bad_input_is_one_line(setup: tuple[Cli, Swflows]) -> None:
     assert "config_id" not in listed[0]
 
 
-def test_cloud_failures_are_one_line(setup: tuple[Cli, Swflows]) -> None:
+def test_cloud_failures_are_one_line(
+    setup: tuple[Cli, Swflows], devcloud: dict[str, Any]
+) -> None:
     """A refused login or an unreachable service: one line naming the
     service and what was being done; the traceback only with --debug."""
     cli, _ = setup
     server = str(uuid.uuid4())
-    wrong_key = conf_with(
-        cli, "key.conf", lambda t: re.sub(r"(?m)^v1_key = .*$", "v1_key = wrong", t)
+    # an account of another project than the login's
+    other = devcloud["swift"]["accounts"]["admin"]
+    wrong_account = conf_with(
+        cli,
+        "account.conf",
+        lambda t: t.replace(
+            "[object_store]\n", f"[object_store]\nendpoint_override = {other}\n"
+        ),
     )
     wrong_password = conf_with(
         cli,
@@ -632,7 +642,7 @@ def test_cloud_failures_are_one_line(setup: tuple[Cli, Swflows]) -> None:
         ),
     )
     cases = (
-        (wrong_key, "POLL_TEMP_URL", "object-store", "401"),
+        (wrong_account, "POLL_TEMP_URL", "object-store", "403"),
         (wrong_password, "ZAQAR_MESSAGE", "identity", "401"),
         (no_keystone, "ZAQAR_MESSAGE", "unreachable", ""),
     )

@@ -1,4 +1,9 @@
-"""ObjectStore against the real Swift (tempauth + tempurl) of the dev cloud.
+"""ObjectStore against the real Swift (Keystone + tempurl) of the dev cloud.
+
+The store is made as on a real cloud: a Keystone session, the object-store
+endpoint of its catalog, the account of the session's project (the demo
+user's; the admin's project is the other account).  Swift's own auth
+(tempauth, ``from_tempauth``) is tested on its own account at the end.
 
 Containers are named with a per-test uuid prefix; each test checks that no
 container with its prefix is left behind.
@@ -12,28 +17,44 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from keystoneauth1.identity import v3
 
+from swflows import conf as sw_conf
 from swflows.clients import NO_RETRY, ObjectStore
 from swflows.exceptions import CloudError, ValidationError
+from swflows.services import Clients
+from tests.functional import conftest
 
 
-def tempauth_store(
-    devcloud: dict[str, Any], second: bool = False, **kw: Any
+def keystone_store(
+    devcloud: dict[str, Any], who: str = "demo", **kw: Any
 ) -> ObjectStore:
-    sw = devcloud["swift"]
-    user, key = (sw["user2"], sw["key2"]) if second else (sw["user"], sw["key"])
-    return ObjectStore.from_tempauth(sw["auth_url"], user, key, **kw)
+    """``who``'s ("demo" or "admin") account, from the catalog."""
+    return ObjectStore.from_session(conftest.keystone_session(devcloud, who), **kw)
 
 
 @pytest.fixture(scope="module")
 def store(devcloud: dict[str, Any]) -> ObjectStore:
-    return tempauth_store(devcloud)
+    return keystone_store(devcloud)
+
+
+def test_the_account_is_the_sessions_project(
+    devcloud: dict[str, Any], store: ObjectStore
+) -> None:
+    accounts = devcloud["swift"]["accounts"]
+    assert store.account_url == accounts["demo"]
+    assert keystone_store(devcloud, "admin").account_url == accounts["admin"]
+    # every interface of the catalog names the same account
+    for interface in ("public", "internal", "admin"):
+        found = keystone_store(devcloud, interface=interface)
+        assert found.account_url == accounts["demo"], interface
 
 
 @pytest.fixture
@@ -106,7 +127,7 @@ def test_missing_container_reads_as_empty(store: ObjectStore, prefix: str) -> No
 def test_listing_follows_markers_one_request_per_page(
     devcloud: dict[str, Any], container: str
 ) -> None:
-    paged = tempauth_store(devcloud, listing_page=2)
+    paged = keystone_store(devcloud, listing_page=2)
     names = ["d0/0", "d1/0", "d2/0", "o0", "o1"]
     for name in names:
         paged.put_object(container, name, b"")
@@ -173,10 +194,11 @@ def test_temp_urls_need_no_token_and_refuse_misuse(
 def test_temp_url_key_is_set_only_when_absent(
     devcloud: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The second account is the one other tests leave alone. Its key is
-    # absent on a fresh dev cloud (then this sets it and says so) and kept
-    # on a reused one (then nothing is logged and nothing changes).
-    second = tempauth_store(devcloud, second=True)
+    # The admin project's account is the one the functional tests leave
+    # alone. Its key is absent on a fresh dev cloud (then this sets it and
+    # says so) and kept on a reused one (then nothing is logged and nothing
+    # changes).
+    second = keystone_store(devcloud, "admin")
     had = second.connection.head_account().get("x-account-meta-temp-url-key")
     with caplog.at_level(logging.INFO, logger="swflows.clients.object_store"):
         key = second.tempurl_key()
@@ -187,7 +209,7 @@ def test_temp_url_key_is_set_only_when_absent(
         assert len(set_messages) == 1 and key not in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="swflows.clients.object_store"):
-        assert tempauth_store(devcloud, second=True).tempurl_key() == key
+        assert keystone_store(devcloud, "admin").tempurl_key() == key
     assert caplog.records == []
 
 
@@ -195,7 +217,7 @@ def test_temp_url_of_one_account_is_refused_by_another(
     devcloud: dict[str, Any], store: ObjectStore, container: str
 ) -> None:
     store.put_object(container, "o", b"x")
-    second = tempauth_store(devcloud, second=True)
+    second = keystone_store(devcloud, "admin")
     forged = build_for_account(second, store.account_url, container, "o")
     assert requests.get(forged, timeout=30).status_code == 401
 
@@ -216,26 +238,79 @@ def test_expiry_must_be_absolute(store: ObjectStore, container: str) -> None:
         store.temp_url(container, "o", "GET", 600)
 
 
-def test_session_based_store(devcloud: dict[str, Any], prefix: str) -> None:
-    # A keystoneauth1 session whose plugin hands out Swift's own token and
-    # storage URL: the same path a Keystone-authenticated cloud takes.
-    tempauth = tempauth_store(devcloud)
-    url = tempauth.account_url
-    token = tempauth.connection.token
-    session = ks_session.Session(auth=token_endpoint.Token(url, token))
-    store = ObjectStore.from_session(session)
-    assert store.account_url == url
-    name = f"{prefix}-session"
-    store.ensure_container(name)
-    assert store.put_object(name, "o", b"1") == hashlib.md5(b"1").hexdigest()  # noqa: S324
-    assert tempauth.get_object(name, "o") is not None
-    assert store.delete_container(name, force=True) is True
+def test_endpoint_override_skips_the_catalog(
+    devcloud: dict[str, Any], store: ObjectStore, prefix: str
+) -> None:
+    # a token plugin without a catalog: the endpoint must be given
+    session = conftest.keystone_session(devcloud)
+    token = session.get_token()
+    bare = ks_session.Session(auth=token_endpoint.Token(None, token))
+    given = ObjectStore.from_session(
+        bare, endpoint_override=devcloud["swift"]["accounts"]["demo"]
+    )
+    assert given.account_url == store.account_url
+    name = f"{prefix}-override"
+    given.ensure_container(name)
+    assert given.put_object(name, "o", b"1") == hashlib.md5(b"1").hexdigest()  # noqa: S324
+    assert store.get_object(name, "o") is not None
+    assert given.delete_container(name, force=True) is True
+
+
+def test_an_account_refuses_another_projects_token(
+    devcloud: dict[str, Any], store: ObjectStore
+) -> None:
+    admin_token = conftest.keystone_session(devcloud, "admin").get_token()
+    resp = requests.get(
+        store.account_url, headers={"X-Auth-Token": admin_token}, timeout=30
+    )
+    assert resp.status_code == 403
+
+
+def test_a_bad_password_is_a_clean_error(devcloud: dict[str, Any]) -> None:
+    ks = devcloud["keystone"]
+    wrong = "not-the-password-123"
+    auth = v3.Password(auth_url=ks["auth_url"], **{**ks["demo"], "password": wrong})
+    bad = ObjectStore.from_session(ks_session.Session(auth=auth), retry=NO_RETRY)
+    with pytest.raises(CloudError) as caught:
+        bad.container_exists("anything")
+    # refused by Keystone, before Swift is reached
+    assert (caught.value.service, caught.value.status) == ("identity", 401)
+    assert wrong not in str(caught.value)
+
+
+# -- Swift's own auth: [object_store] auth_version = v1 ------------------------
+
+
+def test_tempauth_store(devcloud: dict[str, Any], prefix: str, tmp_path: Path) -> None:
+    # as an operator of a Swift without Keystone configures it
+    auth = devcloud["swift"]["tempauth"]
+    path = tmp_path / "swflows.conf"
+    path.write_text(
+        "[object_store]\nauth_version = v1\n"
+        f"v1_auth_url = {auth['auth_url']}\n"
+        f"v1_user = {auth['user']}\nv1_key = {auth['key']}\n"
+    )
+    v1 = Clients.from_conf(sw_conf.get_conf(config_files=[str(path)])).object_store
+    # tempauth's accounts have their own prefix, beside Keystone's projects
+    assert v1.account_url == devcloud["swift"]["proxy_url"] + "/v1/TEMPAUTH_test"
+    name = f"{prefix}-v1"
+    v1.ensure_container(name)
+    assert v1.list_containers(prefix=prefix) == [name]
+    assert v1.put_object(name, "o", b"1") == hashlib.md5(b"1").hexdigest()  # noqa: S324
+    got = v1.get_object(name, "o")
+    assert got is not None and got.body == b"1"
+    expires = int(time.time()) + 60
+    url = v1.temp_url(name, "o", "GET", expires)
+    assert requests.get(url, timeout=30).content == b"1"
+    assert v1.delete_container(name, force=True) is True
 
 
 def test_wrong_key_is_a_clean_error(devcloud: dict[str, Any]) -> None:
-    sw = devcloud["swift"]
+    auth = devcloud["swift"]["tempauth"]
     wrong = "not-the-key-123"
-    bad = ObjectStore.from_tempauth(sw["auth_url"], sw["user"], wrong, retry=NO_RETRY)
+    bad = ObjectStore.from_tempauth(
+        auth["auth_url"], auth["user"], wrong, retry=NO_RETRY
+    )
     with pytest.raises(CloudError) as caught:
         bad.container_exists("anything")
     assert (caught.value.service, caught.value.status) == ("object-store", 401)
@@ -243,13 +318,13 @@ def test_wrong_key_is_a_clean_error(devcloud: dict[str, Any]) -> None:
 
 
 def test_unreachable_swift_is_retryable(devcloud: dict[str, Any]) -> None:
-    sw = devcloud["swift"]
+    auth = devcloud["swift"]["tempauth"]
     dead = ObjectStore.from_tempauth(
-        "http://127.0.0.1:9/auth/v1.0", sw["user"], sw["key"], retry=NO_RETRY
+        "http://127.0.0.1:9/auth/v1.0", auth["user"], auth["key"], retry=NO_RETRY
     )
     with pytest.raises(CloudError) as caught:
         dead.list_containers()
-    assert caught.value.retryable and sw["key"] not in str(caught.value)
+    assert caught.value.retryable and auth["key"] not in str(caught.value)
 
 
 def test_create_object_only_if_absent(store: ObjectStore, prefix: str) -> None:

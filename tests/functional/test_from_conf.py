@@ -1,8 +1,8 @@
 """Swflows configured by a file alone deploys on the dev cloud.
 
 The file is written from ``.devcloud/cloud.json`` as an operator would write
-it: swflows' own Keystone user, the stack domain admin, Swift's tempauth,
-and Zaqar and Nova found through the Keystone catalog.
+it: swflows' own Keystone user, the stack domain admin, and Swift, Zaqar
+and Nova found through the Keystone catalog.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def test_everything_comes_from_the_file(
     # Zaqar and Nova come from the catalog of the [identity] user's token
     assert clients.messaging.url.rstrip("/") == devcloud["zaqar"]["url"]
     assert clients.compute.server_exists(str(uuid.uuid4())) is False
-    assert clients.object_store.account_url.startswith(devcloud["swift"]["proxy_url"])
+    # Swift too, with the account of the [identity] user's project
+    assert clients.object_store.account_url == devcloud["swift"]["accounts"]["demo"]
     # the store is the [database] connection, its key made beside it
     assert (tmp_path / "state" / "swflows.sqlite").is_file()
     assert (tmp_path / "state" / "secret.key").stat().st_mode & 0o077 == 0

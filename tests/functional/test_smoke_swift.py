@@ -1,4 +1,6 @@
-"""Swift as swflows uses it: TempURLs that need no token, and what they refuse."""
+"""Swift as swflows uses it: behind Keystone (in its catalog, an account
+per project, open to the project's members), and TempURLs that need no
+token, and what they refuse."""
 
 import time
 import uuid
@@ -6,6 +8,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 import requests
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 from swiftclient.utils import generate_temp_url
 
 KEY_HEADER = "x-account-meta-temp-url-key"
@@ -71,3 +75,78 @@ def test_tempurl_put_and_get_without_token(devcloud, swift_conn, container):
     # A container listing needs the token: no TempURL, no anonymous access.
     assert requests.get(f"{storage_url}/{container}").status_code == 401
     assert [o["name"] for o in swift_conn.get_container(container)[1]] == ["deploy1"]
+
+
+def test_each_project_finds_its_account_in_the_catalog(devcloud, swift_conn):
+    ks, swift = devcloud["keystone"], devcloud["swift"]
+    for who in ("demo", "admin"):
+        auth = v3.Password(auth_url=ks["auth_url"], **ks[who])
+        session = ks_session.Session(auth=auth)
+        access = auth.get_access(session)
+        account = f"{swift['proxy_url']}/v1/AUTH_{access.project_id}"
+        assert swift["accounts"][who] == account
+        for interface in ("public", "internal", "admin"):
+            found = access.service_catalog.url_for(
+                service_type="object-store", interface=interface
+            )
+            assert found == account, (who, interface)
+    assert swift_conn.get_auth()[0] == swift["accounts"]["demo"]
+
+
+def test_an_account_is_its_project_members_only(
+    devcloud, keystone_admin_session, swift_conn
+):
+    """member (and admin) own their project's account; a reader of the
+    project and another project's member are refused."""
+    ks = devcloud["keystone"]
+    demo_account = devcloud["swift"]["accounts"]["demo"]
+    admin_token = keystone_admin_session.get_token()
+    other = requests.head(demo_account, headers={"X-Auth-Token": admin_token})
+    assert other.status_code == 403
+
+    api = ks["auth_url"]
+    password = uuid.uuid4().hex
+    user = keystone_admin_session.post(
+        api + "/users",
+        json={
+            "user": {
+                "name": "smoke-reader-" + uuid.uuid4().hex[:8],
+                "password": password,
+                "domain_id": "default",
+            }
+        },
+    ).json()["user"]
+    try:
+        [reader] = keystone_admin_session.get(
+            api + "/roles", params={"name": "reader"}
+        ).json()["roles"]
+        project = demo_account.rsplit("AUTH_", 1)[1]
+        keystone_admin_session.put(
+            f"{api}/projects/{project}/users/{user['id']}/roles/{reader['id']}"
+        )
+        auth = v3.Password(
+            auth_url=api, user_id=user["id"], password=password, project_id=project
+        )
+        token = ks_session.Session(auth=auth).get_token()
+        refused = requests.head(demo_account, headers={"X-Auth-Token": token})
+        assert refused.status_code == 403
+    finally:
+        keystone_admin_session.delete(f"{api}/users/{user['id']}")
+    assert swift_conn.head_account() is not None  # the demo member's own
+
+
+def test_tempauth_keeps_to_its_own_accounts(devcloud):
+    """Swift's own auth, kept for swflows' [object_store] auth_version = v1,
+    has accounts of its own prefix and no access to Keystone's."""
+    auth = devcloud["swift"]["tempauth"]
+    got = requests.get(
+        auth["auth_url"],
+        headers={"X-Auth-User": auth["user"], "X-Auth-Key": auth["key"]},
+    )
+    assert got.status_code == 200
+    token, url = got.headers["X-Auth-Token"], got.headers["X-Storage-Url"]
+    assert url == devcloud["swift"]["proxy_url"] + "/v1/TEMPAUTH_test"
+    assert requests.head(url, headers={"X-Auth-Token": token}).status_code == 204
+    demo_account = devcloud["swift"]["accounts"]["demo"]
+    refused = requests.head(demo_account, headers={"X-Auth-Token": token})
+    assert refused.status_code in (401, 403)

@@ -28,6 +28,9 @@ from .procs import (
 from .small_servers import redis_ping, start_nova, start_redis
 
 READY_TIMEOUT = 180.0
+#: the shape of cloud.json (2: Swift behind Keystone); a cloud that another
+#: shape's tools/devcloud started is not "up" for this one, and up restarts it
+CLOUD_VERSION = 2
 
 
 # ------------------------------------------------------------------ health
@@ -70,8 +73,17 @@ def health() -> dict[str, str]:
     return states
 
 
+def is_current() -> bool:
+    """Whether cloud.json is of this tools/devcloud's shape."""
+    try:
+        doc = json.loads(layout.CLOUD_JSON.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("version") == CLOUD_VERSION
+
+
 def is_up(states: dict[str, str]) -> bool:
-    return set(states.values()) == {"ok"} and layout.CLOUD_JSON.exists()
+    return set(states.values()) == {"ok"} and is_current()
 
 
 def print_status(states: dict[str, str]) -> None:
@@ -126,7 +138,10 @@ def start_cloud(timings: dict[str, float]) -> Cloud:
         keystone.register(cloud)
         timings["keystone ready"] = time.monotonic() - t0
         checks.append(start_nova(cloud))
-        wait_ready(checks, READY_TIMEOUT)
+        ready_at: dict[str, float] = {}
+        wait_ready(checks, READY_TIMEOUT, ready_at)
+        for name in ("swift", "zaqar", "nova"):
+            timings[f"{name} ready"] = ready_at[name] - t0
     except BaseException:
         for step in steps:
             step.kill()
@@ -149,8 +164,8 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
         }
 
     proxy = cloud.url("swift-proxy")
-    (user1, key1), (user2, key2) = swift.USERS.items()
     return {
+        "version": CLOUD_VERSION,
         "keystone": {
             "auth_url": cloud.auth_url,
             "region": keystone.REGION,
@@ -163,12 +178,19 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
             "stack_user_role": keystone.STACK_USER_ROLE,
         },
         "swift": {
-            "auth_url": proxy + "/auth/v1.0",
-            "user": user1,
-            "key": key1,
-            "user2": user2,
-            "key2": key2,
             "proxy_url": proxy,
+            # in the catalog; each Keystone project's account, by user
+            "service_type": "object-store",
+            "accounts": {
+                "demo": swift.account_url(cloud, cloud.ids["demo_project"]),
+                "admin": swift.account_url(cloud, cloud.ids["admin_project"]),
+            },
+            # Swift's own auth, for tests of [object_store] auth_version = v1
+            "tempauth": {
+                "auth_url": proxy + "/auth/v1.0",
+                "user": swift.TEMPAUTH_USER,
+                "key": cloud.password(swift.TEMPAUTH_USER),
+            },
         },
         "zaqar": {"url": cloud.url("zaqar")},
         "nova": {
@@ -202,7 +224,10 @@ def cmd_up() -> int:
                 ensure_swflows()
                 swflowsconf.write_shell_files(json.loads(layout.CLOUD_JSON.read_text()))
                 return 0
-            print("dev cloud partly down; restarting it cleanly")
+            if set(states.values()) == {"ok"}:
+                print("dev cloud started by another version; restarting it")
+            else:
+                print("dev cloud partly down; restarting it cleanly")
             print_status(states)
             stop(load_records())
             layout.RECORDS.unlink(missing_ok=True)
@@ -222,7 +247,7 @@ def cmd_up() -> int:
         timings["all ready"] = time.monotonic() - t0
         print("start: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
         print(f"keystone  {doc['keystone']['auth_url']}")
-        print(f"swift     {doc['swift']['auth_url']}")
+        print(f"swift     {doc['swift']['proxy_url']} (object-store in the catalog)")
         print(f"zaqar     {doc['zaqar']['url']}")
         print(f"nova      {doc['nova']['url']} (stand-in)")
         print(f"redis     127.0.0.1:{doc['redis']['port']}")
@@ -290,6 +315,9 @@ def cmd_status() -> int:
     states = health()
     if is_up(states):
         print(f"dev cloud up ({layout.CLOUD_JSON})")
+    elif set(states.values()) == {"ok"}:
+        print("dev cloud up, but started by another version of tools/devcloud:")
+        print("run tools/devcloud up to restart it")
     else:
         print("dev cloud NOT healthy" if load_records() else "dev cloud down")
     if load_records():

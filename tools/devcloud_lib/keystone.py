@@ -6,7 +6,7 @@ import grp
 import os
 import pwd
 
-from . import httpjson, layout
+from . import httpjson, layout, swift
 from .context import Cloud
 from .procs import Check, server_env, spawn
 
@@ -129,7 +129,8 @@ class Api:
 def register(cloud: Cloud) -> None:
     """Create what swflows and the other servers need, as Heat sets it up:
     a stack-user domain with its domain admin, the stack user role, a demo
-    tenant, service users for Zaqar and the Nova stand-in, and the catalog.
+    tenant, service users for Zaqar, Swift's proxy and the Nova stand-in,
+    and the catalog (Swift's endpoints name each project's account).
     """
     api = Api(
         cloud.auth_url,
@@ -164,11 +165,12 @@ def register(cloud: Cloud) -> None:
     demo = api.create("project", name="demo", domain_id="default")
     demo_user = user("demo", project=demo, role="member")
     service = api.create("project", name="service", domain_id="default")
-    for name in ("zaqar", "nova"):
+    for name in ("zaqar", swift.SERVICE_USER, "nova"):
         user(name, project=service, role="service")
 
     for kind, name, url in (
         ("messaging", "zaqar", cloud.url("zaqar")),
+        ("object-store", "swift", swift.endpoint(cloud)),
         ("compute", "nova", cloud.url("nova") + "/v2.1"),
     ):
         service_id = api.create("service", type=kind, name=name)
@@ -181,7 +183,13 @@ def register(cloud: Cloud) -> None:
                 region_id=REGION,
             )
 
-    cloud.ids.update(stack_user_domain=domain, demo_project=demo, demo_user=demo_user)
+    [admin] = api("GET", "/projects?name=admin&domain_id=default")["projects"]
+    cloud.ids.update(
+        stack_user_domain=domain,
+        demo_project=demo,
+        demo_user=demo_user,
+        admin_project=admin["id"],
+    )
     cloud.demo_token = password_token(
         cloud.auth_url, "demo", cloud.password("demo"), "demo"
     )

@@ -233,8 +233,11 @@ class Check:
     error: str = ""
 
 
-def wait_ready(checks: list[Check], timeout: float) -> None:
-    """Poll every probe until all pass.
+def wait_ready(
+    checks: list[Check], timeout: float, ready_at: dict[str, float] | None = None
+) -> None:
+    """Poll every probe until all pass; ``ready_at`` gets when each did
+    (``time.monotonic()``).
 
     Fails fast, with the tail of its log, when a process of a check exits.
     """
@@ -254,6 +257,8 @@ def wait_ready(checks: list[Check], timeout: float) -> None:
                 ok, check.error = False, repr(err)
             if ok:
                 pending.remove(check)
+                if ready_at is not None:
+                    ready_at[check.name] = time.monotonic()
         if pending and time.monotonic() - t0 > timeout:
             logs = "\n".join(
                 f"log {s.record.log}:\n{tail(s.record.log)}"

@@ -33,13 +33,13 @@ def conf_text(
 ) -> str:
     """A swflows configuration file for the dev cloud, from its cloud.json.
 
-    swflows logs in as the demo user (``[identity]``, shared by Zaqar and
-    Nova through ``auth_section``), as the stack domain admin for stack
-    users, and to Swift with tempauth; ``services`` are the client groups
-    written, and ``extra`` adds lines (or whole groups) of the caller's.
+    swflows logs in as the demo user (``[identity]``, shared by Swift, Zaqar
+    and Nova through ``auth_section``: each is found in the catalog, Swift's
+    account is the demo project's) and as the stack domain admin for stack
+    users; ``services`` are the client groups written, and ``extra`` adds
+    lines (or whole groups) of the caller's.
     """
     ks = cloud["keystone"]
-    swift = cloud["swift"]
     demo = ks["demo"]
     domain = (
         f"stack_user_domain_name = {ks['stack_user_domain_name']}"
@@ -63,12 +63,7 @@ def conf_text(
             f"stack_domain_admin_password = {ks['stack_domain_admin_password']}",
             f"stack_user_role = {ks['stack_user_role']}",
         ],
-        "object_store": [
-            "auth_version = v1",
-            f"v1_auth_url = {swift['auth_url']}",
-            f"v1_user = {swift['user']}",
-            f"v1_key = {swift['key']}",
-        ],
+        "object_store": ["auth_section = identity"],
         "messaging": ["auth_section = identity"],
         "compute": ["auth_section = identity"],
     }

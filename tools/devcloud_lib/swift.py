@@ -1,5 +1,14 @@
-"""Swift: proxy, account, container and object servers with tempauth
-(Fernet tokens, so no memcached) and tempurl."""
+"""Swift: proxy, account, container and object servers behind Keystone
+(authtoken and keystoneauth, accounts ``AUTH_<project id>``, registered in
+the catalog as ``object-store`` by keystone.py), with tempurl.
+
+Tempauth (Fernet tokens, so no memcached) runs beside it under its own
+reseller prefix, ``TEMPAUTH_``, as devstack sets it up: only for the tests
+of swflows' ``[object_store] auth_version = v1`` (Swift's own auth, which
+small clouds without Keystone use).  Everything else goes through Keystone.
+(Swift 2.38 answers 500 to a Keystone token sent to a ``TEMPAUTH_`` account:
+tempauth then reads keystoneauth's REMOTE_USER; nothing here does that.)
+"""
 
 from __future__ import annotations
 
@@ -13,7 +22,17 @@ from .context import Cloud
 from .procs import Check, spawn
 
 BACKENDS = ("account", "container", "object")
-USERS = {"test:tester": "testing", "test2:tester2": "testing2"}
+#: the Keystone user the proxy validates tokens with (role service)
+SERVICE_USER = "swift"
+#: Keystone roles that own their project's account (admin implies member)
+OPERATOR_ROLES = ("admin", "member")
+#: Keystone role that may act on every account; no one holds it here
+RESELLER_ADMIN_ROLE = "ResellerAdmin"
+#: the account prefix of Keystone projects, as in the catalog's endpoints
+RESELLER_PREFIX = "AUTH_"
+#: tempauth's one account (TEMPAUTH_test) and its user (account:user)
+TEMPAUTH_PREFIX = "TEMPAUTH"
+TEMPAUTH_USER = "test:tester"
 
 SWIFT_CONF = """\
 [swift-hash]
@@ -58,10 +77,12 @@ node_timeout = 10
 conn_timeout = 2
 """
 
-# tempurl before tempauth, so a TempURL request needs no token.
+# tempurl before the auth middlewares, so a TempURL request needs no token;
+# authtoken before keystoneauth; tempauth last, for its own prefix only.
 PIPELINE = (
     "catch_errors gatekeeper healthcheck proxy-logging listing_formats"
-    " tempurl tempauth copy dlo versioned_writes proxy-logging proxy-server"
+    " tempurl authtoken keystoneauth tempauth copy dlo versioned_writes"
+    " proxy-logging proxy-server"
 )
 
 PROXY = """\
@@ -72,12 +93,34 @@ pipeline = {pipeline}
 use = egg:swift#proxy
 account_autocreate = true
 
+[filter:authtoken]
+paste.filter_factory = keystonemiddleware.auth_token:filter_factory
+www_authenticate_uri = {auth_url}
+auth_url = {auth_url}
+auth_type = password
+username = {service_user}
+password = {service_password}
+user_domain_id = default
+project_name = service
+project_domain_id = default
+# tempurl (and tempauth's tokens) decide for themselves further on
+delay_auth_decision = true
+include_service_catalog = false
+
+[filter:keystoneauth]
+use = egg:swift#keystoneauth
+reseller_prefix = {reseller_prefix}
+operator_roles = {operator_roles}
+reseller_admin_role = {reseller_admin_role}
+# tempurl overrides the authorization of the requests it signed
+allow_overrides = true
+
 [filter:tempauth]
 use = egg:swift#tempauth
+reseller_prefix = {tempauth_prefix}
 fernet_key_devcloud = {fernet_key}
 active_fernet_key_id = devcloud
-user_admin_admin = {admin_key} .admin .reseller_admin
-{users}
+user_{user} = {key} .admin
 
 [filter:tempurl]
 use = egg:swift#tempurl
@@ -138,38 +181,53 @@ def configure(cloud: Cloud) -> None:
         text
         + PROXY.format(
             pipeline=PIPELINE,
+            auth_url=cloud.auth_url,
+            service_user=SERVICE_USER,
+            service_password=cloud.password(SERVICE_USER),
+            reseller_prefix=RESELLER_PREFIX.rstrip("_"),
+            operator_roles=", ".join(OPERATOR_ROLES),
+            reseller_admin_role=RESELLER_ADMIN_ROLE,
+            tempauth_prefix=TEMPAUTH_PREFIX,
             fernet_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
-            admin_key=cloud.password("swift-admin"),
-            users="\n".join(
-                f"user_{name.replace(':', '_')} = {key} .admin"
-                for name, key in USERS.items()
-            ),
+            user=TEMPAUTH_USER.replace(":", "_"),
+            key=cloud.password(TEMPAUTH_USER),
         ),
     )
 
 
+def endpoint(cloud: Cloud) -> str:
+    """The catalog's object-store URL (Keystone fills in the project id)."""
+    return f"{cloud.url('swift-proxy')}/v1/{RESELLER_PREFIX}%(project_id)s"
+
+
+def account_url(cloud: Cloud, project_id: str) -> str:
+    return f"{cloud.url('swift-proxy')}/v1/{RESELLER_PREFIX}{project_id}"
+
+
 def start(cloud: Cloud) -> Check:
+    """Start the four servers; ready once a Keystone token of the demo user
+    works through all of them (so only after keystone.register)."""
     started = []
     for kind in (*BACKENDS, "proxy"):
         name = "swift-" + kind
         server = layout.venv_bin(f"swift-{kind}-server")
         argv = [str(server), str(etc_dir(cloud) / f"{kind}-server.conf"), "-v"]
         started.append(spawn(name, argv, port=cloud.ports[name], records=cloud.records))
-    return Check("swift", started, lambda: probe(cloud.url("swift-proxy")))
+
+    def ready() -> bool:
+        if cloud.demo_token is None:  # Keystone is not set up yet
+            return False
+        url = account_url(cloud, cloud.ids["demo_project"])
+        return probe(url, cloud.demo_token)
+
+    return Check("swift", started, ready)
 
 
-def probe(proxy: str) -> bool:
-    """Ready when a token works through all four servers."""
-    user, key = next(iter(USERS.items()))
-    resp = httpjson.call(
-        "GET",
-        proxy + "/auth/v1.0",
-        timeout=5,
-        headers={"X-Auth-User": user, "X-Auth-Key": key},
-    )
-    httpjson.expect(resp, 200, what="tempauth")
-    token = {"X-Auth-Token": resp.headers["X-Auth-Token"]}
-    url = resp.headers["X-Storage-Url"] + "/devcloud-probe"
+def probe(url: str, token: str) -> bool:
+    """Ready when a token works through all four servers: a container and
+    an object made and removed in the account at ``url``."""
+    headers = {"X-Auth-Token": token}
+    url += "/devcloud-probe"
     for method, path, body, codes in (
         ("PUT", "", None, (201, 202)),
         ("PUT", "/o", b"x", (201,)),
@@ -177,7 +235,7 @@ def probe(proxy: str) -> bool:
         ("DELETE", "", None, (204,)),
     ):
         httpjson.expect(
-            httpjson.call(method, url + path, body=body, headers=token, timeout=15),
+            httpjson.call(method, url + path, body=body, headers=headers, timeout=15),
             *codes,
             what=f"{method} probe{path}",
         )
