@@ -115,6 +115,7 @@ def start(cloud: Cloud) -> Check:
     classpath = [str(JAR)] + ([str(LOGGER_JAR)] if LOGGER_JAR.exists() else [])
     # A small heap and a quick JIT: it serves a handful of test clients.
     argv = [binary, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+    argv += ["-Dorg.slf4j.simpleLogger.showDateTime=true"]
     argv += ["-cp", ":".join(classpath), MAIN_CLASS, str(config)]
     started = spawn("zookeeper", argv, port=port, records=cloud.records)
     return Check("zookeeper", [started], lambda: ruok(port))
