@@ -24,8 +24,9 @@ lease of its own:
 - :attr:`Election.is_leader` is that deadline, read when asked: a process
   paused, partitioned or cut from the backend stops being leader when its
   lease runs out, whether or not its election thread got to run, and
-  before any other process can be elected.  ``on_revoked`` is called when
-  the election thread sees it.
+  before any other process can be elected.  ``on_revoked`` is called at
+  that deadline by a thread that only watches the clock, even while the
+  campaign waits on a backend out of reach.
 - Standbys try the lock every tick.  The leader's process killed, its lock
   passes on within :attr:`Election.handover_bound` (``timeout + tick``, plus
   ZooKeeper's ``tickTime``, the granularity of its session expiry): the
@@ -39,6 +40,7 @@ keeps its lease until it runs out); nothing is raised to the caller after
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -136,7 +138,7 @@ class Election:
         self._leading = False  # what the callbacks were last told
         self._since = 0.0
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._mutex = threading.Lock()
         self._elected = threading.Condition(self._mutex)
         self._last_error = ""
@@ -167,7 +169,7 @@ class Election:
 
     def start(self) -> None:
         """Connect and campaign, on a thread of the election's own."""
-        if self._thread is not None:
+        if self._threads:
             return
         from tooz import coordination
 
@@ -185,19 +187,27 @@ class Election:
                 f"coordination backend {describe_url(self.backend_url)!r}: {exc}"
             ) from None
         self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._run, name=f"swflows-election-{self.role}", daemon=True
-        )
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=target, name=f"{name}-{self.role}", daemon=True)
+            for target, name in (
+                (self._campaign, "swflows-election"),
+                (self._watch_lease, "swflows-election-lease"),
+            )
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         """Stand down (a standby takes over at its next tick), leave the
         group and disconnect."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout + 5)
-            self._thread = None
-        self._revoke(STOPPED)
+        self._lease_until = 0.0
+        self._demote(STOPPED)
+        for thread in self._threads:
+            # a call to a backend out of reach may hold the campaign
+            thread.join(timeout=self.timeout)
+        self._threads = []
+        self._drop_lock()
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is not None and coordinator.is_started:
             try:
@@ -245,7 +255,7 @@ class Election:
             raise ElectionError(f"{self!r} is not connected")
         return coordinator
 
-    def _run(self) -> None:
+    def _campaign(self) -> None:
         while not self._stopping.is_set():
             try:
                 self._step()
@@ -260,19 +270,35 @@ class Election:
                         self.tick,
                     )
                     self._last_error = detail
-            if self._leading and not self.is_leader:
-                self._revoke("its lease ran out unrenewed")
             self._stopping.wait(self.tick)
+
+    def _watch_lease(self) -> None:
+        """Tell of a lease that ran out when it does, even while the
+        campaign waits on a backend out of reach."""
+        delay = self.tick
+        while not self._stopping.wait(delay):
+            if self._leading and not self.is_leader:
+                self._demote("its lease ran out unrenewed")
+            left = self._lease_until - time.monotonic()
+            delay = min(self.tick, max(0.02, left)) if self._leading else self.tick
 
     def _step(self) -> None:
         coordinator = self._coordinator
         if coordinator is None:
             return
+        if self._lock is not None and not self.is_leader:
+            self._demote("its lease ran out unrenewed")
+            self._drop_lock()
         if not coordinator.is_started:
             coordinator.start(start_heart=False)  # the ticks beat
             self._joined = False
         if not self._joined:
-            coordinator.join_group_create(self._group, capabilities={})
+            from tooz import coordination
+
+            # a member of this id already there is this one, joined before
+            # the backend or the connection went away
+            with contextlib.suppress(coordination.MemberAlreadyExist):
+                coordinator.join_group_create(self._group, capabilities={})
             self._joined = True
             LOG.info("election %s: %s is a candidate", self.role, self.member_id)
         sent = time.monotonic()
@@ -283,42 +309,37 @@ class Election:
             if (renew is None or renew()) and self._lock.is_still_owner():
                 self._renewed(sent)
             elif not self.is_leader:
-                self._revoke("the lock is no longer held")
-            self._last_error = ""
-            return
-        lock = coordinator.get_lock(self._lock_name)
-        if lock.acquire(blocking=False):
-            self._lock = lock
-            self._renewed(sent)
-            self._last_error = ""
-            return
+                self._demote("the lock is no longer held")
+                self._drop_lock()
+        else:
+            lock = coordinator.get_lock(self._lock_name)
+            if lock.acquire(blocking=False):
+                self._lock = lock
+                self._renewed(sent)
         self._last_error = ""
 
     def _renewed(self, sent: float) -> None:
-        self._lease_until = sent + self.timeout * (1 - MARGIN)
-        if self._leading:
+        if self._stopping.is_set():
             return
-        self._leading = True
-        self._since = time.time()
-        self.elections += 1
+        self._lease_until = sent + self.timeout * (1 - MARGIN)
         with self._elected:
+            if self._leading:
+                return
+            self._leading = True
+            self._since = time.time()
+            self.elections += 1
             self._elected.notify_all()
         LOG.info("election %s: %s leads", self.role, self.member_id)
         self._tell_members(True)
         self._call(self._on_elected, "on_elected")
 
-    def _revoke(self, why: str) -> None:
-        self._lease_until = 0.0
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            try:
-                lock.release()
-            except Exception as exc:  # it lapses by itself
-                LOG.debug("election %s: releasing the lock: %s", self.role, exc)
-        if not self._leading:
-            return
-        self._leading = False
-        self.revocations += 1
+    def _demote(self, why: str) -> None:
+        """No longer lead (the lease already says so): tell, once."""
+        with self._mutex:
+            if not self._leading:
+                return
+            self._leading = False
+            self.revocations += 1
         LOG.log(
             logging.INFO if why == STOPPED else logging.WARNING,
             "election %s: %s no longer leads: %s",
@@ -327,6 +348,17 @@ class Election:
             why,
         )
         self._call(self._on_revoked, "on_revoked")
+
+    def _drop_lock(self) -> None:
+        """Give the lock up (a standby gets it at its next try) and say so
+        in the group; best effort: an unrenewed lock lapses by itself."""
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        try:
+            lock.release()
+        except Exception as exc:
+            LOG.debug("election %s: releasing the lock: %s", self.role, exc)
         self._tell_members(False)
 
     def _tell_members(self, leading: bool) -> None:
