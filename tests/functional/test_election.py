@@ -57,9 +57,9 @@ class Candidate:
         self.member = member
         self.log = folder / f"{member}.log"
         with open(self.log, "w") as out:
+            child = ["-m", "tests.functional.election_child"]
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.functional.election_child"]
-                + [url, role, member, str(TIMEOUT)],
+                [sys.executable, *child, url, role, member, str(TIMEOUT)],
                 cwd=REPO,
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 stdout=out,
