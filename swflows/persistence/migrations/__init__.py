@@ -4,7 +4,7 @@
 database at once: on PostgreSQL the upgrade runs in one transaction holding
 a transaction-level advisory lock derived from the table prefix; on MySQL
 and MariaDB, whose DDL is not transactional, it holds a named lock
-(``GET_LOCK``) of its connection until it ends; on SQLite the transaction
+(``GET_LOCK``) of its connection until it has committed; on SQLite the transaction
 starts with ``BEGIN IMMEDIATE``, which locks the file.  The
 version table is ``<prefix>alembic_version``, so neither the embedder's own
 alembic history nor TaskFlow's (``alembic_version``) is touched.  The prefix
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
 
+from swflows import exceptions
 from swflows.persistence import tables
 
 if TYPE_CHECKING:
@@ -79,36 +80,44 @@ def advisory_lock_key(name: str) -> int:
 
 
 @contextlib.contextmanager
-def lock(connection: sa.Connection, name: str) -> Iterator[None]:
-    """Serialize with other processes for the block, inside a transaction.
+def exclusive(connection: sa.Connection, name: str) -> Iterator[None]:
+    """Run the block in a transaction of ``connection``, serialized with
+    other processes until that transaction has ended.
 
-    PostgreSQL: an advisory transaction lock (released at its end).
-    MySQL and MariaDB: a named lock of the connection, ``GET_LOCK``, since
-    their DDL commits as it goes; released when the block ends.  SQLite:
-    the caller's ``BEGIN IMMEDIATE`` already holds the database's write
-    lock.
+    PostgreSQL: an advisory transaction lock.  MySQL and MariaDB, whose DDL
+    commits as it goes: a named lock of the connection (``GET_LOCK``),
+    taken before the transaction and released after its commit, so the next
+    process reads what this one wrote.  SQLite: the transaction's
+    ``BEGIN IMMEDIATE`` locks the database file.
     """
     dialect = connection.dialect.name
-    if dialect == "postgresql":
-        connection.execute(
-            sa.select(
-                sa.func.pg_advisory_xact_lock(_LOCK_CLASS, advisory_lock_key(name))
+    key = None
+    if dialect in ("mysql", "mariadb"):
+        # names are at most 64 characters: the checksum keeps them apart
+        key = f"swflows:{advisory_lock_key(name)}:{name}"[:64]
+        got = connection.execute(
+            sa.select(sa.func.get_lock(key, MYSQL_LOCK_WAIT))
+        ).scalar()
+        connection.commit()
+        if got != 1:
+            raise exceptions.SwflowsError(
+                f"waited {MYSQL_LOCK_WAIT} s for another process's {name}"
             )
-        )
-    if dialect not in ("mysql", "mariadb"):
-        yield
-        return
-    # names are at most 64 characters: the prefix makes it unique enough
-    key = f"swflows:{advisory_lock_key(name)}:{name}"[:64]
-    got = connection.execute(sa.select(sa.func.get_lock(key, MYSQL_LOCK_WAIT))).scalar()
-    if got != 1:
-        raise sa.exc.OperationalError(
-            f"GET_LOCK({key!r})", {}, Exception("timed out waiting for a migration")
-        )
     try:
-        yield
+        with connection.begin():
+            if dialect == "postgresql":
+                connection.execute(
+                    sa.select(
+                        sa.func.pg_advisory_xact_lock(
+                            _LOCK_CLASS, advisory_lock_key(name)
+                        )
+                    )
+                )
+            yield
     finally:
-        connection.execute(sa.select(sa.func.release_lock(key)))
+        if key is not None:
+            connection.execute(sa.select(sa.func.release_lock(key)))
+            connection.commit()
 
 
 def at_head(connection: sa.Connection, prefix: str) -> bool:
@@ -137,7 +146,7 @@ def upgrade(engine: sa.Engine, prefix: str = tables.DEFAULT_PREFIX) -> bool:
             conn.rollback()
             return False
         conn.rollback()
-        with conn.begin(), lock(conn, f"migrate:{prefix}"):
+        with exclusive(conn, f"migrate:{prefix}"):
             # another process may have finished while this one waited
             if current(conn, prefix) == target:
                 return False
