@@ -379,6 +379,33 @@ jobboard_opts: Final[list[cfg.Opt]] = [
     ),
 ]
 
+coordination_group: Final = cfg.OptGroup(
+    "coordination",
+    help="Electing one signal watcher among the runners that share a database.",
+)
+coordination_opts: Final[list[cfg.Opt]] = [
+    cfg.StrOpt(
+        "backend_url",
+        secret=True,
+        help="tooz URL of the Redis or ZooKeeper on which the runners sharing "
+        "this database elect the one that watches for signals, the others "
+        "standing by: redis://host:port?db=N or zookeeper://host:port (the "
+        "jobboard's server will do). Unset: every runner watches, as one "
+        "process alone does.",
+    ),
+    cfg.IntOpt(
+        "leader_timeout",
+        default=10,
+        min=2,
+        help="Seconds the elected watcher's lease lasts unrenewed (renewed "
+        "every fifth of it, at most every second). Its process dead, a "
+        "standby watches within this plus a renewal interval (plus "
+        "ZooKeeper's tickTime); cut from the backend, it stops watching "
+        "before that. On ZooKeeper it is the session timeout: within the "
+        "server's minSessionTimeout and maxSessionTimeout.",
+    ),
+]
+
 
 def _client_opts() -> list[cfg.Opt]:
     return [
@@ -450,6 +477,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         (database_group, database_opts),
         (stack_user_group, stack_user_opts),
         (jobboard_group, jobboard_opts),
+        (coordination_group, coordination_opts),
     ):
         # a fresh group per ConfigOpts: register_group copies it shallowly,
         # so a shared group would share option state (and overrides)
@@ -477,6 +505,7 @@ def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:
         (database_group, list(database_opts)),
         (stack_user_group, list(stack_user_opts)),
         (jobboard_group, list(jobboard_opts)),
+        (coordination_group, list(coordination_opts)),
     ]
     for name in CLIENT_GROUPS:
         opts: list[cfg.Opt] = [

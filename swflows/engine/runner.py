@@ -61,6 +61,7 @@ from taskflow.types import notifier
 
 from swflows import exceptions, flows
 from swflows.engine import faults
+from swflows.engine.election import Election
 from swflows.flows import compose
 from swflows.persistence import flows as flow_rows
 from swflows.services import SERVICES_KEY, Services
@@ -126,6 +127,9 @@ class Runner:
 
     ``start()`` begins the signal watcher and lease renewal, and (with
     ``[runner] resume_on_start``) resumes the flows interrupted by a crash.
+    With ``[coordination] backend_url``, the runners sharing the database
+    elect the one whose watcher looks at parked flows (:attr:`election`);
+    the others' watchers stand by.
     """
 
     def __init__(self, services: Services, *, workers: int | None = None) -> None:
@@ -154,6 +158,19 @@ class Runner:
         from swflows.engine.watcher import Watcher
 
         self.watcher = Watcher(self)
+        #: the watcher's election among the runners sharing the database
+        #: (None: no ``[coordination] backend_url``, this watcher watches)
+        self.election: Election | None = None
+        backend_url = self.conf.coordination.backend_url
+        if backend_url:
+            self.election = Election(
+                backend_url,
+                self.watcher.role(),
+                member_id=self.owner,
+                timeout=int(self.conf.coordination.leader_timeout),
+                on_elected=self.watcher.wake,
+                on_revoked=self.watcher.wake,
+            )
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> None:
@@ -162,6 +179,8 @@ class Runner:
             return
         if self.conf.runner.resume_on_start:
             self.resume_interrupted()
+        if self.election is not None:
+            self.election.start()
         for target, name in (
             (self.watcher.run_forever, "swflows-watcher"),
             (self._renew_forever, "swflows-leases"),
@@ -182,6 +201,8 @@ class Runner:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
+        if self.election is not None:
+            self.election.stop()  # a standby watches from its next tick
 
     @property
     def stopping(self) -> bool:

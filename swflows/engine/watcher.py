@@ -30,6 +30,15 @@ that no server of its store has owned at any sweep for
 ``channel_sweep_grace`` seconds (a crash, or a version before unenroll
 closed its race, left them).
 
+With ``[coordination] backend_url`` set, the runners sharing a database
+elect one watcher (:mod:`swflows.engine.election`): only the elected one
+looks at parked flows and sweeps; the others stand by, and still take over
+the flows of runners that died.  A watcher checks that it is still elected
+before each cycle and before acting on what it read, so one that lost its
+lease (paused, cut from the backend) stops; an outcome is recorded by
+compare-and-set and a flow resumed by one runner only, so the rare cycle
+two watchers overlap on does nothing twice.
+
 One flow never stops the others: a failure handling one of them is logged
 once, counted in :attr:`Watcher.failures`, and the cycle goes on with the
 rest.  An outage (:mod:`swflows.engine.faults`) is simply met again next
@@ -42,6 +51,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import json
 import logging
 import random
@@ -171,8 +181,41 @@ class Watcher:
     def wake(self) -> None:
         self._wake.set()
 
+    def role(self) -> str:
+        """The election's role name of the watchers of this database: one
+        per database and table prefix, so installations sharing a
+        coordination backend each elect their own."""
+        store = self.services.store
+        where = f"{store.url} {store.table_prefix}".encode()
+        return f"swflows-watcher-{hashlib.sha256(where).hexdigest()[:16]}"
+
+    @property
+    def active(self) -> bool:
+        """Whether this watcher looks at parked flows now: always without
+        an election, else while its runner leads."""
+        election = self.runner.election
+        return election is None or election.is_leader
+
+    def stand_by(self) -> None:
+        """What a watcher not elected does: take over dead runners' flows
+        (every lease's length), then rest until woken or the next look."""
+        clock = time.monotonic()
+        if (
+            self.services.conf.runner.resume_on_start
+            and clock - self._last_takeover >= self.runner.lease_seconds
+        ):
+            self._last_takeover = clock
+            try:
+                self.runner.resume_interrupted()
+            except Exception as exc:
+                self.contain("takeover", exc)
+        self._sleep(float(self.conf.poll_interval))
+
     def run_forever(self) -> None:
         while not self.runner.stopping:
+            if not self.active:
+                self.stand_by()
+                continue
             started = time.monotonic()
             # a failed cycle (the parked flows could not be read: the
             # database is out of reach) is tried again with backoff
@@ -288,6 +331,8 @@ class Watcher:
             except Exception as exc:
                 self.contain("check", exc, row)
         self.busy = bool(landed)
+        if not self.active:  # the lease ran out as it read: the new one acts
+            return []
         # the signals that landed are recorded, and their flows resumed, on
         # the runner's workers and this thread at once: a cycle that finds
         # many takes the time of a few; what failed is contained here

@@ -15,6 +15,7 @@ import re
 from typing import Any, Final
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from swflows import exceptions
 
@@ -60,6 +61,12 @@ def version_table(prefix: str) -> str:
     return f"{prefix}alembic_version"
 
 
+def timestamp() -> sa.types.TypeEngine[Any]:
+    """A date and time to the microsecond on every database: MySQL's and
+    MariaDB's DATETIME keeps whole seconds unless told otherwise."""
+    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
 def json_type() -> sa.JSON:
     """JSON column type; a Python ``None`` is SQL NULL, not JSON ``null``."""
     return sa.JSON(none_as_null=True)
@@ -96,7 +103,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         # {config, inputs, outputs, options}; secret input values encrypted
         sa.Column("body", json_type(), nullable=False),
         sa.Column("derived", sa.Boolean(), nullable=False),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("created_at", timestamp(), nullable=False),
         sa.Index(f"ix_{p}configs_created_at_id", "created_at", "id"),
     )
     servers = sa.Table(
@@ -108,9 +115,9 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         sa.Column("config_transport", sa.String(TRANSPORT_LENGTH), nullable=True),
         # a Fernet token of the channel's JSON: it may hold credentials
         sa.Column("channel", sa.Text(), nullable=True),
-        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.Column("updated_at", timestamp(), nullable=True),
         # set by an explicit enrollment (not by a first deployment)
-        sa.Column("enrolled_at", sa.DateTime(), nullable=True),
+        sa.Column("enrolled_at", timestamp(), nullable=True),
         # Nova knows the server: the watcher fails its waiting deployments
         # when Nova deletes it or reports it in ERROR
         sa.Column("in_compute", sa.Boolean(), nullable=True),
@@ -149,8 +156,8 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         sa.Column("generation", sa.Integer(), nullable=False),
         sa.Column("timeout", sa.Integer(), nullable=True),
         sa.Column("parent_id", sa.String(ID_LENGTH), nullable=True),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", timestamp(), nullable=False),
+        sa.Column("updated_at", timestamp(), nullable=True),
         # optimistic concurrency: bumped by every update of the row
         sa.Column("version", sa.Integer(), nullable=False),
         # the server's metadata_version this row was created at: an exact
@@ -183,8 +190,8 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         # how often it was taken over after its owner died
         sa.Column("takeovers", sa.Integer(), nullable=False),
         sa.Column("note", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", timestamp(), nullable=False),
+        sa.Column("updated_at", timestamp(), nullable=True),
         sa.Index(f"ix_{p}flows_state", "state"),
         sa.Index(f"ix_{p}flows_deployment_id", "deployment_id"),
         sa.Index(f"ix_{p}flows_server_id", "server_id"),
@@ -239,8 +246,8 @@ def group_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("lease_until", sa.Float(), nullable=True),
         # optimistic concurrency: bumped by every update of the row
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("updated_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", timestamp(), nullable=False),
+        sa.Column("updated_at", timestamp(), nullable=True),
         sa.UniqueConstraint("name", name=f"uq_{p}groups_name"),
         sa.Index(f"ix_{p}groups_status", "status"),
     )
@@ -265,8 +272,8 @@ def logbook_tables(
 
     def stamps() -> list[sa.Column[Any]]:
         return [
-            sa.Column("created_at", sa.DateTime(), default=timeutils.utcnow),
-            sa.Column("updated_at", sa.DateTime(), onupdate=timeutils.utcnow),
+            sa.Column("created_at", timestamp(), default=timeutils.utcnow),
+            sa.Column("updated_at", timestamp(), onupdate=timeutils.utcnow),
         ]
 
     def uuid() -> sa.Column[Any]:

@@ -8,8 +8,8 @@ cloud that is already up is reused; a failure to start fails the tests
 ``keystone_admin_session``, ``keystone_demo_session`` and
 ``stack_domain_admin`` (keystoneauth1 sessions), ``swift_conn`` (a
 python-swiftclient Connection of the demo user's Keystone session, Swift
-found in its catalog, the demo project's account), ``zaqar_url`` and
-``nova_url``;
+found in its catalog, the demo project's account), ``zaqar_url``,
+``nova_url`` and ``zookeeper_hosts`` (kazoo's ``127.0.0.1:port``);
 ``devcloud["nova"]["control_url"]`` is the stand-in's test-only control path.
 
     def test_something(devcloud, swift_conn):
@@ -168,3 +168,10 @@ def zaqar_url(devcloud: dict) -> str:
 @pytest.fixture(scope="session")
 def nova_url(devcloud: dict) -> str:
     return devcloud["nova"]["url"]
+
+
+@pytest.fixture(scope="session")
+def zookeeper_hosts(devcloud: dict) -> str:
+    """The dev cloud's ZooKeeper, as kazoo's ``hosts``: ``127.0.0.1:port``."""
+    zk = devcloud["zookeeper"]
+    return f"{zk['host']}:{zk['port']}"

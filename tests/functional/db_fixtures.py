@@ -12,10 +12,12 @@ Import the fixtures a test module needs by name::
   be reached the tests **fail**; they never skip.
 * ``mysql_url`` (session): the same on MariaDB/MySQL, ``$SWFLOWS_TEST_MYSQL_URL``,
   default ``mysql+pymysql://root@127.0.0.1:3306/``; it fails, never skips.
-* ``db_url``: parametrized ``sqlite`` (a new file) and ``postgresql``.
+* ``db_url``: parametrized ``sqlite`` (a new file), ``postgresql`` and
+  ``mysql`` (MariaDB).
 * ``store``: an open :class:`~swflows.persistence.Store` on ``db_url``, with
-  its own table prefix on PostgreSQL so tests sharing the database never
-  see each other's rows (TaskFlow's unprefixed tables are shared).
+  its own table prefix on PostgreSQL and MariaDB so tests sharing the
+  database never see each other's rows (TaskFlow's unprefixed tables are
+  shared).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ PG_ADMIN_URL = os.environ.get(
 )
 #: one key for the whole session, so any store of a test can read its data
 SECRET_KEY = fernet.Fernet.generate_key()
-BACKENDS = ("sqlite", "postgresql")
+BACKENDS = ("sqlite", "postgresql", "mysql")
 
 MYSQL_ADMIN_URL = os.environ.get(
     "SWFLOWS_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/"
@@ -146,7 +148,9 @@ def sqlite_url(folder: pathlib.Path) -> str:
 def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path)
-    url: str = request.getfixturevalue("pg_url")
+    url: str = request.getfixturevalue(
+        "pg_url" if request.param == "postgresql" else "mysql_url"
+    )
     return url
 
 
@@ -156,6 +160,6 @@ def unique_prefix() -> str:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    prefix = unique_prefix() if db_url.startswith("postgresql") else "swflows_"
+    prefix = "swflows_" if db_url.startswith("sqlite") else unique_prefix()
     with Store(db_url, table_prefix=prefix, secret_key=SECRET_KEY) as opened:
         yield opened

@@ -19,7 +19,8 @@ from swflows import conf as sw_conf
 from swflows import exceptions, signals, states
 from swflows.api import Swflows
 from swflows.persistence import flows as flow_rows
-from tests.functional import flowkit
+from tests.functional import db_fixtures, flowkit
+from tests.functional.db_fixtures import mysql_url, pg_url  # noqa: F401 (fixtures)
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import leftovers
 from tests.functional.test_flows import script_config
@@ -242,6 +243,34 @@ def test_a_new_runner_resumes_parked_flows(
         with FakeServer(second, server):
             done = second.wait(dep.id, timeout=30)
         assert done.status == states.COMPLETE
+        assert second.list_flows() == []
+        second.undeploy(dep.id)
+        assert leftovers(second, dep.id) == {}
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_park_and_resume_on_a_server_database(
+    devcloud: dict[str, Any],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    backend: str,
+) -> None:
+    """A flow parks in PostgreSQL or MariaDB, and a new runner there
+    resumes it when its signal lands."""
+    url = request.getfixturevalue("pg_url" if backend == "postgresql" else "mysql_url")
+    database = {
+        "database__table_prefix": db_fixtures.unique_prefix(),
+        "database__secret_key": db_fixtures.SECRET_KEY.decode(),
+    }
+    with instance(devcloud, tmp_path, url, **database) as first:
+        config = script_config(first)
+        dep = first.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        until(lambda: parked(first, dep.id), what="the flow to park")
+    with instance(devcloud, tmp_path, url, **database) as second:
+        put_signal(second, dep.id, FINAL)
+        done = second.wait(dep.id, timeout=30)
+        assert done.status == states.COMPLETE
+        assert done.output_values["result"] == "r"
         assert second.list_flows() == []
         second.undeploy(dep.id)
         assert leftovers(second, dep.id) == {}

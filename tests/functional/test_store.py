@@ -1,4 +1,5 @@
-"""The store's API contract on a SQLite file and on PostgreSQL, and races."""
+"""The store's API contract on a SQLite file, on PostgreSQL and on MariaDB,
+and races."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import autogenerate, command, migration
 
 from swflows import exceptions, model
 from swflows.persistence import Store, logbook, migrations
@@ -31,7 +33,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 class TestStoreSQL(StoreContract):
-    """Every API rule, on both databases."""
+    """Every API rule, on every database."""
 
 
 def run_together(count: int, fn: Callable[[int], Any]) -> list[Any]:
@@ -146,5 +148,61 @@ def test_migration_0004_moves_logbooks_on_postgresql(
     engine = sa.create_engine(db_fixtures._create_database(request.config))
     try:
         test_migration_0004.check_move(engine)
+    finally:
+        engine.dispose()
+
+
+def test_migrations_match_the_tables(db_url: str) -> None:
+    """What the migrations made is what the tables declare, types included
+    (MariaDB's DATETIME(6) too)."""
+    prefix = "swflows_" if db_url.startswith("sqlite") else unique_prefix()
+    with Store(db_url, table_prefix=prefix, secret_key=SECRET_KEY) as store:
+        ours = set(store.tables.metadata.tables)
+
+        def include(name: str | None, kind: str, parent: Any) -> bool:
+            return kind != "table" or name in ours  # the database is shared
+
+        with store.engine.connect() as conn:
+            context = migration.MigrationContext.configure(
+                conn,
+                opts={
+                    "compare_type": True,
+                    "version_table": f"{prefix}alembic_version",
+                    "include_name": include,
+                },
+            )
+            assert autogenerate.compare_metadata(context, store.tables.metadata) == []
+
+
+def test_mariadb_timestamps_keep_microseconds_from_0006(
+    request: pytest.FixtureRequest,
+) -> None:
+    """0005 -> 0006 -> 0005 on MariaDB: DATETIME becomes DATETIME(6) and
+    back, rows kept."""
+    url = db_fixtures._create_mysql_database(request.config)
+    engine = sa.create_engine(url)
+    prefix = "m6_"
+
+    def precisions() -> set[int]:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT datetime_precision FROM information_schema.columns "
+                "WHERE table_schema = DATABASE() AND data_type = 'datetime'"
+            )
+            return {int(row[0]) for row in rows}
+
+    try:
+        with engine.begin() as conn:
+            command.upgrade(migrations.make_config(conn, prefix), "0005")
+        assert precisions() == {0}
+        with Store(url, table_prefix=prefix, secret_key=SECRET_KEY) as store:
+            config = store.create_config(derived_config())
+            assert precisions() == {6}  # the store upgraded it when it opened
+            assert store.get_config(config.id).creation_time == config.creation_time
+        with engine.begin() as conn:
+            command.downgrade(migrations.make_config(conn, prefix), "0005")
+        assert precisions() == {0}
+        with Store(url, table_prefix=prefix, secret_key=SECRET_KEY) as store:
+            assert store.get_config(config.id).id == config.id
     finally:
         engine.dispose()

@@ -23,6 +23,7 @@ GROUPS = {
     "database",
     "stack_user",
     "jobboard",
+    "coordination",
     "identity",
     "object_store",
     "messaging",
@@ -113,6 +114,7 @@ class TestListOpts:
             ("stack_user", "stack_domain_admin_password"),
             ("object_store", "v1_key"),
             ("jobboard", "backend_url"),
+            ("coordination", "backend_url"),
         } <= secret
         for group in conf.CLIENT_GROUPS:
             assert (group, "password") in secret
@@ -185,6 +187,8 @@ class TestDefaults:
         assert c.jobboard.enabled is False
         assert c.jobboard.backend_url == "redis://127.0.0.1:6379/0"
         assert c.jobboard.claim_expiry == 30
+        assert c.coordination.backend_url is None  # every runner watches
+        assert c.coordination.leader_timeout == 10
         for group in conf.CLIENT_GROUPS:
             assert c[group].interface == "public"
             assert c[group].region_name is None

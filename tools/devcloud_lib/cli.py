@@ -13,7 +13,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import heat, httpjson, install, keystone, layout, swflowsconf, swift, zaqar
+from . import (
+    heat,
+    httpjson,
+    install,
+    keystone,
+    layout,
+    swflowsconf,
+    swift,
+    zaqar,
+    zookeeper,
+)
 from .context import SERVERS, Cloud
 from .procs import (
     DevcloudError,
@@ -47,6 +57,7 @@ def _answers(path: str, status: int) -> Callable[[int], bool]:
 # "Is it answering", per server, by port only (no credentials needed).
 HEALTH: dict[str, Callable[[int], bool]] = {
     "redis": redis_ping,
+    "zookeeper": zookeeper.ruok,
     "swift-account": _answers("/healthcheck", 200),
     "swift-container": _answers("/healthcheck", 200),
     "swift-object": _answers("/healthcheck", 200),
@@ -112,7 +123,7 @@ def start_cloud(timings: dict[str, float]) -> Cloud:
     t0 = time.monotonic()
     steps: list[Step] = []
     try:
-        checks = [start_redis(cloud)]
+        checks = [start_redis(cloud), zookeeper.start(cloud)]
         for service in (swift, zaqar, keystone):
             service.configure(cloud)
         backend_ports = [str(cloud.ports["swift-" + k]) for k in swift.BACKENDS]
@@ -198,6 +209,7 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
             "control_url": cloud.url("nova") + "/_standin",
         },
         "redis": {"host": "127.0.0.1", "port": cloud.ports["redis"]},
+        "zookeeper": {"host": "127.0.0.1", "port": cloud.ports["zookeeper"]},
         "logs": {name: cloud.records[name].log for name in SERVERS},
     }
 
@@ -237,6 +249,9 @@ def cmd_up() -> int:
         spent = install.ensure()
         state = "up to date" if spent is None else f"installed in {spent:.1f} s"
         print(f"install: {state} ({layout.VENV})")
+        spent = zookeeper.ensure()
+        state = "present" if spent is None else f"installed in {spent:.1f} s"
+        print(f"zookeeper: {state} ({zookeeper.JAR})")
         ensure_swflows()
         timings: dict[str, float] = {}
         t0 = time.monotonic()
@@ -251,6 +266,7 @@ def cmd_up() -> int:
         print(f"zaqar     {doc['zaqar']['url']}")
         print(f"nova      {doc['nova']['url']} (stand-in)")
         print(f"redis     127.0.0.1:{doc['redis']['port']}")
+        print(f"zookeeper 127.0.0.1:{doc['zookeeper']['port']}")
         print(f"SWFLOWS_DEVCLOUD={layout.CLOUD_JSON}")
         print(f'a shell for it: eval "$(tools/devcloud env)" ({layout.ENV_SH})')
     return 0
@@ -367,7 +383,7 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tools/devcloud",
-        description="Keystone, Swift, Zaqar, Redis and a Nova stand-in on "
+        description="Keystone, Swift, Zaqar, Redis, ZooKeeper and a Nova stand-in on "
         "127.0.0.1 for swflows' functional tests. Endpoints and credentials: "
         f"{layout.CLOUD_JSON}.",
     )

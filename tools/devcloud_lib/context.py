@@ -12,6 +12,7 @@ from .procs import Record
 # Every server (one port each), in start order.
 SERVERS = (
     "redis",
+    "zookeeper",
     "swift-account",
     "swift-container",
     "swift-object",

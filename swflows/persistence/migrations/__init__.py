@@ -2,8 +2,10 @@
 
 :func:`upgrade` is idempotent and safe when several processes open the same
 database at once: on PostgreSQL the upgrade runs in one transaction holding
-a transaction-level advisory lock derived from the table prefix; on SQLite
-the transaction starts with ``BEGIN IMMEDIATE``, which locks the file.  The
+a transaction-level advisory lock derived from the table prefix; on MySQL
+and MariaDB, whose DDL is not transactional, it holds a named lock
+(``GET_LOCK``) of its connection until it has committed; on SQLite the transaction
+starts with ``BEGIN IMMEDIATE``, which locks the file.  The
 version table is ``<prefix>alembic_version``, so neither the embedder's own
 alembic history nor TaskFlow's (``alembic_version``) is touched.  The prefix
 reaches the scripts through ``config.attributes["table_prefix"]``.
@@ -14,13 +16,16 @@ table with one query and loads no alembic: a short command starts faster.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import zlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
 
+from swflows import exceptions
 from swflows.persistence import tables
 
 if TYPE_CHECKING:
@@ -29,9 +34,11 @@ if TYPE_CHECKING:
 SCRIPT_LOCATION: Final = os.path.dirname(os.path.abspath(__file__))
 #: the newest revision in ``versions/`` (a unit test holds it to alembic's
 #: own reading of the scripts)
-HEAD: Final = "0005"
+HEAD: Final = "0006"
 #: the key of every swflows advisory lock: "swfl" in ASCII
 _LOCK_CLASS: Final = 0x7377666C
+#: seconds a MySQL or MariaDB migration waits for another's to end
+MYSQL_LOCK_WAIT: Final = 300
 
 
 def make_config(connection: sa.Connection, prefix: str) -> alembic_config.Config:
@@ -72,18 +79,45 @@ def advisory_lock_key(name: str) -> int:
     return value - (1 << 32) if value >= (1 << 31) else value
 
 
-def lock(connection: sa.Connection, name: str) -> None:
-    """Serialize with other processes for the rest of this transaction.
+@contextlib.contextmanager
+def exclusive(connection: sa.Connection, name: str) -> Iterator[None]:
+    """Run the block in a transaction of ``connection``, serialized with
+    other processes until that transaction has ended.
 
-    PostgreSQL only: an advisory transaction lock.  On SQLite the caller's
-    ``BEGIN IMMEDIATE`` already holds the database's write lock.
+    PostgreSQL: an advisory transaction lock.  MySQL and MariaDB, whose DDL
+    commits as it goes: a named lock of the connection (``GET_LOCK``),
+    taken before the transaction and released after its commit, so the next
+    process reads what this one wrote.  SQLite: the transaction's
+    ``BEGIN IMMEDIATE`` locks the database file.
     """
-    if connection.dialect.name == "postgresql":
-        connection.execute(
-            sa.select(
-                sa.func.pg_advisory_xact_lock(_LOCK_CLASS, advisory_lock_key(name))
+    dialect = connection.dialect.name
+    key = None
+    if dialect in ("mysql", "mariadb"):
+        # names are at most 64 characters: the checksum keeps them apart
+        key = f"swflows:{advisory_lock_key(name)}:{name}"[:64]
+        got = connection.execute(
+            sa.select(sa.func.get_lock(key, MYSQL_LOCK_WAIT))
+        ).scalar()
+        connection.commit()
+        if got != 1:
+            raise exceptions.SwflowsError(
+                f"waited {MYSQL_LOCK_WAIT} s for another process's {name}"
             )
-        )
+    try:
+        with connection.begin():
+            if dialect == "postgresql":
+                connection.execute(
+                    sa.select(
+                        sa.func.pg_advisory_xact_lock(
+                            _LOCK_CLASS, advisory_lock_key(name)
+                        )
+                    )
+                )
+            yield
+    finally:
+        if key is not None:
+            connection.execute(sa.select(sa.func.release_lock(key)))
+            connection.commit()
 
 
 def at_head(connection: sa.Connection, prefix: str) -> bool:
@@ -112,8 +146,7 @@ def upgrade(engine: sa.Engine, prefix: str = tables.DEFAULT_PREFIX) -> bool:
             conn.rollback()
             return False
         conn.rollback()
-        with conn.begin():
-            lock(conn, f"migrate:{prefix}")
+        with exclusive(conn, f"migrate:{prefix}"):
             # another process may have finished while this one waited
             if current(conn, prefix) == target:
                 return False

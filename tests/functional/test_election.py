@@ -1,0 +1,225 @@
+"""One leader among processes, on the dev cloud's Redis and ZooKeeper
+(:mod:`swflows.engine.election`): standbys wait, a killed leader's lock
+passes on within the stated bound, and a leader cut from the backend stops
+leading before any other process leads."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swflows.engine.election import Election
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ("redis", "zookeeper")
+TIMEOUT = 3  # the leader's lease, in seconds
+#: what a loaded 2-core machine may add to the bound (scheduling, start-up)
+SLACK = 1.5
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, devcloud: dict[str, Any]) -> str:
+    server = devcloud[request.param]
+    return f"{request.param}://{server['host']}:{server['port']}"
+
+
+def role() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class Candidate:
+    """``election_child`` in a process of its own; its lines, parsed."""
+
+    def __init__(self, folder: Path, url: str, role: str, member: str) -> None:
+        self.member = member
+        self.log = folder / f"{member}.log"
+        with open(self.log, "w") as out:
+            child = ["-m", "tests.functional.election_child"]
+            self.proc = subprocess.Popen(
+                [sys.executable, *child, url, role, member, str(TIMEOUT)],
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def times(self, what: str) -> list[float]:
+        found = []
+        for line in self.log.read_text().splitlines():
+            word, _, stamp = line.partition(" ")
+            if word == what:
+                found.append(float(stamp))
+        return found
+
+    def first(self, what: str, timeout: float = 30) -> float:
+        return float(
+            until(
+                lambda: (self.times(what) or [None])[0],
+                timeout,
+                f"{self.member} {what}: {self.log.read_text()[-2000:]}",
+            )
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def candidates(tmp_path: Path) -> Iterator[Callable[..., Candidate]]:
+    made: list[Candidate] = []
+
+    def make(url: str, role: str, member: str) -> Candidate:
+        made.append(Candidate(tmp_path, url, role, member))
+        return made[-1]
+
+    yield make
+    for candidate in made:
+        candidate.stop()
+
+
+class Proxy:
+    """A TCP relay to ``port`` that can be cut, as a partition would."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.is_cut = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.is_cut:
+                    client.close()
+                    return
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+                self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            self.is_cut = True
+            with contextlib.suppress(OSError):
+                self.listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
+            self.listener.close()
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+
+def test_one_leader_the_others_stand_by(backend_url: str) -> None:
+    name = role()
+    elections = [
+        Election(backend_url, name, member_id=f"m{i}", timeout=TIMEOUT)
+        for i in range(3)
+    ]
+    try:
+        for election in elections:
+            election.start()
+        until(lambda: any(e.is_leader for e in elections), 10, "a leader")
+        time.sleep(2 * elections[0].tick)  # every one has tried the lock
+        leaders = [e for e in elections if e.is_leader]
+        assert len(leaders) == 1
+        leader = leaders[0]
+        assert {e.leader_id() for e in elections} == {leader.member_id}
+        assert elections[0].members() == ["m0", "m1", "m2"]
+        # standing down hands over at the next tick, not after the lease
+        started = time.monotonic()
+        leader.stop()
+        others = [e for e in elections if e is not leader]
+        until(lambda: any(e.is_leader for e in others), 5, "a new leader")
+        assert time.monotonic() - started < others[0].tick + SLACK
+        assert sum(e.is_leader for e in others) == 1
+        new = next(e for e in others if e.is_leader)
+        until(lambda: others[0].leader_id() == new.member_id, 5, "the new leader id")
+        assert others[0].members() == sorted(e.member_id for e in others)
+    finally:
+        for election in elections:
+            election.stop()
+
+
+def test_killed_leader_hands_over_within_the_bound(
+    backend_url: str, candidates: Callable[..., Candidate]
+) -> None:
+    name = role()
+    first = candidates(backend_url, name, "first")
+    first.first("elected")
+    second = candidates(backend_url, name, "second")
+    second.first("started")
+    time.sleep(1.0)
+    assert second.times("leader") == [] and second.times("elected") == []
+    bound = Election(backend_url, name, timeout=TIMEOUT)
+    os.kill(first.proc.pid, signal.SIGKILL)
+    killed = time.time()
+    elected = second.first("elected", timeout=bound.handover_bound + 10)
+    took = elected - killed
+    print(f"\n{backend_url.split(':')[0]}: a standby led {took:.2f} s after the kill")
+    # the lock lapses no sooner than a lease after its last renewal
+    assert took >= TIMEOUT - bound.tick - 0.1
+    assert took <= bound.handover_bound + SLACK
+
+
+def test_leader_cut_from_the_backend_stops_before_a_standby_leads(
+    backend_url: str, candidates: Callable[..., Candidate]
+) -> None:
+    scheme, _, port = backend_url.rpartition(":")
+    proxy = Proxy(int(port))
+    name = role()
+    first = candidates(f"{scheme}:{proxy.port}", name, "first")
+    first.first("elected")
+    second = candidates(backend_url, name, "second")
+    second.first("started")
+    time.sleep(0.5)
+    proxy.cut()
+    cut = time.time()
+    revoked = first.first("revoked", timeout=TIMEOUT + 10)
+    elected = second.first("elected", timeout=TIMEOUT + 15)
+    print(
+        f"\n{scheme.split(':')[0]}: cut leader stopped {revoked - cut:.2f} s after "
+        f"the cut, a standby led {elected - cut:.2f} s after it"
+    )
+    assert max(first.times("leader")) < elected  # never two leaders
+    assert revoked < elected
+    assert revoked - cut <= TIMEOUT + SLACK

@@ -1,0 +1,89 @@
+"""The election's settings and the watcher's use of it, without a server
+(the elections themselves: tests/functional/test_election.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from swflows import conf as sw_conf
+from swflows.engine import runner as runner_mod
+from swflows.engine.election import Election, ElectionError, describe_url
+from swflows.persistence import Store
+from swflows.services import Clients, Services
+
+
+def test_bad_settings_are_refused_by_name() -> None:
+    with pytest.raises(ElectionError, match="scheme must be one of redis, zookeeper"):
+        Election("etcd3+http://u:hunter2@127.0.0.1:2379", "r")
+    with pytest.raises(ElectionError, match="at least 2"):
+        Election("redis://127.0.0.1:6379", "r", timeout=1)
+    with pytest.raises(ElectionError, match="role"):
+        Election("redis://127.0.0.1:6379", "")
+    with pytest.raises(ElectionError) as err:
+        Election("memcached://u:hunter2@127.0.0.1:1", "r")
+    assert "hunter2" not in str(err.value)
+
+
+def test_url_described_without_its_password() -> None:
+    assert (
+        describe_url("redis://user:hunter2@10.0.0.1:6379?db=3&password=x")
+        == "redis://10.0.0.1:6379"
+    )
+
+
+def test_bound_and_tick_follow_the_timeout() -> None:
+    redis = Election("redis://127.0.0.1:6379", "r", timeout=10)
+    assert (redis.tick, redis.handover_bound) == (1.0, 11.0)
+    zookeeper = Election("zookeeper://127.0.0.1:2181", "r", timeout=3)
+    assert zookeeper.tick == pytest.approx(0.6)
+    assert zookeeper.handover_bound == pytest.approx(5.6)  # + ZooKeeper's tick
+    assert not redis.is_leader  # not started: not leader
+
+
+def test_no_backend_no_election(runner: runner_mod.Runner) -> None:
+    assert runner.election is None
+    assert runner.watcher.active
+
+
+class Lease:
+    """An election's lease, without a backend."""
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        return time.monotonic() < self.until
+
+
+def test_a_watcher_not_elected_runs_no_cycle(runner: runner_mod.Runner) -> None:
+    lease = Lease()
+    runner.election = lease  # type: ignore[assignment]
+    try:
+        assert not runner.watcher.active
+        cycles = runner.watcher.cycles
+        runner.conf.set_override("poll_interval", 0.1, "watcher")
+        runner.watcher.stand_by()
+        assert runner.watcher.cycles == cycles
+        lease.until = time.monotonic() + 60
+        assert runner.watcher.active
+    finally:
+        runner.election = None
+
+
+def test_each_database_elects_apart(tmp_path: Path) -> None:
+    roles = set()
+    for name, prefix in (("a", "swflows_"), ("a", "other_"), ("b", "swflows_")):
+        with Store(f"sqlite:///{tmp_path / name}.sqlite", table_prefix=prefix) as st:
+            conf = sw_conf.get_conf(config_files=[])
+            conf.set_override("backend_url", "redis://127.0.0.1:6379", "coordination")
+            services = Services(st, conf, Clients(), secret=b"k" * 32)
+            made = runner_mod.Runner(services, workers=1)
+            assert made.election is not None
+            assert made.election.member_id == made.owner
+            roles.add(made.election.role)
+            made.close()
+    assert len(roles) == 3
