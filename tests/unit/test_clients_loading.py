@@ -287,9 +287,10 @@ def test_readme_example_file(tmp_path: pathlib.Path) -> None:
     for name in ("object_store", "messaging", "stack_users", "compute"):
         assert clients.offers(name), name
     assert clients.identity_url == "https://keystone.example/v3"
-    assert clients.object_store.connection.authurl == (
-        "https://swift.example/auth/v1.0"
-    )
+    # Swift through Keystone: the identity session, the catalog's endpoint
+    swift = clients.object_store.connection
+    assert swift.authurl is None
+    assert swift.session.auth.auth_url == "https://keystone.example/v3"
     nova = clients.compute.nova.client
     assert nova.region_name == "RegionOne"
     # auth_section lends the auth; session options are each group's own
