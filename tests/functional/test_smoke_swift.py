@@ -146,7 +146,10 @@ def test_tempauth_keeps_to_its_own_accounts(devcloud):
     assert got.status_code == 200
     token, url = got.headers["X-Auth-Token"], got.headers["X-Storage-Url"]
     assert url == devcloud["swift"]["proxy_url"] + "/v1/TEMPAUTH_test"
-    assert requests.head(url, headers={"X-Auth-Token": token}).status_code == 204
+    # 204 once the account exists, 200 for the listing Swift makes up for
+    # an account no request has created yet (account_autocreate)
+    own = requests.head(url, headers={"X-Auth-Token": token})
+    assert own.status_code in (200, 204)
     demo_account = devcloud["swift"]["accounts"]["demo"]
     refused = requests.head(demo_account, headers={"X-Auth-Token": token})
     assert refused.status_code in (401, 403)
