@@ -25,12 +25,13 @@ from swflows import (
     signals,
     states,
 )
+from swflows import transport_names as names
+from swflows.clients.cloud import Clients
 from swflows.persistence import flows as flow_rows
 from swflows.persistence.flows import FlowRow
-from swflows.services import Clients, Services
+from swflows.services import Services
 from swflows.tasks import enrollment, metadata
 from swflows.tasks import signal as signal_tasks
-from swflows.transports import names
 
 if TYPE_CHECKING:
     # TaskFlow and the flows load at first use: a command that only reads
@@ -103,7 +104,7 @@ class Swflows:
 
         The store is opened from ``[database]`` unless ``store`` is given, and
         the cloud clients are built from the client groups and ``[stack_user]``
-        (:meth:`swflows.services.Clients.from_conf`).  A store opened here is
+        (:meth:`swflows.clients.cloud.Clients.from_conf`).  A store opened here is
         ``sw.store``, closed with the instance.  ``start`` is as for the
         constructor.
         """

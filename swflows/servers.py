@@ -15,9 +15,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from swflows import bootdata, exceptions, model, states
+from swflows import transport_names as names
 from swflows.persistence import tables
 from swflows.tasks import enrollment, metadata
-from swflows.transports import names
 
 if TYPE_CHECKING:
     from swflows.api import Swflows

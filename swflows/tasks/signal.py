@@ -9,10 +9,11 @@ from typing import Any
 import tenacity
 
 from swflows import exceptions, masking, signals, states
+from swflows.clients.identity import StackUser
 from swflows.model import Deployment, OutputSpec
 from swflows.services import Services
 from swflows.tasks import base
-from swflows.transports.base import SignalRef, SignalTransport, StackUser
+from swflows.transports.base import SignalRef, SignalTransport
 
 LOG = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any
 import requests
 
 from swflows import model, signals, states
+from swflows import transport_names as names
 from swflows.api import Swflows
 from swflows.tasks import signal as signal_tasks
-from swflows.transports import names
 from tests.functional.test_agent import (
     WAIT,
     _alive,

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from swflows import conf as sw_conf
 from swflows import derive, exceptions, model, signals, states
 from swflows.api import Swflows
+from swflows.clients.cloud import Clients
 from swflows.clients.messaging import Message
 from swflows.clients.object_store import StoredObject
 from swflows.persistence.store import Store
-from swflows.services import Clients
 from swflows.tasks import signal as signal_tasks
 from swflows.transports import base as transports
 from swflows.transports.impl_temp_url import TempUrlSignal

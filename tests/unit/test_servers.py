@@ -14,8 +14,8 @@ import pytest
 from swflows import conf as sw_conf
 from swflows import exceptions, servers, states
 from swflows.api import Swflows
+from swflows.clients.cloud import Clients
 from swflows.persistence.store import Store
-from swflows.services import Clients
 from swflows.tasks import enrollment
 
 
