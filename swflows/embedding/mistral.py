@@ -703,7 +703,7 @@ class _GroupAction(_SwflowsAction):
 
 
 class GroupDeployAction(_GroupAction):
-    """Deploy a config to a group of servers (see :mod:`swflows.groups`).
+    """Deploy a config to a group of servers (see :mod:`swflows.api.groups`).
 
     The group is created if there is none of that ``name``, else
     redeployed: ``servers`` is its membership (members added are deployed,
