@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from swflows.conf import get_conf
     from swflows.flows.compose import link_if_complete, trigger_subflow
     from swflows.model import Config, Deployment, InputSpec, OutputSpec
-    from swflows.persistence.flows import FlowRow
+    from swflows.persistence.flow_registry import FlowRow
     from swflows.persistence.store import Store
 
 #: public name -> the module that defines it, imported at first use
@@ -48,7 +48,7 @@ _LAZY = {
     "Swflows": "swflows.api",
     "Clients": "swflows.clients.cloud",
     "Store": "swflows.persistence.store",
-    "FlowRow": "swflows.persistence.flows",
+    "FlowRow": "swflows.persistence.flow_registry",
     "Config": "swflows.model",
     "Deployment": "swflows.model",
     "InputSpec": "swflows.model",

@@ -10,7 +10,7 @@ import concurrent.futures
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from swflows import bootdata, derive, exceptions, model, signals, states
+from swflows import bootdata, derive, exceptions, model, outcomes, signals, states
 from swflows.api.base import FIRST_GENERATION, checked_input_values
 from swflows.api.plans import Plans
 from swflows.api.results import Results
@@ -255,10 +255,10 @@ class Deployments(Plans, Results):
         ):
             return False
         raw = payload if isinstance(payload, (bytes, str)) else dict(payload)
-        outcome = signal_tasks.outcome_from_payload(self.services, current, raw)
+        outcome = outcomes.outcome_from_payload(self.services, current, raw)
         if outcome is None:
             return True  # a progress signal
-        recorded = signal_tasks.record_outcome(
+        recorded = outcomes.record_outcome(
             self.services, deployment_id, current.generation, outcome
         )
         if recorded:  # its flow goes on now, not at the watcher's next look
@@ -278,7 +278,7 @@ class Deployments(Plans, Results):
                 deployment_id, current.status, states.FAILED
             )
         outcome = signals.cancelled_outcome(reason)
-        if not signal_tasks.record_outcome(
+        if not outcomes.record_outcome(
             self.services, deployment_id, current.generation, outcome
         ):
             raise exceptions.InvalidTransition(

@@ -12,8 +12,8 @@ from typing import Any
 from swflows import exceptions
 from swflows import transport_names as names
 from swflows.api.deployments import Deployments
-from swflows.persistence import flows as flow_rows
-from swflows.persistence.flows import FlowRow
+from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence.flow_registry import FlowRow
 
 
 class Flows(Deployments):

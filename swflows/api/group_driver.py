@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from swflows import derive, exceptions, model, rollout, states
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
 
 if TYPE_CHECKING:

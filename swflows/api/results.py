@@ -10,7 +10,7 @@ import tenacity
 
 from swflows import exceptions, model, states
 from swflows.api.base import FIRST_GENERATION, Base
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 
 
 class Results(Base):

@@ -62,7 +62,7 @@ from taskflow.types import notifier
 from swflows import exceptions, flows
 from swflows.engine import faults
 from swflows.flows import compose
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.services import SERVICES_KEY, Services
 
 LOG = logging.getLogger(__name__)
@@ -1072,8 +1072,8 @@ def stored_error(flow_id: str, outcome: dict[str, Any]) -> exceptions.FlowError 
 
 def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
     """End a parked flow's awaited action FAILED, kind ``cancelled``."""
+    from swflows import outcomes as signal_tasks
     from swflows import signals
-    from swflows.tasks import signal as signal_tasks
 
     signal_tasks.record_outcome(
         services,

@@ -11,7 +11,7 @@ IN_PROGRESS while an operation runs, then COMPLETE or FAILED with
 Every write is a compare-and-set on ``version``, so two runners never both
 record a member's start or end.  An operation is driven by one runner at a
 time, the row's ``owner``, under a lease it renews, as a flow is
-(:mod:`swflows.persistence.flows`).  Secret-named input values are
+(:mod:`swflows.persistence.flow_registry`).  Secret-named input values are
 encrypted as a deployment's are.
 """
 

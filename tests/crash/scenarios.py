@@ -44,7 +44,7 @@ from swflows import conf as sw_conf
 from swflows import derive, exceptions, states
 from swflows.api import Swflows
 from swflows.clients.cloud import Clients
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.store import Store
 from swflows.tasks import identity, metadata
 from tests.crash import child, matrix

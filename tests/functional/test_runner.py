@@ -18,7 +18,7 @@ import requests
 from swflows import conf as sw_conf
 from swflows import exceptions, signals, states
 from swflows.api import Swflows
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import leftovers

@@ -18,7 +18,7 @@ import pytest
 from swflows import model, rollout, states
 from swflows.api import group_driver, groups
 from swflows.persistence import Store
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import GroupRecord, GroupStore
 
 

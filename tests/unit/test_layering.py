@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("persistence", ("swflows.persistence",)),
     ("clients", ("swflows.clients",)),
     ("transports", ("swflows.transports",)),
-    ("services", ("swflows.services",)),
+    ("services", ("swflows.services", "swflows.outcomes")),
     ("tasks", ("swflows.tasks",)),
     ("flows", ("swflows.flows",)),
     ("engine", ("swflows.engine",)),
