@@ -37,9 +37,9 @@ import requests
 
 from bench import cloud as bcloud
 from swflows import states
+from swflows import transport_names as names
 from swflows.agent import notify
 from swflows.persistence.store import Store
-from swflows.transports import names
 
 FINAL = {"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}
 

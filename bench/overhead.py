@@ -39,13 +39,14 @@ from taskflow.persistence import backends, models
 
 from swflows import conf as sw_conf
 from swflows import model, states
+from swflows import transport_names as names
 from swflows.api import Swflows
+from swflows.clients.cloud import Clients
 from swflows.clients.object_store import ObjectInfo, StoredObject
 from swflows.flows import deploy
 from swflows.persistence import crypto
 from swflows.persistence.store import Store
-from swflows.services import SERVICES_KEY, Clients
-from swflows.transports import names
+from swflows.services import SERVICES_KEY
 
 PG_ADMIN_URL = os.environ.get(
     "SWFLOWS_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"

@@ -27,9 +27,10 @@ from bench import waiting
 from bench.proxy import CountingProxy
 from bench.pushzaqar import notifying_zaqar
 from swflows import signals
+from swflows import transport_names as names
 from swflows.agent import notify
 from swflows.api import Swflows
-from swflows.transports import impl_zaqar, names
+from swflows.transports import impl_zaqar
 from swflows.wsgi.signal import make_app
 
 

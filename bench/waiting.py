@@ -44,10 +44,10 @@ from bench import cloud as bcloud
 from bench.heatpoll import HeatStylePoller
 from bench.proxy import CountingProxy
 from swflows import signals, states
+from swflows import transport_names as names
 from swflows.agent import notify
 from swflows.api import Swflows
-from swflows.persistence import flows as flow_rows
-from swflows.transports import names
+from swflows.persistence import flow_registry as flow_rows
 
 #: what an agent sends when its script succeeded
 FINAL = {"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}

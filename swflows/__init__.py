@@ -36,19 +36,19 @@ from swflows.states import COMPLETE, FAILED, IN_PROGRESS, ReasonKind
 
 if TYPE_CHECKING:
     from swflows.api import Swflows
+    from swflows.clients.cloud import Clients
     from swflows.conf import get_conf
     from swflows.flows.compose import link_if_complete, trigger_subflow
     from swflows.model import Config, Deployment, InputSpec, OutputSpec
-    from swflows.persistence.flows import FlowRow
+    from swflows.persistence.flow_registry import FlowRow
     from swflows.persistence.store import Store
-    from swflows.services import Clients
 
 #: public name -> the module that defines it, imported at first use
 _LAZY = {
     "Swflows": "swflows.api",
-    "Clients": "swflows.services",
+    "Clients": "swflows.clients.cloud",
     "Store": "swflows.persistence.store",
-    "FlowRow": "swflows.persistence.flows",
+    "FlowRow": "swflows.persistence.flow_registry",
     "Config": "swflows.model",
     "Deployment": "swflows.model",
     "InputSpec": "swflows.model",

@@ -22,7 +22,7 @@ from keystoneauth1 import loading
 from oslo_config import cfg, types
 
 from swflows import exceptions
-from swflows.transports import names
+from swflows import transport_names as names
 
 PROJECT: Final = "swflows"
 #: the client groups, one per cloud service swflows calls

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from swflows import exceptions, model
-from swflows.transports import names
+from swflows import transport_names as names
 
 #: fixed namespace of swflows' derived-config ids (uuid5)
 DERIVED_CONFIG_NAMESPACE: Final = uuid.UUID("35f499a7-66aa-4f52-8653-063743a75edc")

@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from swflows import derive, model
+from swflows import transport_names as names
 from swflows.agent import items
-from swflows.transports import names
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -276,8 +276,8 @@ class LocalSwflows:
     ) -> None:
         from swflows import conf as sw_conf
         from swflows.api import Swflows
+        from swflows.clients.cloud import Clients
         from swflows.persistence.store import Store
-        from swflows.services import Clients
 
         self._temporary: tempfile.TemporaryDirectory[str] | None = None
         if directory is None:

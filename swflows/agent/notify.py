@@ -36,8 +36,8 @@ from typing import Any, Final
 import requests
 
 from swflows import derive, exceptions, model, signals
+from swflows import transport_names as names
 from swflows.agent import collectors, http
-from swflows.transports import names
 
 LOG = logging.getLogger(__name__)
 

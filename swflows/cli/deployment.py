@@ -62,7 +62,7 @@ def check_config_transport(sw: Any, server_id: str, asked: str | None) -> None:
     with (it keeps its channel until it is unenrolled)."""
     if not asked:
         return
-    from swflows.transports import names
+    from swflows import transport_names as names
 
     wanted = names.normalize_config_transport(asked)
     try:

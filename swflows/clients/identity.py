@@ -38,6 +38,25 @@ from swflows.exceptions import CloudError, ValidationError
 
 LOG = logging.getLogger(__name__)
 
+
+@dataclasses.dataclass(frozen=True)
+class StackUser:
+    """The Keystone user a transport's agent side authenticates as (no secret)."""
+
+    user_id: str
+    username: str
+    project_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> StackUser | None:
+        if not data:
+            return None
+        return cls(data["user_id"], data["username"], data["project_id"])
+
+
 SERVICE = "identity"
 DEFAULT_ROLE = "heat_stack_user"
 #: Keystone's limit on project names; Heat truncates to it (§4).

@@ -4,7 +4,7 @@ Each client group (``[identity]``, ``[object_store]``, ``[messaging]``,
 ``[compute]``) carries keystoneauth1's session options (TLS, timeout) and
 auth options (``auth_type`` and the plugin's own, or ``auth_section``
 naming another group to borrow them from).  A group without auth leaves
-its service out: :meth:`~swflows.services.Clients.offers` then says no, and
+its service out: :meth:`~swflows.clients.cloud.Clients.offers` then says no, and
 using it raises :class:`~swflows.exceptions.NotSupported` naming it.
 
 * ``[identity]``: swflows' Keystone.  Its ``endpoint_override``, else its
@@ -40,11 +40,9 @@ from oslo_config import cfg
 from swflows import conf as swconf
 from swflows import exceptions
 from swflows.clients.compute import Compute
-from swflows.clients.identity import StackUsers
+from swflows.clients.identity import StackUser, StackUsers
 from swflows.clients.messaging import Messaging
 from swflows.clients.object_store import ObjectStore
-from swflows.services import Clients
-from swflows.transports.base import StackUser
 
 #: session timeout (seconds) when a group sets none: never wait forever
 DEFAULT_TIMEOUT: Final = 30.0
@@ -265,24 +263,25 @@ def _compute(conf: cfg.ConfigOpts) -> Callable[[], Compute] | None:
     )
 
 
-def clients_from_conf(conf: cfg.ConfigOpts) -> Clients:
-    """Every client ``conf`` configures; see the module's description."""
+def client_factories(conf: cfg.ConfigOpts) -> dict[str, Any]:
+    """The arguments of :class:`~swflows.clients.cloud.Clients` for every
+    client ``conf`` configures; see the module's description."""
     if "identity" not in conf:
         swconf.register_opts(conf)
     auth_url = identity_url(conf)
-    return Clients(
-        object_store=_object_store(conf),
-        messaging=_messaging(conf),
-        stack_users=_stack_users(conf, auth_url),
-        compute=_compute(conf),
-        messaging_for=_messaging_for(conf, auth_url),
-        identity_url=auth_url,
-    )
+    return {
+        "object_store": _object_store(conf),
+        "messaging": _messaging(conf),
+        "stack_users": _stack_users(conf, auth_url),
+        "compute": _compute(conf),
+        "messaging_for": _messaging_for(conf, auth_url),
+        "identity_url": auth_url,
+    }
 
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "clients_from_conf",
+    "client_factories",
     "identity_url",
     "load_auth",
     "load_session",

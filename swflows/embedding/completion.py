@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import sqlalchemy as sa
 
 from swflows import exceptions, model, states
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
     from swflows.api import Swflows

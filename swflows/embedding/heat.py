@@ -39,9 +39,9 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from swflows import Swflows, bootdata, embedding, exceptions, states
+from swflows import transport_names as names
 from swflows.embedding.completion import action_flows
 from swflows.tasks import metadata
-from swflows.transports import names
 
 LOG = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from swflows import conf as swconf
 from swflows import exceptions
 from swflows.api import Swflows
-from swflows.services import Clients
+from swflows.clients.cloud import Clients
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

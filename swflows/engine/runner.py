@@ -6,7 +6,7 @@ can rebuild the flow later.  The run-time services are injected as a
 transient value and never written to the logbook.  A finished flow's
 logbook and row are removed: the deployment row is the lasting record.
 
-A row in the flows table (:mod:`swflows.persistence.flows`) is written
+A row in the flows table (:mod:`swflows.persistence.flow_registry`) is written
 before the logbook and names the runner holding the flow, under a lease
 the runner renews.  When a flow reaches a step that waits for its server
 (:attr:`~swflows.tasks.base.Task.parks`), the engine is suspended and the
@@ -63,7 +63,7 @@ from swflows import exceptions, flows
 from swflows.engine import faults
 from swflows.engine.election import Election
 from swflows.flows import compose
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.services import SERVICES_KEY, Services
 
 LOG = logging.getLogger(__name__)
@@ -1093,8 +1093,8 @@ def stored_error(flow_id: str, outcome: dict[str, Any]) -> exceptions.FlowError 
 
 def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
     """End a parked flow's awaited action FAILED, kind ``cancelled``."""
+    from swflows import outcomes as signal_tasks
     from swflows import signals
-    from swflows.tasks import signal as signal_tasks
 
     signal_tasks.record_outcome(
         services,

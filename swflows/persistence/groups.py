@@ -4,14 +4,14 @@ A row holds what the user gave (name, config, members as member name ->
 server id, shared and per-member input values, signal transport, timeout,
 rollout policy), the id of each member's deployment, and ``operation``:
 the last operation (deploy, redeploy, trigger, delete) with each member's
-progress in it (see :mod:`swflows.groups`).  ``status`` is the group's:
+progress in it (see :mod:`swflows.api.groups`).  ``status`` is the group's:
 IN_PROGRESS while an operation runs, then COMPLETE or FAILED with
 ``status_reason`` naming what was exceeded.
 
 Every write is a compare-and-set on ``version``, so two runners never both
 record a member's start or end.  An operation is driven by one runner at a
 time, the row's ``owner``, under a lease it renews, as a flow is
-(:mod:`swflows.persistence.flows`).  Secret-named input values are
+(:mod:`swflows.persistence.flow_registry`).  Secret-named input values are
 encrypted as a deployment's are.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
@@ -28,6 +28,12 @@ from swflows import exceptions, states
 
 if TYPE_CHECKING:
     from swflows.persistence.store import Store
+
+#: the operations of a group (an operation record's ``kind``)
+DEPLOY: Final = "deploy"
+REDEPLOY: Final = "redeploy"
+TRIGGER: Final = "trigger"
+DELETE: Final = "delete"
 
 
 def _now() -> _dt.datetime:

@@ -6,9 +6,10 @@ import logging
 from typing import Any
 
 from swflows import derive, exceptions
+from swflows.clients.identity import StackUser
 from swflows.services import Services
 from swflows.tasks import base
-from swflows.transports.base import SignalRef, StackUser
+from swflows.transports.base import SignalRef
 
 LOG = logging.getLogger(__name__)
 

@@ -15,16 +15,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from swflows import bootdata, exceptions
+from swflows import transport_names as names
+from swflows.clients.identity import StackUser
 from swflows.persistence.store import ServerRecord
 from swflows.services import Services
 from swflows.tasks import metadata
 from swflows.transports import (
     impl_poll_temp_url,
     impl_zaqar_message,
-    names,
     server_user,
 )
-from swflows.transports.base import StackUser
 
 LOG = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import logging
 from typing import Any
 
 from swflows import exceptions
+from swflows.clients.identity import StackUser
 from swflows.services import Services
 from swflows.tasks import base
 from swflows.transports import impl_heat
-from swflows.transports.base import StackUser
 
 LOG = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from typing import Any
 import tenacity
 
 from swflows import bootdata, derive, exceptions
+from swflows import transport_names as names
 from swflows.services import Services
 from swflows.tasks import base
-from swflows.transports import names
 
 LOG = logging.getLogger(__name__)
 

@@ -19,16 +19,28 @@ import abc
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from swflows.services import Services
+    from swflows.clients.cloud import Clients
+    from swflows.clients.identity import StackUser
+    from swflows.persistence.store import Store
 
 JsonDict = dict[str, Any]
 InputPairs = list[tuple[str, Any]]
 #: runs reads at once where it can, returning their results in order (or
 #: raising the first error once all ended): the watcher's worker threads
 ReadAll = Callable[[Sequence[Callable[[], "SignalRead"]]], list["SignalRead"]]
+
+
+class Context(Protocol):
+    """What a transport reaches at run time (:class:`swflows.services.Services`)."""
+
+    store: Store
+    conf: Any
+    clients: Clients
+    #: key material for values re-derived instead of stored
+    secret: bytes
 
 
 def read_in_turn(reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
@@ -58,24 +70,6 @@ class SignalRef:
 
 
 @dataclasses.dataclass(frozen=True)
-class StackUser:
-    """The Keystone user a transport's agent side authenticates as (no secret)."""
-
-    user_id: str
-    username: str
-    project_id: str
-
-    def to_dict(self) -> JsonDict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: JsonDict | None) -> StackUser | None:
-        if not data:
-            return None
-        return cls(data["user_id"], data["username"], data["project_id"])
-
-
-@dataclasses.dataclass(frozen=True)
 class SignalRead:
     """One look at a signal store: the raw payload, if any, and its version."""
 
@@ -101,7 +95,7 @@ class SignalTransport(abc.ABC):
 
     @abc.abstractmethod
     def create_store(
-        self, services: Services, ref: SignalRef, user: StackUser | None
+        self, services: Context, ref: SignalRef, user: StackUser | None
     ) -> JsonDict:
         """Make (or find) the store for ``ref``; return what identifies it."""
 
@@ -116,14 +110,14 @@ class SignalTransport(abc.ABC):
     @abc.abstractmethod
     def agent_inputs(
         self,
-        services: Services,
+        services: Context,
         ref: SignalRef,
         store: JsonDict,
         user: StackUser | None,
     ) -> InputPairs:
         """The ``deploy_*`` inputs that tell an agent where to signal."""
 
-    def read(self, services: Services, store: JsonDict) -> SignalRead:
+    def read(self, services: Context, store: JsonDict) -> SignalRead:
         """Look at the store once; ``payload`` is None while nothing landed.
 
         When several signals landed (a "started" progress signal, then the
@@ -133,7 +127,7 @@ class SignalTransport(abc.ABC):
 
     def observe(
         self,
-        services: Services,
+        services: Context,
         stores: Mapping[str, JsonDict],
         known: Mapping[str, str | None],
         read_all: ReadAll = read_in_turn,
@@ -152,7 +146,7 @@ class SignalTransport(abc.ABC):
         )
         return dict(zip(keys, reads, strict=True))
 
-    def existing_stores(self, services: Services) -> dict[str, JsonDict]:
+    def existing_stores(self, services: Context) -> dict[str, JsonDict]:
         """Every store of this transport that exists now, by ref key.
 
         The watcher removes those no flow waits on: a signal PUT after its
@@ -162,10 +156,10 @@ class SignalTransport(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def delete_store(self, services: Services, store: JsonDict) -> None:
+    def delete_store(self, services: Context, store: JsonDict) -> None:
         """Remove the store; a store already gone is fine."""
 
-    def leftovers(self, services: Services, ref: SignalRef) -> Sequence[str]:
+    def leftovers(self, services: Context, ref: SignalRef) -> Sequence[str]:
         """Names of anything still held for ``ref`` (diagnostics and tests)."""
         return ()
 
@@ -189,22 +183,22 @@ class ConfigTransport(abc.ABC):
         self.options = dict(options or {})
 
     @abc.abstractmethod
-    def ensure_channel(self, services: Services, server_id: str) -> JsonDict:
+    def ensure_channel(self, services: Context, server_id: str) -> JsonDict:
         """Make (or find) the server's channel; return what identifies it."""
 
     @abc.abstractmethod
     def publish(
-        self, services: Services, server_id: str, channel: JsonDict, document: JsonDict
+        self, services: Context, server_id: str, channel: JsonDict, document: JsonDict
     ) -> None:
         """Deliver ``document`` (the full metadata) through the channel."""
 
     @abc.abstractmethod
     def remove_channel(
-        self, services: Services, server_id: str, channel: JsonDict
+        self, services: Context, server_id: str, channel: JsonDict
     ) -> None:
         """Remove the channel; a channel already gone is fine."""
 
-    def collect_config(self, services: Services, channel: JsonDict) -> JsonDict:
+    def collect_config(self, services: Context, channel: JsonDict) -> JsonDict:
         """The ``os-collect-config`` section telling agents where to poll."""
         return {}
 
@@ -213,7 +207,7 @@ class ConfigTransport(abc.ABC):
         keys it; None when nothing a listing shows is written."""
         return None
 
-    def existing_channels(self, services: Services) -> dict[str, FoundChannel]:
+    def existing_channels(self, services: Context) -> dict[str, FoundChannel]:
         """Every metadata resource of this transport that exists now, by
         :meth:`channel_id` (the metadata sweep removes those no server owns)."""
         return {}

@@ -8,13 +8,12 @@ up front with a clear error instead of leaving a deployment waiting forever.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from swflows import exceptions
-from swflows.transports import base, names
-
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows import transport_names as names
+from swflows.clients.identity import StackUser
+from swflows.transports import base
 
 REASON = (
     "CFN_SIGNAL is not supported: it needs Heat's CloudFormation API to "
@@ -30,18 +29,18 @@ class CfnSignal(base.SignalTransport):
         raise exceptions.NotSupported(REASON)
 
     def create_store(
-        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+        self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> NoReturn:
         raise exceptions.NotSupported(REASON)
 
     def agent_inputs(
         self,
-        services: Services,
+        services: base.Context,
         ref: base.SignalRef,
         store: base.JsonDict,
-        user: base.StackUser | None,
+        user: StackUser | None,
     ) -> NoReturn:
         raise exceptions.NotSupported(REASON)
 
-    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+    def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
         return None

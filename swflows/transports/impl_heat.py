@@ -7,22 +7,19 @@ user's password is re-derived from the store's secret, never stored.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from swflows import derive, exceptions
+from swflows import transport_names as names
 from swflows.clients import identity
-from swflows.transports import base, names
-
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows.clients.identity import StackUser
+from swflows.transports import base
 
 
-def stack_user_password(services: Services, deployment_id: str) -> str:
+def stack_user_password(services: base.Context, deployment_id: str) -> str:
     return identity.derive_password(services.secret, "stack-user", deployment_id)
 
 
 def credential_inputs(
-    services: Services, ref: base.SignalRef, user: base.StackUser | None
+    services: base.Context, ref: base.SignalRef, user: StackUser | None
 ) -> base.InputPairs:
     if user is None:
         raise exceptions.TransportError(
@@ -45,18 +42,18 @@ class HeatSignal(base.SignalTransport):
     pulled = False
 
     def create_store(
-        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+        self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
         return {}
 
     def agent_inputs(
         self,
-        services: Services,
+        services: base.Context,
         ref: base.SignalRef,
         store: base.JsonDict,
-        user: base.StackUser | None,
+        user: StackUser | None,
     ) -> base.InputPairs:
         return credential_inputs(services, ref, user)
 
-    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+    def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
         return None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from swflows.transports import base, names
-
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows import transport_names as names
+from swflows.clients.identity import StackUser
+from swflows.transports import base
 
 
 class NoSignal(base.SignalTransport):
@@ -16,18 +13,18 @@ class NoSignal(base.SignalTransport):
     waits = False
 
     def create_store(
-        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+        self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
         return {}
 
     def agent_inputs(
         self,
-        services: Services,
+        services: base.Context,
         ref: base.SignalRef,
         store: base.JsonDict,
-        user: base.StackUser | None,
+        user: StackUser | None,
     ) -> base.InputPairs:
         return []
 
-    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+    def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
         return None

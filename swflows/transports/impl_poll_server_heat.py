@@ -6,23 +6,19 @@ polls with :meth:`swflows.api.Swflows.server_metadata`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from swflows.transports import base, names
-
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows import transport_names as names
+from swflows.transports import base
 
 
 class PollServerHeat(base.ConfigTransport):
     name = names.POLL_SERVER_HEAT
 
-    def ensure_channel(self, services: Services, server_id: str) -> base.JsonDict:
+    def ensure_channel(self, services: base.Context, server_id: str) -> base.JsonDict:
         return {}
 
     def publish(
         self,
-        services: Services,
+        services: base.Context,
         server_id: str,
         channel: base.JsonDict,
         document: base.JsonDict,
@@ -30,6 +26,6 @@ class PollServerHeat(base.ConfigTransport):
         return None
 
     def remove_channel(
-        self, services: Services, server_id: str, channel: base.JsonDict
+        self, services: base.Context, server_id: str, channel: base.JsonDict
     ) -> None:
         return None

@@ -9,12 +9,9 @@ its own token and the server reads it with a GET TempURL that lasts until
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
-from swflows.transports import base, names, owner
-
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows import transport_names as names
+from swflows.transports import base, owner
 
 DEFAULT_CONTAINER = "swflows-metadata"
 #: the TempURL lifetime of a server's metadata URL (Heat uses the same)
@@ -28,7 +25,7 @@ class PollTempUrl(base.ConfigTransport):
     def container(self) -> str:
         return str(self.options.get("container") or DEFAULT_CONTAINER)
 
-    def ensure_channel(self, services: Services, server_id: str) -> base.JsonDict:
+    def ensure_channel(self, services: base.Context, server_id: str) -> base.JsonDict:
         swift = services.clients.object_store
         swift.ensure_container(self.container)
         channel = {"container": self.container, "object": server_id}
@@ -41,7 +38,7 @@ class PollTempUrl(base.ConfigTransport):
             )
         return channel
 
-    def metadata_url(self, services: Services, channel: base.JsonDict) -> str:
+    def metadata_url(self, services: base.Context, channel: base.JsonDict) -> str:
         return services.clients.object_store.temp_url(
             channel["container"],
             channel["object"],
@@ -52,7 +49,7 @@ class PollTempUrl(base.ConfigTransport):
 
     def publish(
         self,
-        services: Services,
+        services: base.Context,
         server_id: str,
         channel: base.JsonDict,
         document: base.JsonDict,
@@ -66,14 +63,14 @@ class PollTempUrl(base.ConfigTransport):
         )
 
     def remove_channel(
-        self, services: Services, server_id: str, channel: base.JsonDict
+        self, services: base.Context, server_id: str, channel: base.JsonDict
     ) -> None:
         services.clients.object_store.delete_object(
             channel["container"], channel["object"]
         )
 
     def collect_config(
-        self, services: Services, channel: base.JsonDict
+        self, services: base.Context, channel: base.JsonDict
     ) -> base.JsonDict:
         return {
             "collectors": ["request"],
@@ -85,7 +82,7 @@ class PollTempUrl(base.ConfigTransport):
             return None
         return f"{channel['container']}/{channel['object']}"
 
-    def existing_channels(self, services: Services) -> dict[str, base.FoundChannel]:
+    def existing_channels(self, services: base.Context) -> dict[str, base.FoundChannel]:
         """The objects of this transport's container."""
         found: dict[str, base.FoundChannel] = {}
         for item in services.clients.object_store.list_objects(self.container):

@@ -12,13 +12,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from swflows import derive
-from swflows.transports import base, names
-
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows import transport_names as names
+from swflows.clients.identity import StackUser
+from swflows.transports import base
 
 DEFAULT_CONTAINER = "swflows-signals"
 DEFAULT_GRACE = 600
@@ -32,12 +30,12 @@ class TempUrlSignal(base.SignalTransport):
         return str(self.options.get("container") or DEFAULT_CONTAINER)
 
     def describe_store(
-        self, ref: base.SignalRef, user: base.StackUser | None
+        self, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
         return {"container": self.container, "object": ref.key}
 
     def create_store(
-        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+        self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
         services.clients.object_store.create_object(self.container, ref.key, b"")
         grace = int(self.options.get("grace", DEFAULT_GRACE))
@@ -49,10 +47,10 @@ class TempUrlSignal(base.SignalTransport):
 
     def agent_inputs(
         self,
-        services: Services,
+        services: base.Context,
         ref: base.SignalRef,
         store: base.JsonDict,
-        user: base.StackUser | None,
+        user: StackUser | None,
     ) -> base.InputPairs:
         url = services.clients.object_store.temp_url(
             store["container"],
@@ -63,7 +61,7 @@ class TempUrlSignal(base.SignalTransport):
         )
         return list(derive.temp_url_signal_inputs(url))
 
-    def read(self, services: Services, store: base.JsonDict) -> base.SignalRead:
+    def read(self, services: base.Context, store: base.JsonDict) -> base.SignalRead:
         found = services.clients.object_store.get_object(
             store["container"], store["object"]
         )
@@ -73,7 +71,7 @@ class TempUrlSignal(base.SignalTransport):
 
     def observe(
         self,
-        services: Services,
+        services: base.Context,
         stores: Mapping[str, base.JsonDict],
         known: Mapping[str, str | None],
         read_all: base.ReadAll = base.read_in_turn,
@@ -110,7 +108,7 @@ class TempUrlSignal(base.SignalTransport):
         reads.update(zip(changed, got, strict=True))
         return reads
 
-    def existing_stores(self, services: Services) -> dict[str, base.JsonDict]:
+    def existing_stores(self, services: base.Context) -> dict[str, base.JsonDict]:
         found: dict[str, base.JsonDict] = {}
         for item in services.clients.object_store.list_objects(self.container):
             dep, _, gen = item.name.partition("/")
@@ -118,10 +116,10 @@ class TempUrlSignal(base.SignalTransport):
                 found[item.name] = {"container": self.container, "object": item.name}
         return found
 
-    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+    def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
         services.clients.object_store.delete_object(store["container"], store["object"])
 
-    def leftovers(self, services: Services, ref: base.SignalRef) -> list[str]:
+    def leftovers(self, services: base.Context, ref: base.SignalRef) -> list[str]:
         swift = services.clients.object_store
         if swift.head_object(self.container, ref.key) is None:
             return []

@@ -16,11 +16,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from swflows import derive, exceptions
-from swflows.transports import base, impl_heat, names
+from swflows import transport_names as names
+from swflows.clients.identity import StackUser
+from swflows.transports import base, impl_heat
 
 if TYPE_CHECKING:
     from swflows.clients.messaging import Messaging
-    from swflows.services import Services
 
 SIGNED_URL = "signed_url"
 CREDENTIALS = "credentials"
@@ -34,20 +35,20 @@ PUSH_PATH = "/v1/push/"
 LOG = logging.getLogger(__name__)
 
 
-def push_url(services: Services) -> str | None:
+def push_url(services: base.Context) -> str | None:
     """The base URL Zaqar pushes signals to, if push is configured."""
     url = services.conf.watcher.zaqar_push_url
     return str(url).rstrip("/") if url else None
 
 
-def push_token(services: Services, queue: str) -> str:
+def push_token(services: base.Context, queue: str) -> str:
     """The secret a push for ``queue`` carries in :data:`PUSH_HEADER`:
     derived from the installation's secret, one per queue."""
     key = hmac.new(services.secret, b"swflows zaqar push", hashlib.sha256).digest()
     return hmac.new(key, queue.encode(), hashlib.sha256).hexdigest()
 
 
-def push_token_ok(services: Services, queue: str, token: str | None) -> bool:
+def push_token_ok(services: base.Context, queue: str, token: str | None) -> bool:
     return bool(token) and hmac.compare_digest(push_token(services, queue), str(token))
 
 
@@ -81,15 +82,15 @@ class ZaqarSignal(base.SignalTransport):
     def needs_stack_user(self) -> bool:  # type: ignore[override]
         return self.auth == CREDENTIALS
 
-    def _client(self, services: Services, store: base.JsonDict) -> Messaging:
-        user = base.StackUser.from_dict(store.get("user"))
+    def _client(self, services: base.Context, store: base.JsonDict) -> Messaging:
+        user = StackUser.from_dict(store.get("user"))
         if user is None:
             return services.clients.messaging
         password = impl_heat.stack_user_password(services, store["deployment_id"])
         return services.clients.messaging_for(user, password)
 
     def describe_store(
-        self, ref: base.SignalRef, user: base.StackUser | None
+        self, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
         store: base.JsonDict = {
             "queue": queue_name(ref),
@@ -104,7 +105,7 @@ class ZaqarSignal(base.SignalTransport):
         return store
 
     def create_store(
-        self, services: Services, ref: base.SignalRef, user: base.StackUser | None
+        self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
         store = self.describe_store(ref, user)
         self._client(services, store).ensure_queue(store["queue"])
@@ -125,10 +126,10 @@ class ZaqarSignal(base.SignalTransport):
 
     def agent_inputs(
         self,
-        services: Services,
+        services: base.Context,
         ref: base.SignalRef,
         store: base.JsonDict,
-        user: base.StackUser | None,
+        user: StackUser | None,
     ) -> base.InputPairs:
         if self.auth == CREDENTIALS:
             pairs = impl_heat.credential_inputs(services, ref, user)
@@ -142,7 +143,7 @@ class ZaqarSignal(base.SignalTransport):
         )
         return list(derive.zaqar_signal_inputs(store["queue"], signed_url=signed))
 
-    def read(self, services: Services, store: base.JsonDict) -> base.SignalRead:
+    def read(self, services: base.Context, store: base.JsonDict) -> base.SignalRead:
         messages = self._client(services, store).list_messages(store["queue"])
         # the newest: a final signal follows its "started" progress signal
         for message in reversed(messages):
@@ -153,7 +154,7 @@ class ZaqarSignal(base.SignalTransport):
             )
         return base.SignalRead(None)
 
-    def existing_stores(self, services: Services) -> dict[str, base.JsonDict]:
+    def existing_stores(self, services: base.Context) -> dict[str, base.JsonDict]:
         if self.auth == CREDENTIALS:
             # those queues live in stack users' projects, gone with the users
             return {}
@@ -164,7 +165,7 @@ class ZaqarSignal(base.SignalTransport):
                 found[f"{ref[0]}/{ref[1]}"] = {"queue": queue, "deployment_id": ref[0]}
         return found
 
-    def delete_store(self, services: Services, store: base.JsonDict) -> None:
+    def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
         if store.get("push") or (push_url(services) and not store.get("user")):
             # a subscription outlives its queue
             messaging = services.clients.messaging
@@ -172,7 +173,7 @@ class ZaqarSignal(base.SignalTransport):
                 messaging.unsubscribe(store["queue"], subscription)
         self._client(services, store).delete_queue(store["queue"])
 
-    def leftovers(self, services: Services, ref: base.SignalRef) -> list[str]:
+    def leftovers(self, services: base.Context, ref: base.SignalRef) -> list[str]:
         name = queue_name(ref)
         messaging = services.clients.messaging
         found = [name] if messaging.queue_exists(name) else []

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from swflows.transports import base, names, owner, server_user
+from swflows import transport_names as names
+from swflows.clients.identity import StackUser
+from swflows.transports import base, owner, server_user
 
 if TYPE_CHECKING:
     from swflows.clients.messaging import Messaging
-    from swflows.services import Services
 
 CREDENTIALS = names.ZAQAR_AUTH_CREDENTIALS
 
@@ -35,7 +36,7 @@ def queue_name(server_id: str) -> str:
 class ZaqarMessage(base.ConfigTransport):
     name = names.ZAQAR_MESSAGE
 
-    def ensure_channel(self, services: Services, server_id: str) -> base.JsonDict:
+    def ensure_channel(self, services: base.Context, server_id: str) -> base.JsonDict:
         queue = queue_name(server_id)
         channel: base.JsonDict = {"queue": queue}
         if self.options.get("auth") == CREDENTIALS:
@@ -47,8 +48,8 @@ class ZaqarMessage(base.ConfigTransport):
         return channel
 
     @staticmethod
-    def _client(services: Services, channel: base.JsonDict) -> Messaging:
-        user = base.StackUser.from_dict(channel.get("user"))
+    def _client(services: base.Context, channel: base.JsonDict) -> Messaging:
+        user = StackUser.from_dict(channel.get("user"))
         if user is None:
             return services.clients.messaging
         password = server_user.password(services, channel["key"], server_user.ZAQAR)
@@ -56,7 +57,7 @@ class ZaqarMessage(base.ConfigTransport):
 
     def publish(
         self,
-        services: Services,
+        services: base.Context,
         server_id: str,
         channel: base.JsonDict,
         document: base.JsonDict,
@@ -69,9 +70,9 @@ class ZaqarMessage(base.ConfigTransport):
             messaging.delete_message(queue, message.id)
 
     def remove_channel(
-        self, services: Services, server_id: str, channel: base.JsonDict
+        self, services: base.Context, server_id: str, channel: base.JsonDict
     ) -> None:
-        user = base.StackUser.from_dict(channel.get("user"))
+        user = StackUser.from_dict(channel.get("user"))
         if user is None:
             services.clients.messaging.delete_queue(channel["queue"])
             return
@@ -82,9 +83,9 @@ class ZaqarMessage(base.ConfigTransport):
         server_user.remove(services, user)
 
     def collect_config(
-        self, services: Services, channel: base.JsonDict
+        self, services: base.Context, channel: base.JsonDict
     ) -> base.JsonDict:
-        user = base.StackUser.from_dict(channel.get("user"))
+        user = StackUser.from_dict(channel.get("user"))
         if user is not None:
             section = server_user.credentials(
                 services, user, channel["key"], server_user.ZAQAR
@@ -105,7 +106,7 @@ class ZaqarMessage(base.ConfigTransport):
             return None
         return str(channel["queue"])
 
-    def existing_channels(self, services: Services) -> dict[str, base.FoundChannel]:
+    def existing_channels(self, services: base.Context) -> dict[str, base.FoundChannel]:
         """The ``swm-`` queues of swflows' own project."""
         found: dict[str, base.FoundChannel] = {}
         for queue, metadata in services.clients.messaging.queue_metadata().items():

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from swflows.services import Services
+from swflows.transports import base
 
 #: the content-type parameter of a metadata object, and the queue metadata key
 PARAM: Final = "swflows_owner"
 CONTENT_TYPE: Final = "application/json"
 
 
-def tag(services: Services) -> str:
+def tag(services: base.Context) -> str:
     """This installation's tag (no secret can be recovered from it)."""
     message = b"metadata-channel-owner\0" + services.store.table_prefix.encode()
     return hmac.new(services.secret, message, hashlib.sha256).hexdigest()[:24]

@@ -7,7 +7,8 @@ from typing import Any
 from stevedore import driver
 
 from swflows import exceptions
-from swflows.transports import base, names
+from swflows import transport_names as names
+from swflows.transports import base
 
 SIGNAL_NAMESPACE = "swflows.signal_transports"
 CONFIG_NAMESPACE = "swflows.config_transports"

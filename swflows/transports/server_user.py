@@ -11,14 +11,11 @@ the channel that holds it is sealed in the store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from swflows.clients import identity
+from swflows.clients.identity import StackUser
 from swflows.transports import base
-
-if TYPE_CHECKING:
-    from swflows.services import Services
-
 
 HEAT: Final = "heat"
 ZAQAR: Final = "zaqar"
@@ -28,20 +25,20 @@ def name(key: str, kind: str) -> str:
     return f"swflows-{kind}-{key}"
 
 
-def password(services: Services, key: str, kind: str) -> str:
+def password(services: base.Context, key: str, kind: str) -> str:
     return identity.derive_password(services.secret, "server-user", kind, key)
 
 
-def ensure(services: Services, key: str, kind: str, what: str) -> base.StackUser:
+def ensure(services: base.Context, key: str, kind: str, what: str) -> StackUser:
     """Make (or find) the server's user and project."""
     users = services.clients.stack_users
     username = name(key, kind)
     project_id = users.ensure_project(username, f"swflows server {what}")
     user_id = users.ensure_user(username, project_id, password(services, key, kind))
-    return base.StackUser(user_id, username, project_id)
+    return StackUser(user_id, username, project_id)
 
 
-def remove(services: Services, user: base.StackUser) -> None:
+def remove(services: base.Context, user: StackUser) -> None:
     """Remove the user and its project; what is gone already is fine."""
     users = services.clients.stack_users
     users.delete_user(user.user_id)
@@ -49,7 +46,7 @@ def remove(services: Services, user: base.StackUser) -> None:
 
 
 def credentials(
-    services: Services, user: base.StackUser, key: str, kind: str
+    services: base.Context, user: StackUser, key: str, kind: str
 ) -> base.JsonDict:
     """What an agent logs in with (the password included)."""
     return {

@@ -43,9 +43,9 @@ import pytest
 from swflows import conf as sw_conf
 from swflows import derive, exceptions, states
 from swflows.api import Swflows
-from swflows.persistence import flows as flow_rows
+from swflows.clients.cloud import Clients
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.store import Store
-from swflows.services import Clients
 from swflows.tasks import identity, metadata
 from tests.crash import child, matrix
 from tests.functional import flowkit

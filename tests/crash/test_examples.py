@@ -31,7 +31,7 @@ from swflows import conf as sw_conf
 from swflows import states
 from swflows.api import Swflows
 from swflows.flows import compose
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.store import Store
 from tests.crash import example_child, scenarios
 from tests.functional.test_compose import component_config, responder

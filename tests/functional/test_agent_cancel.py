@@ -17,10 +17,9 @@ from typing import Any
 
 import requests
 
-from swflows import model, signals, states
+from swflows import model, outcomes, signals, states
+from swflows import transport_names as names
 from swflows.api import Swflows
-from swflows.tasks import signal as signal_tasks
-from swflows.transports import names
 from tests.functional.test_agent import (
     WAIT,
     _alive,
@@ -197,7 +196,7 @@ def test_a_cancel_that_died_before_publishing_is_withdrawn_by_its_flow(
 
         assert document() == [dep.config_id]
         # what cancel does before it publishes
-        assert signal_tasks.record_outcome(
+        assert outcomes.record_outcome(
             made.services, dep.id, dep.generation, signals.cancelled_outcome("op")
         )
         record = made.store.get_server(server_id)

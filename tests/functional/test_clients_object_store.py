@@ -28,8 +28,8 @@ from keystoneauth1.identity import v3
 
 from swflows import conf as sw_conf
 from swflows.clients import NO_RETRY, ObjectStore
+from swflows.clients.cloud import Clients
 from swflows.exceptions import CloudError, ValidationError
-from swflows.services import Clients
 from tests.functional import conftest
 
 

@@ -22,7 +22,7 @@ from swflows import exceptions, model, states
 from swflows.api import Swflows
 from swflows.engine import runner as runner_mod
 from swflows.flows import compose
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import leftovers

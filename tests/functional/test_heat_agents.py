@@ -30,8 +30,8 @@ import pytest
 import requests
 
 from swflows import bootdata, exceptions, states
+from swflows import transport_names as names
 from swflows.api import Swflows
-from swflows.transports import names
 from tests.functional.test_agent import isolated
 from tests.functional.test_runner import until
 

@@ -18,7 +18,7 @@ import requests
 from swflows import conf as sw_conf
 from swflows import exceptions, signals, states
 from swflows.api import Swflows
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from tests.functional import db_fixtures, flowkit
 from tests.functional.db_fixtures import mysql_url, pg_url  # noqa: F401 (fixtures)
 from tests.functional.fakeserver import FakeServer

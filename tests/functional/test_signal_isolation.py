@@ -27,10 +27,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swflows import model, signals, states
+from swflows import model, outcomes, signals, states
 from swflows.api import Swflows
 from swflows.persistence import Store
-from swflows.tasks import signal as signal_tasks
 from swflows.wsgi.signal import make_app
 from tests.functional import test_runner as runner_tests
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
@@ -253,7 +252,7 @@ def test_every_database_stores_the_same(
                 )
             )
             services = types.SimpleNamespace(store=store)
-            assert signal_tasks.record_outcome(services, dep.id, 0, outcome)  # type: ignore[arg-type]
+            assert outcomes.record_outcome(services, dep.id, 0, outcome)  # type: ignore[arg-type]
             got = store.get_deployment(dep.id)
             stored.append(
                 (got.status, got.status_reason, got.reason, got.output_values)

@@ -7,7 +7,7 @@ import pytest
 
 from swflows import exceptions, model, states
 from swflows.persistence import Store
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence import groups as group_rows
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.unit.test_persistence_groups import NOW, record

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from swflows import exceptions
+from swflows import transport_names as names
 from swflows.api import Swflows
-from swflows.transports import impl_zaqar_message, names
+from swflows.transports import impl_zaqar_message
 from tests.functional.db_fixtures import SECRET_KEY, pg_url, unique_prefix
 from tests.functional.flowkit import zaqar_queues
 from tests.functional.test_agent import isolated, script_config

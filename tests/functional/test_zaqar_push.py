@@ -23,9 +23,10 @@ import requests
 from bench.pushzaqar import notifying_zaqar
 from swflows import conf as sw_conf
 from swflows import states
+from swflows import transport_names as names
 from swflows.agent import notify
 from swflows.api import Swflows
-from swflows.transports import impl_zaqar, names
+from swflows.transports import impl_zaqar
 from swflows.wsgi.signal import make_app
 from tests.functional import flowkit
 from tests.functional.test_flows import script_config

@@ -21,8 +21,7 @@ ALLOWED_SWFLOWS = {
     "swflows.signals",
     "swflows.states",
     "swflows.exceptions",
-    "swflows.transports",  # an empty package, for transports.names
-    "swflows.transports.names",
+    "swflows.transport_names",
 }
 FORBIDDEN = (
     "taskflow",

@@ -15,12 +15,11 @@ from keystoneauth1.identity import generic, v3
 
 from swflows import conf, exceptions
 from swflows.clients import loading
+from swflows.clients.cloud import Clients
 from swflows.clients.compute import Compute
-from swflows.clients.identity import StackUsers
+from swflows.clients.identity import StackUser, StackUsers
 from swflows.clients.messaging import Messaging
 from swflows.clients.object_store import ObjectStore
-from swflows.services import Clients
-from swflows.transports.base import StackUser
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KEYSTONE = "http://keystone.test:5000/v3"

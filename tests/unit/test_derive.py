@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swflows import derive, exceptions, model
-from swflows.transports import names
+from swflows import transport_names as names
 
 T0 = dt.datetime(2026, 11, 21, 13, 33, 18)
 PUT_URL = (

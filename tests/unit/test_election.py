@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from swflows import conf as sw_conf
+from swflows.clients.cloud import Clients
 from swflows.engine import runner as runner_mod
 from swflows.engine.election import Election, ElectionError, describe_url
 from swflows.persistence import Store
-from swflows.services import Clients, Services
+from swflows.services import Services
 
 
 def test_bad_settings_are_refused_by_name() -> None:

@@ -16,6 +16,8 @@ from mistral_lib.actions import types
 
 from swflows import exceptions, model, states
 from swflows.embedding import mistral
+from swflows.embedding.mistral import actions as mistral_actions
+from swflows.embedding.mistral import instances as mistral_instances
 
 
 @pytest.mark.parametrize(
@@ -202,20 +204,22 @@ def test_config_files_only_from_the_allowed_directories(
     monkeypatch.setenv(mistral.CONFIG_DIRS_ENV, str(allowed))
     monkeypatch.delenv(mistral.CONFIG_FILE_ENV, raising=False)
     inside = allowed / "a.conf"
-    assert mistral._config_path(str(inside)) == str(inside.resolve())
+    assert mistral_instances._config_path(str(inside)) == str(inside.resolve())
     for outside in (
         str(tmp_path / "b.conf"),
         f"{allowed}/../b.conf",
         str(allowed / "sub" / "c.conf"),
     ):
         with pytest.raises(exceptions.ValidationError) as raised:
-            mistral._config_path(outside)
+            mistral_instances._config_path(outside)
         assert raised.value.field == "config_file"
     link = allowed / "link.conf"
     link.symlink_to(tmp_path / "b.conf")
     with pytest.raises(exceptions.ValidationError):
-        mistral._config_path(str(link))  # a link out is followed, then refused
-    assert mistral._config_path(None) is None
+        mistral_instances._config_path(
+            str(link)
+        )  # a link out is followed, then refused
+    assert mistral_instances._config_path(None) is None
 
 
 def test_the_default_file_and_its_folder(
@@ -224,8 +228,8 @@ def test_the_default_file_and_its_folder(
     monkeypatch.delenv(mistral.CONFIG_DIRS_ENV, raising=False)
     default = tmp_path / "swflows.conf"
     monkeypatch.setenv(mistral.CONFIG_FILE_ENV, str(default))
-    assert mistral._config_path(None) == str(default.resolve())
-    assert mistral._config_path(str(tmp_path / "other.conf")) == str(
+    assert mistral_instances._config_path(None) == str(default.resolve())
+    assert mistral_instances._config_path(str(tmp_path / "other.conf")) == str(
         (tmp_path / "other.conf").resolve()
     )
 
@@ -251,7 +255,7 @@ def test_wait_must_be_a_boolean() -> None:
     ],
 )
 def test_an_input_of_the_wrong_type_is_invalid_input(
-    action: mistral._SwflowsAction, field: str
+    action: mistral_actions._SwflowsAction, field: str
 ) -> None:
     """Refused before any swflows is opened, naming the input."""
     result = action.run(ctx())

@@ -26,8 +26,8 @@ from swflows import exceptions
 from swflows.api import Swflows
 from swflows.cli import main, parsing
 from swflows.cli.parsing import ExitCode
+from swflows.clients.cloud import Clients
 from swflows.persistence.store import Store
-from swflows.services import Clients
 from tests.unit.fuzzing import case, fuzz, nasty_text
 
 pytestmark = pytest.mark.filterwarnings("ignore:Do not use the .random. module")

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from swflows import conf as sw_conf
 from swflows import derive, exceptions, model
+from swflows import transport_names as names
 from swflows.api import Swflows
+from swflows.clients.cloud import Clients
 from swflows.persistence.store import Store
-from swflows.services import Clients
-from swflows.transports import names
 from tests.unit.fuzzing import (
     case,
     fuzz,

@@ -19,13 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swflows import conf as sw_conf
-from swflows import derive, exceptions, model, signals, states
+from swflows import derive, exceptions, model, outcomes, signals, states
 from swflows.api import Swflows
+from swflows.clients.cloud import Clients
 from swflows.clients.messaging import Message
 from swflows.clients.object_store import StoredObject
 from swflows.persistence.store import Store
-from swflows.services import Clients
-from swflows.tasks import signal as signal_tasks
 from swflows.transports import base as transports
 from swflows.transports.impl_temp_url import TempUrlSignal
 from swflows.transports.impl_zaqar import ZaqarSignal
@@ -481,7 +480,7 @@ def waiting(sw: Swflows) -> Any:
 def outcome_of_read(sw: Swflows, dep: model.Deployment, read: transports.SignalRead):
     if read.payload is None:
         return None
-    return signal_tasks.outcome_from_payload(sw.services, dep, read.payload)
+    return outcomes.outcome_from_payload(sw.services, dep, read.payload)
 
 
 @pytest.fixture(scope="module")

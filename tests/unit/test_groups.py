@@ -7,7 +7,8 @@ import argparse
 
 import pytest
 
-from swflows import exceptions, groups, rollout
+from swflows import exceptions, rollout
+from swflows.api import group_driver, groups
 from swflows.cli import group as cli_group
 from swflows.cli import parsing
 
@@ -62,7 +63,7 @@ def test_what_a_running_members_deployment_says(
     task: str, found: tuple[str, int, bool] | None, generation: int, seen: str
 ) -> None:
     member = groups._member("s", task, "d", generation=generation)
-    assert groups._ended(member, found) == seen
+    assert group_driver._ended(member, found) == seen
 
 
 def parsed(**given: object) -> argparse.Namespace:

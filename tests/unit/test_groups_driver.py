@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from swflows import groups, model, rollout, states
+from swflows import model, rollout, states
+from swflows.api import group_driver, groups
 from swflows.persistence import Store
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import GroupRecord, GroupStore
 
 
@@ -28,7 +29,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 class Launched:
-    """Stands for :func:`swflows.groups.launch`: records who was started,
+    """Stands for :func:`swflows.api.group_driver.launch`: records who was started,
     and writes the flow's row as the runner's launch does before it
     returns."""
 
@@ -52,15 +53,15 @@ class Launched:
 @pytest.fixture
 def driver(
     store: Store, monkeypatch: pytest.MonkeyPatch
-) -> tuple[groups.GroupDriver, Launched]:
+) -> tuple[group_driver.GroupDriver, Launched]:
     launched = Launched(store)
-    monkeypatch.setattr(groups, "launch", launched)
+    monkeypatch.setattr(group_driver, "launch", launched)
     conf = types.SimpleNamespace(
         runner=types.SimpleNamespace(lease_seconds=30),
         watcher=types.SimpleNamespace(poll_interval=0.1),
     )
     sw = types.SimpleNamespace(store=store, conf=conf)
-    return groups.GroupDriver(sw, "me:1:x"), launched  # type: ignore[arg-type]
+    return group_driver.GroupDriver(sw, "me:1:x"), launched  # type: ignore[arg-type]
 
 
 def make_group(store: Store, members: dict[str, dict[str, Any]], **policy: Any) -> str:
@@ -112,7 +113,7 @@ def deployment(store: Store, member: dict[str, Any], status: str) -> None:
 
 
 def test_a_takeover_relaunches_only_what_never_started(
-    store: Store, driver: tuple[groups.GroupDriver, Launched]
+    store: Store, driver: tuple[group_driver.GroupDriver, Launched]
 ) -> None:
     drive, launched = driver
     members = {
@@ -156,7 +157,7 @@ def test_a_takeover_relaunches_only_what_never_started(
 
 
 def test_an_end_is_counted_once(
-    store: Store, driver: tuple[groups.GroupDriver, Launched]
+    store: Store, driver: tuple[group_driver.GroupDriver, Launched]
 ) -> None:
     drive, _ = driver
     members = {"a": running("a"), "b": running("b")}
@@ -174,10 +175,12 @@ def test_an_end_is_counted_once(
 
 
 def test_three_reverted_launches_fail_the_member(
-    store: Store, driver: tuple[groups.GroupDriver, Launched]
+    store: Store, driver: tuple[group_driver.GroupDriver, Launched]
 ) -> None:
     drive, launched = driver
-    group_id = make_group(store, {"a": running("a", launches=groups.MAX_LAUNCHES)})
+    group_id = make_group(
+        store, {"a": running("a", launches=group_driver.MAX_LAUNCHES)}
+    )
     drive.tick()
     assert launched.names == []
     found = GroupStore(store).get(group_id)
@@ -191,7 +194,7 @@ def test_three_reverted_launches_fail_the_member(
 
 
 def test_a_live_owner_is_left_alone(
-    store: Store, driver: tuple[groups.GroupDriver, Launched]
+    store: Store, driver: tuple[group_driver.GroupDriver, Launched]
 ) -> None:
     import os
     import socket

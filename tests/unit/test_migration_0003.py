@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from swflows.persistence import migrations, tables
-from swflows.persistence.store import create_engine
+from swflows.persistence.database import create_engine
 
 PREFIX = "mig_"
 

@@ -17,8 +17,7 @@ from alembic.runtime import migration
 from cryptography import fernet
 
 from swflows import exceptions, model
-from swflows.persistence import Store, crypto, migrations, tables
-from swflows.persistence import store as store_mod
+from swflows.persistence import Store, crypto, database, migrations, tables
 from tests.unit.test_persistence_store import PASSWORD, deployment, derived_config
 
 
@@ -125,9 +124,9 @@ def test_bad_key() -> None:
 
 
 def test_postgresql_url_uses_psycopg2_when_psycopg_is_absent() -> None:
-    engine = store_mod.create_engine("postgresql://u@127.0.0.1/db")
+    engine = database.create_engine("postgresql://u@127.0.0.1/db")
     try:
-        expected = "psycopg" if store_mod._importable("psycopg") else "psycopg2"
+        expected = "psycopg" if database._importable("psycopg") else "psycopg2"
         assert engine.dialect.driver == expected
     finally:
         engine.dispose()
@@ -216,7 +215,7 @@ def test_transient_errors_are_retried_then_concurrent_update(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        store_mod.tenacity, "wait_random_exponential", lambda **kw: lambda rs: 0
+        database.tenacity, "wait_random_exponential", lambda **kw: lambda rs: 0
     )
     with Store("sqlite://") as store:
         calls: list[int] = []
@@ -228,11 +227,11 @@ def test_transient_errors_are_retried_then_concurrent_update(
         with pytest.raises(exceptions.ConcurrentUpdate) as err:
             store._write("poke", locked)
         assert err.value.retryable
-        assert len(calls) == store_mod.DB_ATTEMPTS
+        assert len(calls) == database.DB_ATTEMPTS
 
         def flaky(conn: sa.Connection) -> int:
             calls.append(1)
-            if len(calls) < store_mod.DB_ATTEMPTS + 2:
+            if len(calls) < database.DB_ATTEMPTS + 2:
                 raise sa.exc.OperationalError("x", {}, Exception("database is locked"))
             return 7
 
@@ -270,11 +269,11 @@ class _PgError(Exception):
 )
 def test_transient_classification(orig: Exception, transient: bool) -> None:
     exc = sa.exc.OperationalError("stmt", {}, orig)
-    assert store_mod._transient(exc) is transient
+    assert database._transient(exc) is transient
 
 
 def test_integrity_errors_are_retried() -> None:
-    assert store_mod._transient(sa.exc.IntegrityError("x", {}, Exception("dup")))
+    assert database._transient(sa.exc.IntegrityError("x", {}, Exception("dup")))
 
 
 def test_failed_write_rolls_back_everything(tmp_path: pathlib.Path) -> None:
@@ -331,7 +330,7 @@ def test_closed_store_refuses_calls() -> None:
 
 
 def test_repr_hides_password() -> None:
-    engine = store_mod.create_engine("postgresql+psycopg2://u:hunter2@h/db")
+    engine = database.create_engine("postgresql+psycopg2://u:hunter2@h/db")
     try:
         assert "hunter2" not in engine.url.render_as_string(hide_password=True)
     finally:
@@ -382,7 +381,7 @@ def test_from_conf_key_file(tmp_path: pathlib.Path, conf: Any) -> None:
 def test_secret_inputs_follow_derive() -> None:
     from swflows import derive
 
-    assert store_mod._secret_inputs() >= set(derive.SECRET_INPUTS) | {"deploy_password"}
+    assert database._secret_inputs() >= set(derive.SECRET_INPUTS) | {"deploy_password"}
 
 
 def test_model_ids_fit() -> None:

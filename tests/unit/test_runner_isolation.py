@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from swflows.engine import runner as runner_mod
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 from tests.unit.test_runner_resume import FakeEngine, StoppedStorage
 
 

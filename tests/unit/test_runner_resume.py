@@ -11,7 +11,7 @@ from taskflow import states as tf_states
 
 from swflows import exceptions
 from swflows.engine import runner as runner_mod
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 
 
 class FakeStorage:

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
-from swflows import exceptions, servers, states
-from swflows.api import Swflows
+from swflows import exceptions, states
+from swflows.api import Swflows, servers
+from swflows.clients.cloud import Clients
 from swflows.persistence.store import Store
-from swflows.services import Clients
 from swflows.tasks import enrollment
 
 
@@ -53,7 +53,7 @@ def test_a_refused_boot_is_the_error_even_when_the_channel_stays(
 
     monkeypatch.setattr(enrollment, "make_channel", made)
     monkeypatch.setattr(enrollment, "remove_channel", fails)
-    with caplog.at_level(logging.WARNING, logger="swflows.servers"):
+    with caplog.at_level(logging.WARNING, logger="swflows.api.servers"):
         with pytest.raises(exceptions.CloudError, match="boot refused for the test"):
             sw.create_server("web-1", "cirros", "m1.tiny")
     assert "removal failed for the test" in caplog.text

@@ -12,9 +12,10 @@ import pytest
 import tenacity
 
 from swflows import conf as sw_conf
+from swflows.clients.cloud import Clients
 from swflows.engine import runner as runner_mod
 from swflows.persistence import Store
-from swflows.services import Clients, Services
+from swflows.services import Services
 
 
 @pytest.fixture

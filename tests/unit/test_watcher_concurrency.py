@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
+from swflows.clients.cloud import Clients
 from swflows.engine import runner as runner_mod
 from swflows.persistence import Store
-from swflows.services import Clients, Services
+from swflows.services import Services
 from swflows.transports.base import SignalRead
 from tests.unit.test_watcher_isolation import parked
 

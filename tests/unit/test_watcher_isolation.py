@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from swflows import model, states
+from swflows import model, outcomes, states
 from swflows.engine import runner as runner_mod
 from swflows.engine import watcher as watcher_mod
 
@@ -107,7 +107,7 @@ def test_a_row_that_cannot_be_ended_is_set_aside(
 ) -> None:
     deployment_id = parked(runner, deadline="soon")
     monkeypatch.setattr(
-        watcher_mod.signal_tasks,
+        outcomes,
         "record_outcome",
         lambda *args: (_ for _ in ()).throw(ValueError("refused by the database")),
     )

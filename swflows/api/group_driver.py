@@ -1,166 +1,39 @@
-"""Deployment groups: one config to many servers, released by a policy.
+"""Drives groups' operations beside the runner (see :mod:`swflows.api.groups`).
 
-A group is a name, a config, members (member name -> server id), input
-values shared and per member, a signal transport and a rollout policy
-(:mod:`swflows.rollout`).  Its operations -- deploy, rolling redeploy
-(members added are deployed, removed ones undeployed), trigger an action,
-delete -- run each member as an ordinary single-server flow (deploy,
-redeploy, undeploy, trigger) on the runner.  Those flows park while their
-server works, as any deployment's does: a thousand members waiting hold
-no thread.
-
-How an operation is driven, and why so.  A TaskFlow graph is fixed when it
-is built, whereas a rollout decides as it goes (a failure can close the
-error budget, a pause holds a wave back, a member ending lets the next
-start); a group flow would also hold a thread, or park and be rebuilt at
-every member's end.  So the operation is a *record*, not a flow: the
-group's row holds, for each member, its task, the id of the deployment it
-works on and its state (PENDING, RUNNING, COMPLETE, FAILED).  A
-:class:`GroupDriver` beside the runner, woken when a member's flow ends
-and every poll interval, reads the states of the members' deployments,
-records those that ended, asks :func:`swflows.rollout.decide` whom to
-start, records them RUNNING and only then launches their flows.
-
-Resuming after a crash (kill -9) follows from that order.  Each write is a
-compare-and-set on the row; the operation is leased to one runner, and a
-runner of a dead process loses it at once.  A member recorded RUNNING
-whose flow cannot be found and whose deployment does not show the launch
-(no row for a deploy or trigger, an older generation for a redeploy, the
-row still there for an undeploy) was never launched, or its flow never
-started: it is launched again, with the same deployment id, which every
-flow step is idempotent on.  A member whose flow is found is left to the
-runner, which resumes it.  A member's end is recorded once, so the error
-budget counts it once.  A flow reverted three times (the cloud refused
-its resources) makes its member FAILED.
+A :class:`GroupDriver`, woken when a member's flow ends and every poll
+interval, reads the states of the members' deployments, records those
+that ended, asks :func:`swflows.rollout.decide` whom to start, records them
+RUNNING and only then launches their flows (:func:`launch`).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-import tenacity
-
 from swflows import derive, exceptions, model, rollout, states
-from swflows.persistence import flows as flow_rows
-from swflows.persistence.groups import GroupRecord, GroupStore
+from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
 
 if TYPE_CHECKING:
-    from swflows.api import Swflows
+    from swflows.api.deployments import Deployments
 
 LOG = logging.getLogger(__name__)
 
-#: the operations of a group
-DEPLOY: Final = "deploy"
-REDEPLOY: Final = "redeploy"
-TRIGGER: Final = "trigger"
-DELETE: Final = "delete"
-#: a member's task in an operation: the single-server flow it runs
-TASKS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
 #: launches of one member's flow before it is FAILED
 MAX_LAUNCHES: Final = 3
 #: members started between two renewals of the operation's lease
 RENEW_EVERY: Final = 20
-#: a member's name: what a Heat group calls its members ("0", "web-1")
-MEMBER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-GroupBusy = exceptions.GroupBusy
-
-
-# ------------------------------------------------------------- checking
-def check_members(
-    servers: Any, member_values: Any = None
-) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    """The members (name -> server id) and their own input values, checked."""
-    if not isinstance(servers, Mapping) or not servers:
-        raise exceptions.ValidationError(
-            "servers", "must be a non-empty mapping of member name to server id"
-        )
-    members: dict[str, str] = {}
-    for name, server_id in servers.items():
-        if not isinstance(name, str) or not MEMBER_NAME.match(name):
-            raise exceptions.ValidationError(
-                "servers",
-                f"member name {name!r} must start with a letter or digit and "
-                "hold only letters, digits, '_', '.' or '-' (at most 64)",
-            )
-        if not isinstance(server_id, str) or not server_id:
-            raise exceptions.ValidationError(
-                "servers", f"member {name}: server id {server_id!r} is not a string"
-            )
-        members[name] = server_id
-    own: dict[str, dict[str, Any]] = {}
-    for name, values in dict(member_values or {}).items():
-        if name not in members:
-            raise exceptions.ValidationError(
-                "member_values", f"{name!r} is not a member of the group"
-            )
-        if not isinstance(values, Mapping):
-            raise exceptions.ValidationError(
-                "member_values", f"{name}: must be a mapping of input values"
-            )
-        own[name] = dict(values)
-    return members, own
-
-
-def _member(
-    server_id: str,
-    task: str,
-    deployment_id: str,
-    *,
-    generation: int = 1,
-    serving: bool = False,
-    parent_id: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "server_id": server_id,
-        "task": task,
-        "deployment_id": deployment_id,
-        "generation": generation,
-        "parent_id": parent_id,
-        "state": rollout.PENDING,
-        "batch": 0,
-        "serving": serving,
-        "launches": 0,
-        "ended_at": None,
-        "reason": "",
-    }
-
-
-def new_operation(
-    kind: str,
-    action: str,
-    members: dict[str, dict[str, Any]],
-    policy: rollout.Policy,
-    *,
-    input_values: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """An operation record: ``members`` released by ``policy`` in their order."""
-    order = list(members)
-    for name, batch in policy.assign_batches(order).items():
-        members[name]["batch"] = batch
-    return {
-        "id": model.new_id(),
-        "kind": kind,
-        "action": action,
-        "policy": policy.to_dict(),
-        "input_values": dict(input_values or {}),
-        "order": order,
-        "members": members,
-        "cancel": None,
-        "started_at": time.time(),
-        "ended_at": None,
-    }
 
 
 # -------------------------------------------------------------- launching
-def launch(sw: Swflows, record: GroupRecord, name: str, member: dict[str, Any]) -> Any:
+def launch(
+    sw: Deployments, record: GroupRecord, name: str, member: dict[str, Any]
+) -> Any:
     """Start ``member``'s flow; its future (the runner's)."""
     task = member["task"]
     operation = record.operation
@@ -272,7 +145,7 @@ def _ended(member: dict[str, Any], found: tuple[str, int, bool] | None) -> str |
 class GroupDriver:
     """Drives the operations of groups on one runner (see the module)."""
 
-    def __init__(self, sw: Swflows, owner: str) -> None:
+    def __init__(self, sw: Deployments, owner: str) -> None:
         self.sw = sw
         self.rows = GroupStore(sw.store)
         self.owner = owner
@@ -546,129 +419,3 @@ class GroupDriver:
             "status_reason": f"{kind} {decision.status}: {decision.reason}",
             "deployments": deployments,
         }
-
-
-# ------------------------------------------------------------------ faces
-def describe(sw: Swflows, record: GroupRecord) -> dict[str, Any]:
-    """A group as ``show`` gives it: its status, each member's deployment
-    status and reason, and its outputs keyed by member name."""
-    members: dict[str, dict[str, Any]] = {}
-    outputs: dict[str, dict[str, Any]] = {}
-    names = list(record.servers) + [
-        n for n in record.deployments if n not in record.servers
-    ]
-    for name in names:
-        deployment_id = record.deployments.get(name)
-        entry: dict[str, Any] = {
-            "server_id": record.servers.get(name)
-            or record.operation.get("members", {}).get(name, {}).get("server_id"),
-            "deployment_id": deployment_id,
-            "status": None,
-            "status_reason": "",
-            "action": None,
-        }
-        if deployment_id:
-            try:
-                found = sw.store.get_deployment(deployment_id)
-            except exceptions.DeploymentNotFound:
-                entry["status_reason"] = "not deployed"
-            else:
-                entry.update(
-                    status=found.status,
-                    status_reason=found.status_reason,
-                    action=found.action,
-                )
-                for key, value in found.output_values.items():
-                    outputs.setdefault(key, {})[name] = value
-        members[name] = entry
-    operation = record.operation
-    op_members = operation.get("members", {})
-    counts = {state: 0 for state in rollout.MEMBER_STATES}
-    for member in op_members.values():
-        counts[member["state"]] += 1
-    return {
-        "id": record.id,
-        "name": record.name,
-        "config_id": record.config_id,
-        "status": record.status,
-        "status_reason": record.status_reason,
-        "action": record.action,
-        "signal_transport": record.signal_transport,
-        "policy": dict(record.policy),
-        "servers": dict(record.servers),
-        "members": members,
-        "outputs": outputs,
-        "operation": {
-            "kind": operation.get("kind"),
-            "action": operation.get("action"),
-            "policy": operation.get("policy"),
-            "cancel": operation.get("cancel"),
-            "started_at": operation.get("started_at"),
-            "ended_at": operation.get("ended_at"),
-            "done": counts[rollout.COMPLETE],
-            "running": counts[rollout.RUNNING],
-            "failed": counts[rollout.FAILED],
-            "left": counts[rollout.PENDING],
-            "members": {
-                name: {
-                    key: m[key]
-                    for key in ("task", "state", "deployment_id", "reason", "launches")
-                }
-                for name, m in op_members.items()
-            },
-        },
-        "creation_time": record.created_at.isoformat() if record.created_at else None,
-        "updated_time": record.updated_at.isoformat() if record.updated_at else None,
-    }
-
-
-def wait(sw: Swflows, group: str, timeout: float | None) -> GroupRecord:
-    """Block until the group's operation ended (or it was deleted: then
-    GroupNotFound); WaitTimeout after ``timeout`` seconds."""
-    rows = GroupStore(sw.store)
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_result(
-            lambda record: record.status == states.IN_PROGRESS
-        ),
-        wait=tenacity.wait_fixed(min(0.5, float(sw.conf.watcher.poll_interval))),
-        stop=(
-            tenacity.stop_after_delay(timeout)
-            if timeout is not None
-            else tenacity.stop_never
-        ),
-    )
-    try:
-        return retrying(lambda: rows.get(group))  # type: ignore[no-any-return]
-    except tenacity.RetryError:
-        raise exceptions.WaitTimeout(group, timeout or 0, group=group) from None
-
-
-def members_of(
-    sw: Swflows, record: GroupRecord, names: Sequence[str]
-) -> dict[str, Any]:
-    """The deployments of members ``names`` that exist, by member name."""
-    out = {}
-    for name in names:
-        deployment_id = record.deployments.get(name)
-        if not deployment_id:
-            continue
-        try:
-            out[name] = sw.store.get_deployment(deployment_id)
-        except exceptions.DeploymentNotFound:
-            continue
-    return out
-
-
-__all__ = [
-    "DELETE",
-    "DEPLOY",
-    "REDEPLOY",
-    "TRIGGER",
-    "GroupBusy",
-    "GroupDriver",
-    "check_members",
-    "describe",
-    "launch",
-    "new_operation",
-    "wait",
-]

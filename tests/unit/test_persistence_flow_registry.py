@@ -12,7 +12,7 @@ import pytest
 
 from swflows import model, states
 from swflows.persistence import Store
-from swflows.persistence import flows as flow_rows
+from swflows.persistence import flow_registry as flow_rows
 
 NOW = 1_000_000.0
 

@@ -1,6 +1,6 @@
 """The facade's server operations: show, boot through Nova, delete.
 
-:class:`swflows.api.Swflows` delegates here; enrolling itself is
+:class:`Servers` is the facade's part; enrolling itself is
 :mod:`swflows.tasks.enrollment`.  A server booted through Nova gets its
 channel *before* it exists: Nova chooses the server's id only when it
 boots, and the boot data must already say where to poll.  So the channel
@@ -12,15 +12,13 @@ names a server's queue or TempURL object after its resource, not its id.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swflows import bootdata, exceptions, model, states
+from swflows import transport_names as names
+from swflows.api.deployments import Deployments
 from swflows.persistence import tables
 from swflows.tasks import enrollment, metadata
-from swflows.transports import names
-
-if TYPE_CHECKING:
-    from swflows.api import Swflows
 
 LOG = logging.getLogger(__name__)
 
@@ -41,7 +39,7 @@ def check_server_id(server_id: Any) -> str:
 
 
 def enroll(
-    sw: Swflows, server_id: str, requested: str | None, agent: str | None = None
+    sw: Deployments, server_id: str, requested: str | None, agent: str | None = None
 ) -> dict[str, Any]:
     """Enroll on ``requested``, else the server's transport, else the one
     its Nova metadata names (a boot whose enrollment did not finish: its
@@ -71,7 +69,7 @@ def enroll(
     return describe(sw, server_id)
 
 
-def use_agent(sw: Swflows, server_id: str, agent: str | None) -> str:
+def use_agent(sw: Deployments, server_id: str, agent: str | None) -> str:
     """The agent the server runs: ``agent`` (recorded, and the document
     published again in its form, when it changes), else the recorded one.
     Refused (nothing recorded) when that agent cannot read the server's
@@ -89,7 +87,7 @@ def use_agent(sw: Swflows, server_id: str, agent: str | None) -> str:
     return chosen
 
 
-def describe(sw: Swflows, server_id: str, console_lines: int = 0) -> dict[str, Any]:
+def describe(sw: Deployments, server_id: str, console_lines: int = 0) -> dict[str, Any]:
     """The server's enrollment, channel and deployments, without a secret;
     with ``console_lines``, the end of a Nova server's console log."""
     record = sw.store.get_server(server_id)
@@ -120,7 +118,7 @@ def describe(sw: Swflows, server_id: str, console_lines: int = 0) -> dict[str, A
     }
 
 
-def console(sw: Swflows, server_id: str, lines: int) -> str | None:
+def console(sw: Deployments, server_id: str, lines: int) -> str | None:
     """The end of the server's console log, where an agent that died says
     why; None for a server Nova does not hold (or no compute), and the
     error itself when Nova cannot give it."""
@@ -132,7 +130,7 @@ def console(sw: Swflows, server_id: str, lines: int) -> str | None:
         return f"(console log unavailable: {exc})"
 
 
-def collect_section(sw: Swflows, server_id: str) -> dict[str, Any]:
+def collect_section(sw: Deployments, server_id: str) -> dict[str, Any]:
     """The ``os-collect-config`` section of the server's channel."""
     record = sw.store.get_server(server_id)
     section = (record.channel or {}).get(enrollment.COLLECT)
@@ -144,7 +142,7 @@ def collect_section(sw: Swflows, server_id: str) -> dict[str, Any]:
     return dict(section)
 
 
-def undeploy_all(sw: Swflows, server_id: str) -> list[str]:
+def undeploy_all(sw: Deployments, server_id: str) -> list[str]:
     """Undeploy every deployment on the server (waiting ones cancelled);
     the ids removed.  Triggered actions go before what they were run on."""
     found = sw.store.list_deployments(server_id=server_id)
@@ -166,7 +164,7 @@ def undeploy_all(sw: Swflows, server_id: str) -> list[str]:
 
 
 def create(
-    sw: Swflows,
+    sw: Deployments,
     name: str,
     image: str,
     flavor: str,
@@ -230,7 +228,7 @@ def create(
     return {"name": name, **describe(sw, server.id)}
 
 
-def delete(sw: Swflows, server_id: str) -> None:
+def delete(sw: Deployments, server_id: str) -> None:
     """Undeploy, unenroll, then delete the server in Nova (the channel of
     a boot whose enrollment did not finish included)."""
     compute = sw.services.clients.compute  # NotSupported before anything is done
@@ -246,3 +244,69 @@ def delete(sw: Swflows, server_id: str) -> None:
     deleted = compute.delete_server(server_id)
     if not deleted and not known:
         raise exceptions.ServerNotFound(server_id)
+
+
+class Servers(Deployments):
+    """Enrolling servers, their boot data, and booting them through Nova."""
+
+    def enroll_server(
+        self,
+        server_id: str,
+        config_transport: str | None = None,
+        agent: str | None = None,
+    ) -> dict[str, Any]:
+        """Give a server its metadata channel and publish its document.
+
+        Idempotent; another ``config_transport`` moves the server: the new
+        channel is published and the old one removed.  ``agent`` ("swflows"
+        or "heat") records the agent the server runs, which decides the
+        form of its document and the signal transports it can use (None:
+        the one recorded, else swflows' agent).  Returns :meth:`show_server`.
+        """
+        return enroll(self, server_id, config_transport, agent)
+
+    def unenroll_server(self, server_id: str, *, force: bool = False) -> bool:
+        """Remove everything enrolling made; False if the server was unknown.
+
+        Refused (ServerInUse) while deployments are on the server, unless
+        ``force``: then each is undeployed first (a waiting one cancelled).
+        """
+        if force:
+            undeploy_all(self, server_id)
+        return enrollment.unenroll(self.services, server_id)
+
+    def show_server(self, server_id: str, *, console_lines: int = 0) -> dict[str, Any]:
+        """A server's enrollment, channel (no secret) and deployments; with
+        ``console_lines``, also the end of its console log from Nova
+        (``console``: where an agent that died at boot says why)."""
+        return describe(self, server_id, console_lines)
+
+    def boot_data(self, server_id: str, agent: str | None = None) -> str:
+        """cloud-init user_data starting ``agent`` ("swflows" or "heat";
+        None: the one the server was enrolled for).  Another agent than the
+        recorded one is recorded (see :meth:`enroll_server`)."""
+        section = collect_section(self, server_id)
+        return bootdata.user_data(section, use_agent(self, server_id, agent))
+
+    def agent_config(self, server_id: str, agent: str | None = None) -> str:
+        """The agent's configuration file, for a server that already runs
+        (``agent`` as for :meth:`boot_data`)."""
+        section = collect_section(self, server_id)
+        return bootdata.agent_config(section, use_agent(self, server_id, agent))
+
+    def create_server(
+        self,
+        name: str,
+        image: str,
+        flavor: str,
+        *,
+        config_transport: str | None = None,
+        agent: str = bootdata.SWFLOWS_AGENT,
+    ) -> dict[str, Any]:
+        """Boot a server through Nova with boot data for ``agent``, and
+        enroll it (recording ``agent``, see :meth:`enroll_server`)."""
+        return create(self, name, image, flavor, config_transport, agent)
+
+    def delete_server(self, server_id: str) -> None:
+        """Undeploy what is on the server, unenroll it, and delete it in Nova."""
+        delete(self, server_id)

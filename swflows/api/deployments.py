@@ -1,0 +1,323 @@
+"""The facade's deployments: deploy, redeploy, undeploy, trigger, signal, cancel.
+
+Each operation checks its input, resolves its plan (:mod:`swflows.api.plans`)
+and starts a flow on the runner; :mod:`swflows.api.results` waits for it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from swflows import bootdata, derive, exceptions, model, outcomes, signals, states
+from swflows.api.base import FIRST_GENERATION, checked_input_values
+from swflows.api.plans import Plans
+from swflows.api.results import Results
+from swflows.tasks import metadata
+from swflows.tasks import signal as signal_tasks
+
+if TYPE_CHECKING:
+    from swflows.flows import common
+
+
+class Deployments(Plans, Results):
+    """Starts the flows of single-server deployments."""
+
+    def deploy(
+        self,
+        server_id: str,
+        config_id: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        action: str = model.CREATE,
+        actions: Sequence[str] | None = None,
+        signal_transport: str | None = None,
+        config_transport: str | None = None,
+        timeout: int | None = None,
+        deployment_id: str | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment:
+        """Deploy ``config_id`` to ``server_id``: its ``action`` (CREATE) runs."""
+        source = self.store.get_config(config_id)
+        values = checked_input_values(input_values)
+        derive.check_action(source, action, actions)
+        transport = self._signal_transport(signal_transport, server_id)
+        plan = self._plan(server_id, transport, config_transport)
+        deployment_id = deployment_id or model.new_id()
+        inputs: dict[str, Any] = {
+            "deployment_id": deployment_id,
+            "server_id": server_id,
+            "source_config_id": config_id,
+            "action": action,
+            "input_values": values,
+            "name": name or source.name,
+            "timeout": self._timeout(timeout),
+            "generation": FIRST_GENERATION,
+            "signal_transport": transport,
+            "parent_id": None,
+        }
+        if actions is not None:
+            inputs["actions"] = list(actions)
+        started = self._start("deploy", plan, inputs)
+        return self._result(deployment_id, started, wait, wait_timeout)
+
+    def redeploy(
+        self,
+        deployment_id: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        config_id: str | None = None,
+        action: str = model.UPDATE,
+        timeout: int | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment:
+        """Run ``action`` (UPDATE) with new inputs or a new config.
+
+        When an input marked ``replace_on_change`` changes, a new deployment
+        replaces this one: it is deployed first, then this one undeployed,
+        and the new deployment is returned.
+        """
+        current = self.store.get_deployment(deployment_id)
+        self._refuse_running(current)
+        source_id = config_id or current.source_config_id
+        if source_id is None:
+            raise exceptions.ValidationError(
+                "config_id", f"deployment {deployment_id} has no config to redeploy"
+            )
+        source = self.store.get_config(source_id)
+        values = {**current.input_values, **checked_input_values(input_values)}
+        derive.check_action(source, action, current.actions)
+        self._refuse_for_agent(
+            current.signal_transport,
+            metadata.server_agent(self.services, current.server_id),
+            current.server_id,
+        )
+        if derive.replace_on_change_changed(source, current.input_values, values):
+            replacement = self.deploy(
+                current.server_id,
+                source_id,
+                input_values=values,
+                name=current.name,
+                signal_transport=current.signal_transport,
+                timeout=timeout or current.timeout,
+                wait=True,
+                wait_timeout=wait_timeout,
+            )
+            self.undeploy(deployment_id)
+            return replacement
+        plan = self._plan(current.server_id, current.signal_transport, None)
+        inputs = {
+            "deployment_id": deployment_id,
+            "server_id": current.server_id,
+            "source_config_id": source_id,
+            "action": action,
+            "input_values": values,
+            "name": current.name,
+            "timeout": self._timeout(timeout or current.timeout),
+            "generation": current.generation + 1,
+            "signal_transport": current.signal_transport,
+        }
+        started = self._start("redeploy", plan, inputs)
+        return self._result(
+            deployment_id, started, wait, wait_timeout, current.generation + 1
+        )
+
+    def suspend(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
+        return self.redeploy(deployment_id, action=model.SUSPEND, **kwargs)
+
+    def resume_deployment(self, deployment_id: str, **kwargs: Any) -> model.Deployment:
+        return self.redeploy(deployment_id, action=model.RESUME, **kwargs)
+
+    def undeploy(
+        self,
+        deployment_id: str,
+        *,
+        timeout: int | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment | None:
+        """Run DELETE when the config has it, then remove the deployment.
+
+        A deployment made by :meth:`trigger` is only removed: its DELETE is
+        not run.  Returns the DELETE action's final state (None when there was none).
+        """
+        current: model.Deployment = self.store.get_deployment(deployment_id)
+        self._refuse_running(current)
+        run_delete = self._runs_delete(current)
+        plan = self._plan(current.server_id, current.signal_transport, None)
+        inputs: dict[str, Any] = {
+            "deployment_id": deployment_id,
+            "server_id": current.server_id,
+            "current_config_id": current.config_id,
+        }
+        if run_delete:
+            inputs.update(
+                source_config_id=current.source_config_id,
+                action=model.DELETE,
+                input_values=current.input_values,
+                name=current.name,
+                timeout=self._timeout(timeout or current.timeout),
+                generation=current.generation + 1,
+                signal_transport=current.signal_transport,
+            )
+        flow_id, _ = self._start(
+            "undeploy", {**plan.to_kwargs(), "run_delete_action": run_delete}, inputs
+        )
+        if not wait:
+            return current
+        self.runner.wait(flow_id, wait_timeout)
+        return None
+
+    def trigger(
+        self,
+        deployment_id: str,
+        action: str,
+        *,
+        input_values: Mapping[str, Any] | None = None,
+        signal_transport: str | None = None,
+        timeout: int | None = None,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+    ) -> model.Deployment:
+        """Run ``action`` of the deployment's config now, as a new deployment.
+
+        The new deployment is named ``<original>-<ACTION>``; its inputs are
+        the original's, overridden by ``input_values``.  The original
+        deployment is left untouched.  The rule of :meth:`redeploy` decides
+        which actions run: a component config's entries, or for any other
+        config the deployment's ``actions``.
+        """
+        original = self.store.get_deployment(deployment_id)
+        if original.source_config_id is None:
+            raise exceptions.ValidationError(
+                "deployment_id", f"deployment {deployment_id} has no config"
+            )
+        source = self.store.get_config(original.source_config_id)
+        derive.check_action(source, action, original.actions)
+        transport = self._signal_transport(
+            signal_transport or original.signal_transport, original.server_id
+        )
+        plan = self._plan(original.server_id, transport, None)
+        new_id = model.new_id()
+        inputs = {
+            "deployment_id": new_id,
+            "server_id": original.server_id,
+            "source_config_id": source.id,
+            "action": action,
+            "input_values": {
+                **original.input_values,
+                **checked_input_values(input_values),
+            },
+            "name": f"{original.name or source.name}-{action}",
+            "timeout": self._timeout(timeout or original.timeout),
+            "generation": FIRST_GENERATION,
+            "signal_transport": transport,
+            "parent_id": deployment_id,
+        }
+        started = self._start("trigger", plan, inputs)
+        return self._result(new_id, started, wait, wait_timeout)
+
+    def server_metadata(self, server_id: str) -> list[dict[str, Any]]:
+        """The server's metadata list, as POLL_SERVER_HEAT embedders serve it.
+
+        Serving it counts as the server picking up its waiting deployments
+        (for the delivery timeout).
+        """
+        found = self.store.server_metadata(server_id).deployments
+        agent = metadata.server_agent(self.services, server_id)
+        self.runner.registry.mark_picked_up(server_id)
+        return derive.for_agent(found, heat_agents=agent == bootdata.HEAT_AGENTS)
+
+    def signal(
+        self,
+        deployment_id: str,
+        payload: bytes | str | Mapping[str, Any],
+        *,
+        generation: int | None = None,
+    ) -> bool:
+        """Deliver a signal an embedder received (HEAT_SIGNAL and friends).
+
+        Returns False when the deployment is not waiting (the signal is
+        ignored, as Heat ignores it), or, with ``generation``, when the
+        action waiting is not that one (a signal of an earlier action's
+        store).  A payload swflows cannot use (not JSON, or not a JSON
+        object) is an outcome, not an error: the action ends FAILED with
+        reason kind ``signal_rejected``, and True is returned.  The flow
+        goes on at once, without waiting for the watcher.
+        """
+        current = self.store.get_deployment(deployment_id)
+        if current.status != states.IN_PROGRESS or (
+            generation is not None and current.generation != generation
+        ):
+            return False
+        raw = payload if isinstance(payload, (bytes, str)) else dict(payload)
+        outcome = outcomes.outcome_from_payload(self.services, current, raw)
+        if outcome is None:
+            return True  # a progress signal
+        recorded = outcomes.record_outcome(
+            self.services, deployment_id, current.generation, outcome
+        )
+        if recorded:  # its flow goes on now, not at the watcher's next look
+            self.runner.resume_ended(deployment_id)
+        return recorded
+
+    def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:
+        """End a running action FAILED, kind ``cancelled``.
+
+        Its derived config is withdrawn from the server's metadata, which
+        is published again before this returns: no agent starts it any
+        more, and swflows' agent stops its hook if it is running.
+        """
+        current = self.store.get_deployment(deployment_id)
+        if current.status != states.IN_PROGRESS:
+            raise exceptions.InvalidTransition(
+                deployment_id, current.status, states.FAILED
+            )
+        outcome = signals.cancelled_outcome(reason)
+        if not outcomes.record_outcome(
+            self.services, deployment_id, current.generation, outcome
+        ):
+            raise exceptions.InvalidTransition(
+                deployment_id, self.show(deployment_id).status, states.FAILED
+            )
+        self.runner.wake()
+        signal_tasks.withdraw(self.services, deployment_id)
+        return self.show(deployment_id)
+
+    def republish(self, server_id: str) -> int:
+        """Publish a server's metadata again (after a transport outage)."""
+        name = self._config_transport(server_id, None)
+        return metadata.publish_server(
+            self.services, server_id, name, self._config_options(name)
+        )
+
+    def _runs_delete(self, current: model.Deployment) -> bool:
+        """Whether undeploying ``current`` runs its config's DELETE action.
+
+        A triggered action's record is removed without running DELETE:
+        removing a BACKUP's record must not uninstall what was backed up.
+        """
+        if current.source_config_id is None or current.parent_id is not None:
+            return False
+        source = self.store.get_config(current.source_config_id)
+        return bool(source.handles(model.DELETE, current.actions))
+
+    @staticmethod
+    def _refuse_running(current: model.Deployment) -> None:
+        if current.status == states.IN_PROGRESS:
+            raise exceptions.InvalidTransition(
+                current.id, current.status, states.IN_PROGRESS
+            )
+
+    def _start(
+        self,
+        kind: str,
+        plan: common.Plan | dict[str, Any],
+        inputs: dict[str, Any],
+    ) -> tuple[str, concurrent.futures.Future[str]]:
+        kwargs = plan if isinstance(plan, dict) else plan.to_kwargs()
+        return self.runner.launch(kind, kwargs, inputs)

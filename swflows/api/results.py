@@ -1,0 +1,101 @@
+"""Reading deployments, and waiting for them to end."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import tenacity
+
+from swflows import exceptions, model, states
+from swflows.api.base import FIRST_GENERATION, Base
+from swflows.persistence import flow_registry as flow_rows
+
+
+class Results(Base):
+    """Deployments as stored, and waiting until no flow works on them."""
+
+    def show(self, deployment_id: str) -> model.Deployment:
+        return self.store.get_deployment(deployment_id)  # type: ignore[no-any-return]
+
+    def outputs(self, deployment_id: str) -> dict[str, Any]:
+        return dict(self.show(deployment_id).output_values)
+
+    def list_deployments(self, **kwargs: Any) -> list[model.Deployment]:
+        return self.store.list_deployments(**kwargs)  # type: ignore[no-any-return]
+
+    def wait(
+        self, deployment_id: str, timeout: float | None = None
+    ) -> model.Deployment:
+        """Block until no flow works on the deployment any more, and return it.
+
+        Raises WaitTimeout after ``timeout`` seconds, and DeploymentNotFound
+        when the flow removed it (an undeploy).
+        """
+        started = time.monotonic()
+        for row in self.runner.registry.find(deployment_id=deployment_id):
+            left = None
+            if timeout is not None:
+                left = max(0.0, timeout - (time.monotonic() - started))
+            if row.kind == flow_rows.CUSTOM:
+                # a custom flow goes on after this deployment: its outcome is
+                # what is waited for here (wait_flow waits for the flow)
+                self._wait_outcome(deployment_id, left)
+            else:
+                self.runner.wait(row.id, left)
+        return self.show(deployment_id)
+
+    def _wait_outcome(self, deployment_id: str, timeout: float | None) -> None:
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda status: status == states.IN_PROGRESS),
+            wait=tenacity.wait_fixed(float(self.conf.watcher.poll_interval)),
+            stop=(
+                tenacity.stop_after_delay(timeout)
+                if timeout is not None
+                else tenacity.stop_never
+            ),
+        )
+        try:
+            retrying(lambda: self.show(deployment_id).status)
+        except tenacity.RetryError:
+            raise exceptions.WaitTimeout(deployment_id, timeout or 0) from None
+
+    def _result(
+        self,
+        deployment_id: str,
+        started: tuple[str, concurrent.futures.Future[str]],
+        wait: bool,
+        wait_timeout: float | None,
+        generation: int = FIRST_GENERATION,
+    ) -> model.Deployment:
+        """The deployment once its flow ended (``wait``), else as soon as
+        the flow started the action of ``generation`` (IN_PROGRESS, unless
+        the flow already ended it) or ended."""
+        flow_id, future = started
+        if wait:
+            self.runner.wait(flow_id, wait_timeout)
+            return self.show(deployment_id)
+
+        def look() -> model.Deployment | None:
+            ended = future.done()
+            if ended:
+                future.result()  # raise the flow's error, if any
+            try:
+                found = self.show(deployment_id)
+            except exceptions.DeploymentNotFound:
+                if ended:
+                    raise
+                return None
+            if found.generation < generation and not ended:
+                return None  # the row as it was before this action
+            return found
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda found: found is None),
+            wait=tenacity.wait_fixed(0.05),
+            stop=tenacity.stop_after_delay(wait_timeout or 60),
+            retry_error_callback=lambda _: self.show(deployment_id),
+        )
+        found = retrying(look)
+        return found if found is not None else self.show(deployment_id)

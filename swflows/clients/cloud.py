@@ -1,0 +1,96 @@
+"""The cloud's adapters, each built on first use (see :class:`Clients`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from swflows import exceptions
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
+
+    from swflows.clients.compute import Compute
+    from swflows.clients.identity import StackUser, StackUsers
+    from swflows.clients.messaging import Messaging
+    from swflows.clients.object_store import ObjectStore
+
+
+class Clients:
+    """Cloud adapters, each built on first use from a factory.
+
+    A missing factory means the cloud does not offer that service here; the
+    error then names the service instead of failing deep inside a task.
+    """
+
+    def __init__(
+        self,
+        *,
+        object_store: Callable[[], ObjectStore] | None = None,
+        messaging: Callable[[], Messaging] | None = None,
+        stack_users: Callable[[], StackUsers] | None = None,
+        compute: Callable[[], Compute] | None = None,
+        messaging_for: Callable[[StackUser, str], Messaging] | None = None,
+        identity_url: str | None = None,
+    ) -> None:
+        self._factories: dict[str, Callable[[], Any] | None] = {
+            "object_store": object_store,
+            "messaging": messaging,
+            "stack_users": stack_users,
+            "compute": compute,
+        }
+        self._built: dict[str, Any] = {}
+        self._messaging_for = messaging_for
+        self._lock = threading.Lock()
+        #: the Keystone URL agents authenticate against (``deploy_auth_url``)
+        self.identity_url = identity_url
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> Clients:
+        """The clients ``conf``'s client groups and ``[stack_user]`` configure.
+
+        Built with keystoneauth1's loading (see :mod:`swflows.clients.loading`);
+        a service whose group has no auth is not offered.
+        """
+        from swflows.clients import loading
+
+        return cls(**loading.client_factories(conf))
+
+    def offers(self, name: str) -> bool:
+        return self._factories.get(name) is not None
+
+    def _get(self, name: str) -> Any:
+        with self._lock:
+            if name not in self._built:
+                factory = self._factories.get(name)
+                if factory is None:
+                    raise exceptions.NotSupported(
+                        f"no {name.replace('_', ' ')} service is configured"
+                    )
+                self._built[name] = factory()
+            return self._built[name]
+
+    @property
+    def object_store(self) -> ObjectStore:
+        return self._get("object_store")  # type: ignore[no-any-return]
+
+    @property
+    def messaging(self) -> Messaging:
+        return self._get("messaging")  # type: ignore[no-any-return]
+
+    @property
+    def stack_users(self) -> StackUsers:
+        return self._get("stack_users")  # type: ignore[no-any-return]
+
+    def messaging_for(self, user: StackUser, password: str) -> Messaging:
+        """A messaging client acting as a stack user (Zaqar credentials mode)."""
+        if self._messaging_for is None:
+            raise exceptions.NotSupported(
+                "no messaging service for stack users is configured"
+            )
+        return self._messaging_for(user, password)
+
+    @property
+    def compute(self) -> Compute:
+        return self._get("compute")  # type: ignore[no-any-return]

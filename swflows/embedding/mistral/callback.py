@@ -1,0 +1,126 @@
+"""The asynchronous callback: an ended deployment PUT to Mistral's API."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+import requests
+import tenacity
+from mistral_lib.actions import types
+
+from swflows import exceptions
+
+LOG = logging.getLogger(__name__)
+
+#: Mistral's API (its base URL) when the caller's catalog does not say
+MISTRAL_URL_ENV: Final = "SWFLOWS_MISTRAL_URL"
+#: seconds spent retrying a callback Mistral does not take
+CALLBACK_RETRY_SECONDS: Final = 120.0
+
+
+def _catalog_entries(catalog: Any) -> list[Mapping[str, Any]]:
+    if isinstance(catalog, str):
+        try:
+            catalog = json.loads(catalog)
+        except ValueError:
+            return []
+    if isinstance(catalog, Mapping):
+        catalog = catalog.get("catalog") or catalog.get("serviceCatalog") or []
+    if not isinstance(catalog, list):
+        return []
+    return [entry for entry in catalog if isinstance(entry, Mapping)]
+
+
+def mistral_endpoint(security: Any) -> str | None:
+    """Mistral's API (service type ``workflowv2``) from the caller's catalog."""
+    region = getattr(security, "region_name", None)
+    catalog = getattr(security, "service_catalog", None)
+    for entry in _catalog_entries(catalog):
+        if entry.get("type") != "workflowv2":
+            continue
+        for point in entry.get("endpoints") or []:
+            if point.get("interface", "public") != "public":
+                continue
+            if region and point.get("region", region) != region:
+                continue
+            url = point.get("url")
+            if url:
+                return str(url)
+    return None
+
+
+def callback_url(context: Any, base_url: str | None = None) -> str:
+    """The URL to PUT an asynchronous action's result to."""
+    execution = getattr(context, "execution", None)
+    path = getattr(execution, "callback_url", None)
+    if not path:
+        action_id = getattr(execution, "action_execution_id", None)
+        if not action_id:
+            raise exceptions.ValidationError(
+                "context", "no action execution to report the result to"
+            )
+        path = f"/v2/action_executions/{action_id}"
+    path = str(path)
+    if path.startswith(("http://", "https://")):
+        return path
+    base = (
+        base_url
+        or os.environ.get(MISTRAL_URL_ENV)
+        or mistral_endpoint(getattr(context, "security", None))
+    )
+    if not base:
+        raise exceptions.ValidationError(
+            "callback_base_url",
+            f"Mistral's URL is not in the caller's catalog: "
+            f"give callback_base_url or set ${MISTRAL_URL_ENV}",
+        )
+    base = base.rstrip("/")
+    # the catalog's endpoint usually ends with /v2, as the path begins
+    if base.endswith("/v2") and path.startswith("/v2/"):
+        base = base[: -len("/v2")]
+    return base + "/" + path.lstrip("/")
+
+
+class _Retry(Exception):
+    pass
+
+
+def report(url: str, result: types.Result, token: str | None) -> None:
+    """PUT ``result`` to an action execution, as Mistral's API takes it.
+
+    Retries dropped connections and 5xx answers for up to
+    :data:`CALLBACK_RETRY_SECONDS`; anything else is logged (without the
+    token) and dropped: Mistral's own timeout then ends the action.
+    """
+    if result.is_error():
+        body = {"state": "ERROR", "output": result.error}
+    else:
+        body = {"state": "SUCCESS", "output": result.data}
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["X-Auth-Token"] = token
+    try:
+        for attempt in tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(
+                (_Retry, requests.ConnectionError, requests.Timeout)
+            ),
+            wait=tenacity.wait_exponential(multiplier=0.5, max=15),
+            stop=tenacity.stop_after_delay(CALLBACK_RETRY_SECONDS),
+            reraise=True,
+        ):
+            with attempt:
+                resp = requests.put(url, json=body, headers=headers, timeout=30)
+                if resp.status_code >= 500:
+                    raise _Retry(resp.status_code)
+                if resp.status_code >= 400:
+                    LOG.error(
+                        "result of %s refused by Mistral: HTTP %s",
+                        url,
+                        resp.status_code,
+                    )
+    except (_Retry, requests.RequestException) as exc:
+        LOG.error("result of %s not delivered: %s", url, type(exc).__name__)

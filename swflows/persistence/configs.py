@@ -1,0 +1,184 @@
+"""The store's software configs: immutable once made, removed when unused."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sqlalchemy as sa
+
+from swflows import exceptions, model
+from swflows.persistence.database import (
+    Database,
+    check_id,
+    check_limit,
+    is_secret_shaped,
+    naive_utc,
+)
+
+
+class ConfigRows(Database):
+    """Software configs in the database."""
+
+    def _config_body(self, config: model.Config) -> dict[str, Any]:
+        inputs = []
+        for spec in config.inputs:
+            item = spec.to_dict()
+            for key in ("value", "default"):
+                value = item.get(key)
+                if value is not None and (
+                    spec.name in self._secret_names or is_secret_shaped(value)
+                ):
+                    item[key] = self._seal(value)
+            inputs.append(item)
+        return {
+            "config": config.config,
+            "inputs": inputs,
+            "outputs": [o.to_dict() for o in config.outputs],
+            "options": dict(config.options),
+        }
+
+    def _config_from_row(self, row: Any) -> model.Config:
+        body = row.body
+        inputs = []
+        for item in body.get("inputs") or []:
+            item = dict(item)
+            for key in ("value", "default"):
+                if key in item:
+                    item[key] = self._open(item[key])
+            inputs.append(item)
+        return model.Config.create(
+            row.name,
+            body.get("config", ""),
+            group=row.group,
+            inputs=inputs,
+            outputs=body.get("outputs"),
+            options=body.get("options"),
+            id=row.id,
+            creation_time=row.created_at,
+        )
+
+    @staticmethod
+    def _config_content(config: model.Config) -> dict[str, Any]:
+        content = config.to_dict()
+        del content["creation_time"]
+        return content
+
+    def create_config(
+        self, config: model.Config, *, derived: bool = False
+    ) -> model.Config:
+        """Store an immutable config; there is no update.
+
+        Creating the same id again with the same content (and ``derived``
+        flag) returns the stored config; different content raises
+        ``ValidationError("id", ...)``.  ``derived`` marks a config made for
+        one deployment action (listed only with ``include_derived``).
+        """
+        if not isinstance(config, model.Config):
+            raise exceptions.ValidationError("config", "must be a model.Config")
+        check_id("id", config.id)
+        created = naive_utc(config.creation_time) or model.utcnow()
+        stored = dataclasses.replace(config, creation_time=created)
+        body = self._config_body(config)
+        t = self._tables.configs
+
+        def op(conn: sa.Connection) -> model.Config:
+            row = conn.execute(sa.select(t).where(t.c.id == config.id)).first()
+            if row is not None:
+                existing = self._config_from_row(row)
+                if row.derived != derived or self._config_content(
+                    existing
+                ) != self._config_content(config):
+                    raise exceptions.ValidationError(
+                        "id",
+                        f"config {config.id} already exists with different content",
+                    )
+                return existing
+            conn.execute(
+                sa.insert(t).values(
+                    id=config.id,
+                    name=config.name,
+                    group=config.group,
+                    body=body,
+                    derived=derived,
+                    created_at=created,
+                )
+            )
+            return stored
+
+        return self._write("create config", op)
+
+    def get_config(self, config_id: str) -> model.Config:
+        t = self._tables.configs
+
+        def op(conn: sa.Connection) -> model.Config:
+            row = conn.execute(sa.select(t).where(t.c.id == config_id)).first()
+            if row is None:
+                raise exceptions.ConfigNotFound(config_id)
+            return self._config_from_row(row)
+
+        return self._read("get config", op)
+
+    def list_configs(
+        self,
+        *,
+        limit: int | None = None,
+        marker: str | None = None,
+        include_derived: bool = False,
+    ) -> list[model.Config]:
+        """Configs ordered by creation time, then id.
+
+        ``marker`` is the last id of the previous page (ConfigNotFound if it
+        does not exist); derived configs are left out unless asked for.
+        """
+        check_limit(limit)
+        t = self._tables.configs
+
+        def op(conn: sa.Connection) -> list[model.Config]:
+            query = sa.select(t)
+            if not include_derived:
+                query = query.where(t.c.derived.is_(sa.false()))
+            if marker is not None:
+                last = conn.execute(
+                    sa.select(t.c.created_at, t.c.id).where(t.c.id == marker)
+                ).first()
+                if last is None:
+                    raise exceptions.ConfigNotFound(marker)
+                query = query.where(
+                    sa.or_(
+                        t.c.created_at > last.created_at,
+                        sa.and_(t.c.created_at == last.created_at, t.c.id > last.id),
+                    )
+                )
+            query = query.order_by(t.c.created_at, t.c.id)
+            if limit is not None:
+                query = query.limit(limit)
+            return [self._config_from_row(row) for row in conn.execute(query)]
+
+        return self._read("list configs", op)
+
+    def delete_config(self, config_id: str) -> None:
+        """Delete a config; ConfigInUse while a deployment references it."""
+        c, d = self._tables.configs, self._tables.deployments
+
+        def op(conn: sa.Connection) -> None:
+            if conn.scalar(sa.select(c.c.id).where(c.c.id == config_id)) is None:
+                raise exceptions.ConfigNotFound(config_id)
+            users = list(
+                conn.scalars(
+                    sa.select(d.c.id)
+                    .where(
+                        sa.or_(
+                            d.c.config_id == config_id,
+                            d.c.source_config_id == config_id,
+                        )
+                    )
+                    .order_by(d.c.id)
+                    .limit(20)
+                )
+            )
+            if users:
+                raise exceptions.ConfigInUse(config_id, users)
+            conn.execute(sa.delete(c).where(c.c.id == config_id))
+
+        self._write("delete config", op)
