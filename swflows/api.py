@@ -96,6 +96,18 @@ class Swflows:
             self._groups.start()
         return self._runner
 
+    def adopt_runner(self, runner: Runner) -> None:
+        """Make ``runner`` this instance's runner (a conductor's, see
+        :class:`swflows.engine.conductor.Conductor`) and start it."""
+        if self._runner is not None:
+            raise exceptions.SwflowsError("this instance already has a runner")
+        self._runner = runner
+        runner.start()
+        from swflows.groups import GroupDriver
+
+        self._groups = GroupDriver(self, runner.owner)
+        self._groups.start()
+
     # -- built from options alone ---------------------------------------
     @classmethod
     def from_conf(cls, conf: Any, store: Any = None, *, start: bool = True) -> Swflows:

@@ -1,0 +1,254 @@
+"""Conductors on a Redis jobboard, the store and logbook on PostgreSQL:
+real conductor processes, killed (SIGKILL) and paused (SIGSTOP) mid-flow,
+parked flows that hold no job, poison jobs set aside."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from swflows import conf as sw_conf
+from swflows import exceptions, states
+from swflows.api import Swflows
+from swflows.engine import conductor, jobboard
+from swflows.persistence import flows as flow_rows
+from tests.functional import flowkit, jobkit
+from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
+from tests.functional.db_fixtures import SECRET_KEY
+from tests.functional.flowkit import leftovers
+from tests.functional.test_flows import script_config
+from tests.functional.test_runner import FINAL, parked, put_signal, until
+
+ROOT = Path(__file__).resolve().parents[2]
+#: short, so takeovers are seen quickly
+CLAIM_EXPIRY = 3
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class Setup:
+    """One test's configuration: its own tables, its own board namespace."""
+
+    def __init__(self, cloud: dict[str, Any], database: str, folder: Path) -> None:
+        self.namespace = f"swflows-test-{uuid.uuid4().hex[:10]}"
+        self.folder = folder
+        self.conf_path = folder / "swflows.conf"
+        self.conf_path.touch(mode=0o600)
+        text = flowkit.conf_text(cloud)
+        self.conf_path.write_text(
+            text
+            + f"[database]\nconnection = {database}\ntable_prefix = jb{uuid.uuid4().hex[:8]}_\n"
+            + f"secret_key = {SECRET_KEY.decode()}\n"
+            + "[jobboard]\nenabled = true\n"
+            + f"backend_url = {REDIS_URL}?namespace={self.namespace}\n"
+            + f"claim_expiry = {CLAIM_EXPIRY}\n"
+        )
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def conf(self) -> Any:
+        return sw_conf.get_conf(config_files=[str(self.conf_path)])
+
+    def board(self) -> jobboard.Board:
+        return jobboard.Board.from_conf(self.conf()).connect()
+
+    def conductor(self) -> subprocess.Popen[str]:
+        """Start a conductor process; returned once it runs."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "swflows.cli", "--config-file", str(self.conf_path),
+             "conductor"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+        )
+        self.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("conductor "), line
+        return proc
+
+    def cli(self, *args: str) -> str:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        return subprocess.run(
+            [sys.executable, "-m", "swflows.cli", "--config-file", str(self.conf_path),
+             *args],
+            cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+        ).stdout
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{self.namespace}*", count=1000))
+        if keys:
+            client.delete(*keys)
+
+
+@pytest.fixture
+def setup(devcloud: dict[str, Any], pg_url: str, tmp_path: Path) -> Iterator[Setup]:
+    made = Setup(devcloud, pg_url, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def sw(setup: Setup) -> Iterator[Swflows]:
+    """The posting side: an instance that posts jobs and drives none."""
+    made = Swflows.from_conf(setup.conf())
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def owner_pid(owner: str | None) -> int | None:
+    return int(owner.split(":")[1]) if owner else None
+
+
+def starts(path: Path, step: str) -> collections.Counter[str]:
+    return collections.Counter(
+        r["flow"] for r in jobkit.records(path) if r["step"] == step and r["phase"] == "start"
+    )
+
+
+def test_a_killed_conductors_flows_are_taken_over_and_end_once(
+    setup: Setup, sw: Swflows
+) -> None:
+    record = setup.folder / "steps.log"
+    conductors = [setup.conductor(), setup.conductor()]
+    ids = [
+        sw.run_flow(jobkit.steps, record=str(record), seconds=4.0) for _ in range(4)
+    ]
+    until(lambda: set(starts(record, "b")) == set(ids), 30, "every flow at step b")
+    rows = {row.id: row for row in sw.list_flows()}
+    held = collections.Counter(row.owner for row in rows.values())
+    # the operator's view agrees with the flows table
+    board = setup.board()
+    try:
+        found = conductor.status(board, flow_rows.FlowRegistry(sw.store))
+    finally:
+        board.close()
+    assert {name: set(c["flows"]) for name, c in found["conductors"].items()} == {
+        name: {i for i, r in rows.items() if r.owner == name}
+        for name in found["conductors"]
+    }
+    assert set(held) <= set(found["conductors"])
+    victim_name, _ = held.most_common(1)[0]
+    victim = next(p for p in conductors if p.pid == owner_pid(victim_name))
+    taken = [i for i, r in rows.items() if r.owner == victim_name]
+    victim.kill()
+    killed = time.monotonic()
+
+    def taken_over() -> bool:
+        now = {row.id: row.owner for row in sw.list_flows()}
+        return all(now.get(i) not in (None, victim_name) or i not in now for i in taken)
+
+    until(taken_over, CLAIM_EXPIRY + 10, "the survivor to take the flows over")
+    takeover = time.monotonic() - killed
+    print(f"takeover after SIGKILL: {takeover:.2f} s (claim expiry {CLAIM_EXPIRY} s)")
+    assert takeover <= CLAIM_EXPIRY + 2
+    for flow_id in ids:
+        assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    for step in ("a", "c"):
+        assert starts(record, step) == {i: 1 for i in ids}, step
+    b_runs = starts(record, "b")
+    for flow_id in ids:  # the step that was running is run again, once
+        assert b_runs[flow_id] == (2 if flow_id in taken else 1)
+    assert sw.list_flows() == []
+    board = setup.board()
+    try:
+        assert board.jobs() == []
+        assert victim_name not in board.conductors()
+    finally:
+        board.close()
+
+
+def test_a_paused_conductor_runs_no_step_after_its_claim_is_taken(
+    setup: Setup, sw: Swflows
+) -> None:
+    record = setup.folder / "steps.log"
+    first = setup.conductor()
+    flow_id = sw.run_flow(jobkit.steps, record=str(record), seconds=2.0)
+    until(lambda: starts(record, "b"), 30, "step b")
+    os.kill(first.pid, signal.SIGSTOP)
+    paused = time.monotonic()
+    second = setup.conductor()
+    until(
+        lambda: (sw.list_flows() or [None])[0] is not None
+        and owner_pid(sw.list_flows()[0].owner) == second.pid,
+        CLAIM_EXPIRY + 10,
+        "the second conductor to take the flow over",
+    )
+    print(f"takeover after SIGSTOP: {time.monotonic() - paused:.2f} s")
+    os.kill(first.pid, signal.SIGCONT)
+    assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    time.sleep(1)  # what the first one would do once continued, it has done
+    runs = jobkit.records(record)
+    after_b = [r for r in runs if r["step"] == "c"]
+    assert [r["pid"] for r in after_b] == [second.pid, second.pid]  # start, end
+    assert first.poll() is None  # it lives on, and acts no more on the flow
+
+
+def test_a_parked_flow_holds_no_job_and_a_new_one_is_posted_for_its_signal(
+    setup: Setup, sw: Swflows
+) -> None:
+    setup.conductor()
+    config = script_config(sw)
+    dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+    row = until(lambda: parked(sw, dep.id), 30, "the flow to park")
+    assert row.owner is None
+    board = setup.board()
+    try:
+        until(lambda: board.jobs() == [], 10, "the job to be consumed")
+        listed = json.loads(setup.cli("conductor", "list", "-f", "json"))
+        assert [c["flows"] for c in listed] == [""]
+        put_signal(sw, dep.id, FINAL)
+        done = sw.wait(dep.id, timeout=30)
+        assert done.status == states.COMPLETE
+        assert done.output_values["result"] == "r"
+        assert board.jobs() == []
+        sw.undeploy(dep.id)
+        assert sw.list_flows() == []
+        assert board.jobs() == []
+        assert leftovers(sw, dep.id) == {}
+    finally:
+        board.close()
+
+
+def test_a_job_failing_on_every_conductor_is_set_aside(
+    setup: Setup, sw: Swflows
+) -> None:
+    setup.conductor()
+    setup.conductor()
+    flow_id = sw.run_flow(jobkit.poison)
+    with pytest.raises(exceptions.FlowError, match="taken over"):
+        sw.wait_flow(flow_id, timeout=60)
+    (row,) = sw.list_flows()
+    assert row.state == flow_rows.BROKEN
+    board = setup.board()
+    try:
+        assert board.jobs() == []  # trashed: never claimed again
+    finally:
+        board.close()
