@@ -48,16 +48,20 @@ def steps(record: str, seconds: float = 0.0) -> Any:
     )
 
 
-class Unstorable(task.Task):  # type: ignore[misc]
-    def execute(self) -> Any:
-        return object()  # no JSON form: storing it fails on every run
+class Fatal(task.Task):  # type: ignore[misc]
+    def __init__(self, record: str) -> None:
+        super().__init__(name="jobkit.fatal", requires=[compose.FLOW_ID_KEY])
+        self.record = record
+
+    def execute(self, flow_id: str) -> None:
+        note(self.record, flow_id, "fatal", "start")
+        # stops the run as a crash would: no failure recorded, no revert
+        raise SystemExit("this step stops whoever runs it")
 
 
-def poison() -> Any:
-    """A flow whose step's result cannot be stored: it fails on every conductor."""
-    return linear_flow.Flow("jobkit-poison").add(
-        Unstorable(name="jobkit.unstorable", provides="x")
-    )
+def poison(record: str) -> Any:
+    """A flow whose step stops the run on every conductor."""
+    return linear_flow.Flow("jobkit-poison").add(Fatal(record))
 
 
 def records(path: Path) -> list[dict[str, Any]]:
