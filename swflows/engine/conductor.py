@@ -45,7 +45,7 @@ LOG = logging.getLogger(__name__)
 POLL_SECONDS: Final = 0.5
 
 
-class ClaimLost(BaseException):  # noqa: N818 -- not an error: a stop
+class ClaimLost(BaseException):
     """Raised before a step of a flow whose job's claim this conductor lost.
 
     A :class:`BaseException`, so TaskFlow records no failure and does not
@@ -209,7 +209,9 @@ class Conductor(jobboard.Jobs):
         try:
             submitted = self.runner._load_and_submit(flow_id)
         except Exception as exc:
-            LOG.error("flow %s: could not be resumed: %s", flow_id, faults.describe(exc))
+            LOG.error(
+                "flow %s: could not be resumed: %s", flow_id, faults.describe(exc)
+            )
             self.registry.release(flow_id, self.name, failed=not faults.is_outage(exc))
             self.drive_done(flow_id)
             return None
@@ -242,7 +244,9 @@ class Conductor(jobboard.Jobs):
         try:
             row = self.registry.get(flow_id)
         except Exception as exc:  # the job's claim runs out: taken over
-            LOG.warning("flow %s: job left to expire: %s", flow_id, faults.describe(exc))
+            LOG.warning(
+                "flow %s: job left to expire: %s", flow_id, faults.describe(exc)
+            )
             return
         if row is None or row.state == flow_rows.PARKED:
             self._settle(job, "consume")  # ended, or waits holding no claim
@@ -259,7 +263,9 @@ class Conductor(jobboard.Jobs):
                 job = self._held.get(flow_id)
                 lost = flow_id in self._lost
             try:
-                held = not lost and job is not None and self.board.owner(job) == self.name
+                held = (
+                    not lost and job is not None and self.board.owner(job) == self.name
+                )
             except Exception as exc:  # unknown is not ours: stop
                 LOG.warning("flow %s: claim unknown: %s", flow_id, faults.describe(exc))
                 held = False
@@ -303,7 +309,11 @@ class Conductor(jobboard.Jobs):
     def _announce(self) -> None:
         self.board.announce(
             self.name,
-            {"host": socket.gethostname(), "pid": os.getpid(), "since": self.started_at},
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "since": self.started_at,
+            },
         )
 
     def reap_owners(self) -> list[str]:
@@ -317,7 +327,9 @@ class Conductor(jobboard.Jobs):
             if owner is None or owner == self.name or self.board.is_live(owner, live):
                 continue
             if self.board.abandon(job, owner):
-                LOG.warning("job %s: its conductor %s is gone: given back", job.uuid, owner)
+                LOG.warning(
+                    "job %s: its conductor %s is gone: given back", job.uuid, owner
+                )
                 freed.append(self.board.flow_of(job) or str(job.uuid))
         self.reap()
         if freed:
@@ -341,7 +353,8 @@ def status(board: jobboard.Board, registry: flow_rows.FlowRegistry) -> dict[str,
             orphaned[flow_id or "?"] = owner
     return {
         "conductors": {
-            name: {**info, "flows": sorted(holding[name])} for name, info in live.items()
+            name: {**info, "flows": sorted(holding[name])}
+            for name, info in live.items()
         },
         "waiting": waiting,
         "held_by_gone": orphaned,

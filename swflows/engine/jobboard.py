@@ -256,7 +256,7 @@ class Board:
         return f"{self.conf['namespace']}.conductors"
 
     def _presence_path(self) -> str:
-        return self.conf["path"].rpartition("/")[0] + "/conductors"
+        return str(self.conf["path"]).rpartition("/")[0] + "/conductors"
 
     def _redis(self) -> Any:
         if self._presence is None:

@@ -335,7 +335,9 @@ class FlowRegistry:
         t = self._table
         where = [t.c.id == flow_id, t.c.state == from_state]
         if expired_by is not None:
-            where.append(sa.or_(t.c.lease_until.is_(None), t.c.lease_until <= expired_by))
+            where.append(
+                sa.or_(t.c.lease_until.is_(None), t.c.lease_until <= expired_by)
+            )
         query = (
             t.update()
             .where(*where)

@@ -20,7 +20,9 @@ from swflows.flows import compose
 
 
 def note(record: str, flow_id: str, step: str, phase: str) -> None:
-    line = json.dumps({"flow": flow_id, "step": step, "phase": phase, "pid": os.getpid()})
+    line = json.dumps(
+        {"flow": flow_id, "step": step, "phase": phase, "pid": os.getpid()}
+    )
     with open(record, "a") as out:
         out.write(line + "\n")
 
@@ -28,7 +30,9 @@ def note(record: str, flow_id: str, step: str, phase: str) -> None:
 class Step(task.Task):  # type: ignore[misc]
     def __init__(self, name: str, record: str, seconds: float) -> None:
         super().__init__(
-            name=f"jobkit.{name}", requires=[compose.FLOW_ID_KEY], provides=f"{name}_done"
+            name=f"jobkit.{name}",
+            requires=[compose.FLOW_ID_KEY],
+            provides=f"{name}_done",
         )
         self.step = name
         self.record = record

@@ -36,12 +36,37 @@ ROOT = Path(__file__).resolve().parents[2]
 #: short, so takeovers are seen quickly
 CLAIM_EXPIRY = 3
 REDIS_URL = "redis://127.0.0.1:6379/0"
+#: the boards the tests run on (``redis,zookeeper``); ZooKeeper is the dev
+#: cloud's (its cloud.json ``zookeeper``), or ``$SWFLOWS_TEST_ZK_HOSTS``
+BOARDS = os.environ.get("SWFLOWS_TEST_JOBBOARDS", "redis").split(",")
+
+
+def board_url(kind: str, cloud: dict[str, Any], namespace: str) -> str:
+    if kind == "redis":
+        return f"{REDIS_URL}?namespace={namespace}"
+    found = cloud.get("zookeeper")
+    hosts = (
+        f"{found['host']}:{found['port']}"
+        if found
+        else os.environ.get("SWFLOWS_TEST_ZK_HOSTS")
+    )
+    if not hosts:
+        pytest.fail(
+            "ZooKeeper is required for the zookeeper jobboard tests: the dev "
+            "cloud's cloud.json names none and $SWFLOWS_TEST_ZK_HOSTS is unset",
+            pytrace=False,
+        )
+    # a short session: a dead conductor's claims go within CLAIM_EXPIRY
+    return f"zookeeper://{hosts}/{namespace}?timeout={CLAIM_EXPIRY}"
 
 
 class Setup:
     """One test's configuration: its own tables, its own board namespace."""
 
-    def __init__(self, cloud: dict[str, Any], database: str, folder: Path) -> None:
+    def __init__(
+        self, kind: str, cloud: dict[str, Any], database: str, folder: Path
+    ) -> None:
+        self.kind = kind
         self.namespace = f"swflows-test-{uuid.uuid4().hex[:10]}"
         self.folder = folder
         self.conf_path = folder / "swflows.conf"
@@ -49,10 +74,11 @@ class Setup:
         text = flowkit.conf_text(cloud)
         self.conf_path.write_text(
             text
-            + f"[database]\nconnection = {database}\ntable_prefix = jb{uuid.uuid4().hex[:8]}_\n"
+            + f"[database]\nconnection = {database}\n"
+            + f"table_prefix = jb{uuid.uuid4().hex[:8]}_\n"
             + f"secret_key = {SECRET_KEY.decode()}\n"
             + "[jobboard]\nenabled = true\n"
-            + f"backend_url = {REDIS_URL}?namespace={self.namespace}\n"
+            + f"backend_url = {board_url(kind, cloud, self.namespace)}\n"
             + f"claim_expiry = {CLAIM_EXPIRY}\n"
         )
         self.procs: list[subprocess.Popen[str]] = []
@@ -67,9 +93,18 @@ class Setup:
         """Start a conductor process; returned once it runs."""
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "swflows.cli", "--config-file", str(self.conf_path),
-             "conductor"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "swflows.cli",
+                "--config-file",
+                str(self.conf_path),
+                "conductor",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.procs.append(proc)
         assert proc.stdout is not None
@@ -80,9 +115,19 @@ class Setup:
     def cli(self, *args: str) -> str:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.run(
-            [sys.executable, "-m", "swflows.cli", "--config-file", str(self.conf_path),
-             *args],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                "-m",
+                "swflows.cli",
+                "--config-file",
+                str(self.conf_path),
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
 
     def close(self) -> None:
@@ -97,15 +142,27 @@ class Setup:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self.kind != "redis":
+            board = self.board()
+            try:
+                board._kazoo().delete(f"/{self.namespace}", recursive=True)
+            finally:
+                board.close()
+            return
         client = redis.Redis.from_url(REDIS_URL)
         keys = list(client.scan_iter(match=f"{self.namespace}*", count=1000))
         if keys:
             client.delete(*keys)
 
 
-@pytest.fixture
-def setup(devcloud: dict[str, Any], pg_url: str, tmp_path: Path) -> Iterator[Setup]:
-    made = Setup(devcloud, pg_url, tmp_path)
+@pytest.fixture(params=BOARDS)
+def setup(
+    request: pytest.FixtureRequest,
+    devcloud: dict[str, Any],
+    pg_url: str,
+    tmp_path: Path,
+) -> Iterator[Setup]:
+    made = Setup(request.param, devcloud, pg_url, tmp_path)
     try:
         yield made
     finally:
@@ -129,7 +186,9 @@ def owner_pid(owner: str | None) -> int | None:
 
 def starts(path: Path, step: str) -> collections.Counter[str]:
     return collections.Counter(
-        r["flow"] for r in jobkit.records(path) if r["step"] == step and r["phase"] == "start"
+        r["flow"]
+        for r in jobkit.records(path)
+        if r["step"] == step and r["phase"] == "start"
     )
 
 
@@ -138,9 +197,7 @@ def test_a_killed_conductors_flows_are_taken_over_and_end_once(
 ) -> None:
     record = setup.folder / "steps.log"
     conductors = [setup.conductor(), setup.conductor()]
-    ids = [
-        sw.run_flow(jobkit.steps, record=str(record), seconds=4.0) for _ in range(4)
-    ]
+    ids = [sw.run_flow(jobkit.steps, record=str(record), seconds=4.0) for _ in range(4)]
     until(lambda: set(starts(record, "b")) == set(ids), 30, "every flow at step b")
     rows = {row.id: row for row in sw.list_flows()}
     held = collections.Counter(row.owner for row in rows.values())
@@ -197,8 +254,10 @@ def test_a_paused_conductor_runs_no_step_after_its_claim_is_taken(
     os.kill(first.pid, signal.SIGSTOP)
     paused = time.monotonic()
     until(
-        lambda: (sw.list_flows() or [None])[0] is not None
-        and owner_pid(sw.list_flows()[0].owner) == second.pid,
+        lambda: (
+            (sw.list_flows() or [None])[0] is not None
+            and owner_pid(sw.list_flows()[0].owner) == second.pid
+        ),
         CLAIM_EXPIRY + 10,
         "the second conductor to take the flow over",
     )
