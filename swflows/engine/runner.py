@@ -797,7 +797,8 @@ class Runner:
         return [
             row
             for row in self.registry.find(states=[flow_rows.RUNNING, flow_rows.BROKEN])
-            if row.state == flow_rows.BROKEN or self._orphaned(row, now)
+            if row.state == flow_rows.BROKEN
+            or (row.lease_expired(now) if self.jobs else self._orphaned(row, now))
         ]
 
     @staticmethod
