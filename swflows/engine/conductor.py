@@ -89,6 +89,9 @@ class Conductor(jobboard.Jobs):
         self._held: dict[str, Any] = {}
         self._lost: set[str] = set()
         self._stop = threading.Event()
+        #: the heartbeat outlives the claiming: it keeps the claims of the
+        #: flows being stopped until they are given back
+        self._stop_heartbeat = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._last_reap = 0.0
@@ -114,12 +117,17 @@ class Conductor(jobboard.Jobs):
         """Stop claiming; the flows driven here are given back to the board."""
         self._stop.set()
         self._wake.set()
+        if self._threads:
+            self._threads[0].join(timeout=10)
+        # suspends the drives (their jobs are given back), then close_board
+        self.runner.close()
+
+    def close_board(self) -> None:
+        self._stop_heartbeat.set()
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
-        self.runner.close()  # suspends drives: drive_done abandons their jobs
 
-    def close_board(self) -> None:
         self.board.retire(self.name)
         self.board.close()
 
@@ -281,7 +289,7 @@ class Conductor(jobboard.Jobs):
     # -- claims' upkeep ---------------------------------------------------
     def _heartbeat_forever(self) -> None:
         interval = self.board.claim_expiry / 3
-        while not self._stop.wait(interval):
+        while not self._stop_heartbeat.wait(interval):
             try:
                 self.heartbeat()
             except Exception as exc:

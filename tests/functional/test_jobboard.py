@@ -316,3 +316,20 @@ def test_a_job_failing_on_every_conductor_is_set_aside(
         assert board.jobs() == []  # trashed: never claimed again
     finally:
         board.close()
+
+
+def test_a_stopped_conductor_gives_its_flows_back(setup: Setup, sw: Swflows) -> None:
+    record = setup.folder / "steps.log"
+    procs = {p.pid: p for p in (setup.conductor(), setup.conductor())}
+    flow_id = sw.run_flow(jobkit.steps, record=str(record), seconds=2.0)
+    until(lambda: starts(record, "b"), 30, "step b")
+    holder = procs.pop(owner_pid(sw.list_flows()[0].owner) or 0)
+    holder.terminate()  # SIGTERM: a clean stop
+    assert holder.wait(timeout=30) == 0
+    assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    (other,) = procs.values()
+    assert [r["pid"] for r in jobkit.records(record) if r["step"] == "c"] == [
+        other.pid,
+        other.pid,
+    ]
+    assert starts(record, "a")[flow_id] == 1
