@@ -333,3 +333,27 @@ def test_a_stopped_conductor_gives_its_flows_back(setup: Setup, sw: Swflows) -> 
         other.pid,
     ]
     assert starts(record, "a")[flow_id] == 1
+
+
+def test_a_groups_members_run_under_conductors(setup: Setup, sw: Swflows) -> None:
+    setup.conductor()
+    config = script_config(sw)
+    servers = {"m0": str(uuid.uuid4()), "m1": str(uuid.uuid4())}
+    sw.create_group("grouped", config.id, servers, timeout=120, wait=False)
+
+    def members_parked() -> list[flow_rows.FlowRow]:
+        rows = [r for r in sw.list_flows() if r.state == flow_rows.PARKED]
+        return rows if len(rows) == 2 else []
+
+    rows = until(members_parked, 60, "both members' flows to park")
+    assert {r.server_id for r in rows} == set(servers.values())
+    assert sw.runner.driving == 0  # this process posts; the conductor drives
+    for row in rows:
+        put_signal(sw, row.deployment_id, FINAL)
+    group = sw.wait_group("grouped", timeout=60)
+    assert group["status"] == states.COMPLETE, json.dumps(group["members"])
+    board = setup.board()
+    try:
+        assert board.jobs() == []
+    finally:
+        board.close()
