@@ -62,7 +62,7 @@ class ListConductors(base.Lister):
             raise parsing.BadInput("[jobboard] enabled", "no jobboard is configured")
         board = jobboard.Board.from_conf(sw.conf).connect()
         try:
-            found = conductor.status(board, flow_rows.FlowRegistry(sw.store))
+            found = conductor.status(board, flow_rows.FlowRegistry(sw.store), sw.conf)
         finally:
             board.close()
         rows = [

@@ -173,6 +173,20 @@ class Conductor(jobboard.Jobs):
     def _take(self, job: Any) -> str | None:
         if not self.board.claim(job, self.name):
             return None
+        try:
+            return self._start(job)
+        except Exception:
+            # not held here: give it back rather than keep a claim nobody
+            # extends (on ZooKeeper it would last as long as this process)
+            with self._lock:
+                held = job in self._held.values()
+            if not held:
+                self._settle(job, "abandon")
+            raise
+
+    def _start(self, job: Any) -> str | None:
+        """Drive the flow of a job just claimed; its id, or None if the job
+        was settled at once (stale, duplicate, poison)."""
         flow_id = self.board.flow_of(job)
         if flow_id is None:
             LOG.error("job %s names no flow: trashed", job.uuid)
@@ -345,7 +359,9 @@ class Conductor(jobboard.Jobs):
         return freed
 
 
-def status(board: jobboard.Board, registry: flow_rows.FlowRegistry) -> dict[str, Any]:
+def status(
+    board: jobboard.Board, registry: flow_rows.FlowRegistry, conf: Any = None
+) -> dict[str, Any]:
     """What an operator sees: live conductors and the flows each holds,
     the jobs waiting on the board, and the active signal watcher."""
     live = board.conductors()
@@ -366,22 +382,24 @@ def status(board: jobboard.Board, registry: flow_rows.FlowRegistry) -> dict[str,
         },
         "waiting": waiting,
         "held_by_gone": orphaned,
-        "watcher": active_watcher(board),
+        "watcher": active_watcher(conf) if conf is not None else "unknown",
         "parked": len(registry.parked()),
     }
 
 
-def active_watcher(board: jobboard.Board) -> str:
-    """The process whose signal watcher is active, if the election says."""
+def active_watcher(conf: Any) -> str:
+    """The process whose signal watcher is active, as the watcher election
+    (:mod:`swflows.engine.election`, where present) knows it; ``unknown``
+    without one."""
     try:
-        from swflows.engine import election  # type: ignore[attr-defined]
+        from swflows.engine import election  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return "unknown"
-    leader = getattr(election, "current_leader", None)
+    leader = getattr(election, "watcher_leader", None)
     if leader is None:
         return "unknown"
     try:
-        return str(leader(board) or "none")
+        return str(leader(conf) or "none")
     except Exception as exc:
         return f"unknown ({type(exc).__name__})"
 
