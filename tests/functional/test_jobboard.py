@@ -357,3 +357,21 @@ def test_a_groups_members_run_under_conductors(setup: Setup, sw: Swflows) -> Non
         assert board.jobs() == []
     finally:
         board.close()
+
+
+def test_a_flow_whose_job_was_never_posted_is_posted_again(
+    setup: Setup, sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = setup.folder / "steps.log"
+    jobs = sw.runner.jobs
+    assert jobs is not None
+    # the poster dies between writing the flow and posting its job
+    monkeypatch.setattr(jobs, "post", lambda flow_id: None)
+    flow_id = sw.run_flow(jobkit.steps, record=str(record))
+    monkeypatch.undo()
+    posted = time.monotonic()
+    setup.conductor()
+    assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    # posted again once unclaimed for twice the claim expiry
+    assert time.monotonic() - posted >= 2 * CLAIM_EXPIRY
+    assert starts(record, "a") == {flow_id: 1}
