@@ -362,20 +362,30 @@ jobboard_opts: Final[list[cfg.Opt]] = [
     cfg.BoolOpt(
         "enabled",
         default=False,
-        help="Post flows to a jobboard for conductors, instead of running "
-        "them in-process.",
+        help="Post flows as jobs to a jobboard, for `swflows conductor` "
+        "processes to claim and drive, instead of running them in-process. "
+        "Every process of an installation (posters and conductors) must "
+        "agree on it.",
     ),
     cfg.StrOpt(
         "backend_url",
         default="redis://127.0.0.1:6379/0",
         secret=True,
-        help="Jobboard backend URL (redis://, or zookeeper:// where available).",
+        help="Jobboard backend: redis://[:password@]host[:port][/db]"
+        "[?namespace=N] (namespace swflows by default) or "
+        "zookeeper://host[:port][,host:port...][/path][?timeout=S] (path "
+        "/swflows and kazoo's 10 s session by default).",
     ),
     cfg.IntOpt(
         "claim_expiry",
         default=30,
         min=1,
-        help="Seconds a conductor's claim on a job lasts without renewal.",
+        help="Seconds a conductor's claim on a Redis job lasts unless it is "
+        "extended (every third of it, while the conductor lives): a dead, "
+        "paused or cut-off conductor's flows are taken over within this "
+        "bound plus half a second (on ZooKeeper the session timeout is the "
+        "bound). A flow posted and unclaimed for twice this, whose job the "
+        "board no longer holds, is posted again.",
     ),
 ]
 
@@ -389,9 +399,9 @@ coordination_opts: Final[list[cfg.Opt]] = [
         secret=True,
         help="tooz URL of the Redis or ZooKeeper on which the runners sharing "
         "this database elect the one that watches for signals, the others "
-        "standing by: redis://host:port?db=N or zookeeper://host:port (the "
-        "jobboard's server will do). Unset: every runner watches, as one "
-        "process alone does.",
+        "standing by: redis://host:port?db=N or zookeeper://host:port. "
+        "Unset: with [jobboard] enabled, the jobboard's server; else every "
+        "runner watches, as one process alone does.",
     ),
     cfg.IntOpt(
         "leader_timeout",

@@ -61,6 +61,15 @@ class Base:
             self._runner_started(self._runner)
         return self._runner
 
+    def adopt_runner(self, runner: Runner) -> None:
+        """Make ``runner`` this instance's runner (a conductor's, see
+        :class:`swflows.engine.conductor.Conductor`) and start it."""
+        if self._runner is not None:
+            raise exceptions.SwflowsError("this instance already has a runner")
+        self._runner = runner
+        runner.start()
+        self._runner_started(runner)
+
     def _runner_started(self, runner: Runner) -> None:
         """Start what runs beside the runner (see :mod:`swflows.api.groups`)."""
 

@@ -16,6 +16,7 @@ from oslo_config import cfg
 
 from swflows.cli import (
     base,
+    conductor,
     config,
     deployment,
     engine,
@@ -60,6 +61,8 @@ COMMANDS: dict[str, type] = {
     "flow list": flow.ListFlows,
     "flow resume": flow.ResumeFlows,
     "engine": engine.Engine,
+    "conductor": conductor.Conductor,
+    "conductor list": conductor.ListConductors,
 }
 
 

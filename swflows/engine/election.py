@@ -88,6 +88,45 @@ def default_member_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def _leader_among(coordinator: Any, role: str) -> str | None:
+    """The member of ``role``'s group elected last among those that say
+    they lead, or None."""
+    best: tuple[float, str] | None = None
+    group = role.encode()
+    for member in coordinator.get_members(group).get():
+        try:
+            caps = coordinator.get_member_capabilities(group, member).get()
+        except Exception as exc:  # it left meanwhile
+            LOG.debug("election %s: member %r: %s", role, member, exc)
+            continue
+        since = (caps or {}).get(LEADER_SINCE) if isinstance(caps, dict) else None
+        if since and (best is None or since > best[0]):
+            best = (float(since), member.decode())
+    return best[1] if best else None
+
+
+def leader_of(backend_url: str, role: str) -> str | None:
+    """Who leads ``role``'s election on ``backend_url``, asked by an
+    onlooker that neither joins nor campaigns (the operator's view)."""
+    from tooz import coordination
+
+    onlooker = f"onlooker-{default_member_id()}".encode()
+    try:
+        coordinator = coordination.get_coordinator(backend_url, onlooker, None)
+        coordinator.start()
+    except Exception as exc:
+        raise ElectionError(
+            f"coordination backend {describe_url(backend_url)!r}: {exc}"
+        ) from None
+    try:
+        return _leader_among(coordinator, role)
+    except coordination.GroupNotCreated:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            coordinator.stop()
+
+
 class Election:
     """One candidate for ``role`` on the tooz backend ``backend_url``.
 
@@ -235,18 +274,7 @@ class Election:
     def leader_id(self) -> str | None:
         """The id of the member that leads now, as the backend knows it
         (the latest elected of those that say they lead), or None."""
-        coordinator = self._connected()
-        best: tuple[float, str] | None = None
-        for member in coordinator.get_members(self._group).get():
-            try:
-                caps = coordinator.get_member_capabilities(self._group, member).get()
-            except Exception as exc:  # it left meanwhile
-                LOG.debug("election %s: member %r: %s", self.role, member, exc)
-                continue
-            since = (caps or {}).get(LEADER_SINCE) if isinstance(caps, dict) else None
-            if since and (best is None or since > best[0]):
-                best = (float(since), member.decode())
-        return best[1] if best else None
+        return _leader_among(self._connected(), self.role)
 
     # -- the thread ----------------------------------------------------------
     def _connected(self) -> Any:
@@ -386,4 +414,5 @@ __all__ = [
     "ElectionError",
     "default_member_id",
     "describe_url",
+    "leader_of",
 ]

@@ -60,7 +60,7 @@ from taskflow.types import failure as tf_failure
 from taskflow.types import notifier
 
 from swflows import exceptions, flows
-from swflows.engine import faults
+from swflows.engine import faults, jobboard
 from swflows.engine.election import Election
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
@@ -85,6 +85,8 @@ INJECTOR: Final = storage.Storage.injector_name
 #: states of a waiting step that has not ended: a flow resumed with its wait
 #: in another state is past it or reverting, and is never parked again
 WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
+#: atom states a conductor's runner enters only while it holds the claim
+FENCED_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
 #: how many ended flows' outcomes a runner keeps for a wait() that comes late
 FINISHED_KEPT = 1024
 #: how long recording a flow's end (or its parking) is retried while the
@@ -120,6 +122,10 @@ class _Drive:
         self.custom = False
         #: stopped at a step boundary because it was cancelled
         self.cancelling = False
+        #: called before each step (under a conductor: raises
+        #: :class:`~swflows.engine.conductor.ClaimLost` once the job's
+        #: claim is another's)
+        self.fence: Callable[[_Drive], None] | None = None
 
 
 class Runner:
@@ -132,7 +138,13 @@ class Runner:
     the others' watchers stand by.
     """
 
-    def __init__(self, services: Services, *, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        *,
+        workers: int | None = None,
+        jobs: jobboard.Jobs | None = None,
+    ) -> None:
         self.services = services
         self.conf = services.conf
         self.backend = services.store.taskflow_backend()
@@ -162,6 +174,9 @@ class Runner:
         #: (None: no ``[coordination] backend_url``, this watcher watches)
         self.election: Election | None = None
         backend_url = self.conf.coordination.backend_url
+        if not backend_url and self.conf.jobboard.enabled:
+            # conductors and posters elect their one watcher on the board's server
+            backend_url = jobboard.election_url(self.conf.jobboard.backend_url)
         if backend_url:
             self.election = Election(
                 backend_url,
@@ -171,6 +186,12 @@ class Runner:
                 on_elected=self.watcher.wake,
                 on_revoked=self.watcher.wake,
             )
+        #: with ``[jobboard] enabled``: flows are posted as jobs for
+        #: conductors, not driven here (unless this is a conductor's runner)
+        self.jobs = jobs
+        if jobs is None and self.conf.jobboard.enabled:
+            board = jobboard.Board.from_conf(self.conf).connect()
+            self.jobs = jobboard.Jobs(self, board)
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> None:
@@ -203,6 +224,8 @@ class Runner:
         self._threads.clear()
         if self.election is not None:
             self.election.stop()  # a standby watches from its next tick
+        if self.jobs is not None:
+            self.jobs.close_board()
 
     @property
     def stopping(self) -> bool:
@@ -344,8 +367,10 @@ class Runner:
             kind=kind,
             deployment_id=str(meta.get("deployment_id") or ""),
             server_id=server_id,
-            owner=self.owner,
-            lease_until=time.time() + self.lease_seconds,
+            owner=None if self.jobs is not None else self.owner,
+            lease_until=self.jobs.deadline()
+            if self.jobs is not None
+            else time.time() + self.lease_seconds,
         )
         try:
             # one logbook per flow, sharing the flow's id, so it is found by it
@@ -361,11 +386,15 @@ class Runner:
             engine = engines.load(
                 flow, store=inputs, flow_detail=detail, book=book, backend=self.backend
             )
+            if self.jobs is not None:  # a conductor drives it
+                self.jobs.post(flow_id)
         except BaseException:
             self.registry.remove(flow_id)
             with contextlib.suppress(Exception), self._connection() as conn:
                 conn.destroy_logbook(flow_id)
             raise
+        if self.jobs is not None:
+            return flow_id, concurrent.futures.Future()
         future = self._future(flow_id)
         self._submit(flow_id, engine, flow, custom=kind == CUSTOM)
         return flow_id, future
@@ -392,6 +421,8 @@ class Runner:
         drive = _Drive(flow_id, engine, parks_after(flow))
         drive.resumed = resumed
         drive.custom = custom
+        if self.jobs is not None:
+            drive.fence = self.jobs.fence_for(flow_id)
         engine.atom_notifier.register(notifier.Notifier.ANY, self._on_atom(drive))
         with self._lock:
             self._drives[flow_id] = drive
@@ -401,9 +432,13 @@ class Runner:
             with self._lock:
                 self._drives.pop(flow_id, None)
             self.registry.release(flow_id, self.owner)
+            if self.jobs is not None:
+                self.jobs.drive_done(flow_id)
 
     def _on_atom(self, drive: _Drive) -> Any:
         def callback(state: str, details: dict[str, Any]) -> None:
+            if drive.fence is not None and state in FENCED_STATES:
+                drive.fence(drive)  # a BaseException: the step does not run
             if state != tf_states.SUCCESS:
                 return
             if drive.custom and self.registry.cancel_requested(drive.flow_id):
@@ -448,6 +483,8 @@ class Runner:
         finally:
             with self._lock:
                 self._recording.discard(drive.flow_id)
+            if self.jobs is not None:
+                self.jobs.drive_done(drive.flow_id)
 
     def through_outage(
         self,
@@ -759,6 +796,8 @@ class Runner:
         """
         if self.stopping:
             return False
+        if self.jobs is not None:  # a conductor goes on with it
+            return self.jobs.requeue(flow_id)
         if not self.registry.claim(
             flow_id,
             self.owner,
@@ -782,7 +821,8 @@ class Runner:
         return [
             row
             for row in self.registry.find(states=[flow_rows.RUNNING, flow_rows.BROKEN])
-            if row.state == flow_rows.BROKEN or self._orphaned(row, now)
+            if row.state == flow_rows.BROKEN
+            or (row.lease_expired(now) if self.jobs else self._orphaned(row, now))
         ]
 
     @staticmethod
@@ -795,6 +835,8 @@ class Runner:
         Returns the ids resumed.  A BROKEN flow is not resumed; a flow a
         live runner holds is left alone.
         """
+        if self.jobs is not None:  # conductors resume them: re-post lost jobs
+            return self.jobs.reap(flow_id)
         resumed = []
         now = time.time()
         for row in self.registry.find(states=[flow_rows.RUNNING]):
@@ -995,6 +1037,14 @@ class Runner:
         )
         for flow_id in cancelled:
             self._end_waits(drives[flow_id])
+
+    def lose(self, flow_id: str) -> None:
+        """Another process owns ``flow_id`` now: stop before its next step."""
+        with self._lock:
+            drive = self._drives.get(flow_id)
+        if drive is not None:
+            drive.lost = True
+            drive.engine.suspend()
 
     def _end_waits(self, drive: _Drive) -> None:
         """End the actions a running cancelled flow awaits in its thread

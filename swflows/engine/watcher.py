@@ -150,6 +150,13 @@ class JitteredWait(tenacity.wait.wait_base):
         return seconds * (1 + random.uniform(-jitter, jitter))
 
 
+def watcher_role(store: Any) -> str:
+    """The election's role name of the watchers of ``store``'s database
+    (see :meth:`Watcher.role`)."""
+    where = f"{store.url} {store.table_prefix}".encode()
+    return f"swflows-watcher-{hashlib.sha256(where).hexdigest()[:16]}"
+
+
 class Watcher:
     """Checks every parked flow, and resumes those that may go on."""
 
@@ -186,9 +193,7 @@ class Watcher:
         """The election's role name of the watchers of this database: one
         per database and table prefix, so installations sharing a
         coordination backend each elect their own."""
-        store = self.services.store
-        where = f"{store.url} {store.table_prefix}".encode()
-        return f"swflows-watcher-{hashlib.sha256(where).hexdigest()[:16]}"
+        return watcher_role(self.services.store)
 
     @property
     def active(self) -> bool:

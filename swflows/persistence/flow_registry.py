@@ -20,8 +20,11 @@ The ``note`` of a RUNNING or PARKED flow says it was asked to cancel
 (``cancelled[: reason]``); only custom flows are.
 
 Claims are compare-and-set updates, so two runners never drive one flow at
-once.  They are the shape of a jobboard's claim, which a conductor-based
-runner can take over.
+once.  With ``[jobboard] enabled`` the claim that counts is the conductor's on
+its job (:mod:`swflows.engine.conductor`); the row then mirrors it (owner
+and lease follow the claim) and keeps what a jobboard cannot: what a
+parked flow awaits, cancels, set-aside flows, and how often a flow was
+taken over (the poison count).
 """
 
 from __future__ import annotations
@@ -127,10 +130,11 @@ class FlowRegistry:
         kind: str,
         deployment_id: str,
         server_id: str,
-        owner: str,
+        owner: str | None,
         lease_until: float,
     ) -> None:
-        """Record a new flow, RUNNING and leased to ``owner``."""
+        """Record a new flow, RUNNING and leased to ``owner`` (None: posted
+        to a jobboard, for a conductor to claim by ``lease_until``)."""
         values = {
             "id": flow_id,
             "kind": kind,
@@ -314,6 +318,35 @@ class FlowRegistry:
         )
         return self._store._write(
             "park flow", lambda conn: bool(conn.execute(query).rowcount)
+        )
+
+    def requeue(
+        self,
+        flow_id: str,
+        *,
+        lease_until: float,
+        from_state: str = PARKED,
+        expired_by: float | None = None,
+    ) -> bool:
+        """Make a flow RUNNING with no owner, for a conductor to claim from
+        a jobboard job by ``lease_until``; False if it is not in
+        ``from_state`` (or, with ``expired_by``, its lease has not run out
+        by then): someone else requeued or holds it."""
+        t = self._table
+        where = [t.c.id == flow_id, t.c.state == from_state]
+        if expired_by is not None:
+            where.append(
+                sa.or_(t.c.lease_until.is_(None), t.c.lease_until <= expired_by)
+            )
+        query = (
+            t.update()
+            .where(*where)
+            .values(
+                state=RUNNING, owner=None, lease_until=lease_until, updated_at=_now()
+            )
+        )
+        return self._store._write(
+            "requeue flow", lambda conn: bool(conn.execute(query).rowcount)
         )
 
     def release(self, flow_id: str, owner: str, *, failed: bool = False) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from swflows.engine.election import Election
+from swflows.engine.election import Election, leader_of
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("redis", "zookeeper")
@@ -223,3 +223,19 @@ def test_leader_cut_from_the_backend_stops_before_a_standby_leads(
     assert max(first.times("leader")) < elected  # never two leaders
     assert revoked < elected
     assert revoked - cut <= TIMEOUT + SLACK
+
+
+def test_an_onlooker_sees_the_leader_without_joining(backend_url: str) -> None:
+    """The operator's view (``swflows conductor list``) asks who leads
+    without campaigning: nobody before the first candidate, the leader
+    after, and the onlooker never becomes a member."""
+    name = role()
+    assert leader_of(backend_url, name) is None
+    election = Election(backend_url, name, member_id="watcher-a", timeout=TIMEOUT)
+    election.start()
+    try:
+        assert election.wait_elected(timeout=TIMEOUT * 3)
+        assert leader_of(backend_url, name) == "watcher-a"
+        assert election.members() == ["watcher-a"]
+    finally:
+        election.stop()

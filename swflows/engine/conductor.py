@@ -1,0 +1,430 @@
+"""Conductors: claim flows' jobs from the jobboard and drive them.
+
+A conductor is a runner (:class:`~swflows.engine.runner.Runner`) that takes
+its flows from the board instead of starting them: it claims a job, takes
+the flow's row over (the board's claim decides; the row follows it), and
+drives the flow from its logbook.  The job is settled by how the drive
+ended: consumed when the flow ended or parked, given back (abandoned) when
+the conductor stops or the run failed, trashed when the flow was set
+aside as BROKEN.
+
+Claims stay alive while the conductor does: on Redis each claim has an
+expiry of ``[jobboard] claim_expiry`` seconds, extended every third of it;
+on ZooKeeper the claim is an ephemeral node of the conductor's session.  A
+conductor that is killed, paused or cut off loses its claims within that
+bound and another conductor takes the flows over.  It runs no further step
+of them: the claim is checked before each step (:class:`ClaimLost`), and
+the heartbeat stops the flows whose claim it could not extend.
+
+Poison: each takeover of a flow and each failed run counts in its row
+(``takeovers``); past :data:`~swflows.engine.runner.MAX_TAKEOVERS` the
+flow is set aside as BROKEN and its job trashed, never claimed again.
+Jobs held by a conductor that is gone (not among the live conductors, or
+a process of this host that died) are given back to the board at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from swflows.engine import faults, jobboard
+from swflows.engine import runner as engine_runner
+from swflows.persistence import flow_registry as flow_rows
+
+if TYPE_CHECKING:
+    from swflows.services import Services
+
+LOG = logging.getLogger(__name__)
+
+#: how often the board is looked at for jobs to claim, in seconds
+POLL_SECONDS: Final = 0.5
+
+
+class ClaimLost(BaseException):
+    """Raised before a step of a flow whose job's claim this conductor lost.
+
+    A :class:`BaseException`, so TaskFlow records no failure and does not
+    revert: the flow is left as it was stored, for its new owner.
+    """
+
+    def __init__(self, flow_id: str) -> None:
+        super().__init__(f"flow {flow_id}: claim lost, stopped before its next step")
+        self.flow_id = flow_id
+
+
+class Host(Protocol):
+    """What a conductor needs of the instance it serves (a
+    :class:`swflows.Swflows`): its options and services, and to adopt the
+    conductor's runner as its own."""
+
+    @property
+    def conf(self) -> Any: ...
+
+    @property
+    def services(self) -> Services: ...
+
+    def adopt_runner(self, runner: engine_runner.Runner) -> None: ...
+
+
+class Conductor(jobboard.Jobs):
+    """Claims jobs and drives their flows for one :class:`swflows.Swflows`.
+
+    ``start()`` begins claiming, renewing claims and (as every runner) the
+    signal watcher; ``close()`` gives the flows it holds back to the board.
+    The instance's runner is the conductor's, so its ``wait``, ``cancel``
+    and the group driver work as in any process.
+    """
+
+    def __init__(
+        self,
+        sw: Host,
+        *,
+        board: jobboard.Board | None = None,
+        workers: int | None = None,
+    ) -> None:
+        conf = sw.conf
+        if board is None:
+            if not conf.jobboard.enabled:
+                raise ValueError("a conductor needs [jobboard] enabled = true")
+            board = jobboard.Board.from_conf(conf).connect()
+        self.sw = sw
+        self.board = board
+        self.runner: engine_runner.Runner = engine_runner.Runner(
+            sw.services, workers=workers, jobs=self
+        )
+        # the row's lease follows the claim
+        self.runner.lease_seconds = board.claim_expiry
+        self.name = self.runner.owner
+        self.capacity = int(workers or conf.runner.workers)
+        self._lock = threading.Lock()
+        self._held: dict[str, Any] = {}
+        self._lost: set[str] = set()
+        self._stop = threading.Event()
+        #: the heartbeat outlives the claiming: it keeps the claims of the
+        #: flows being stopped until they are given back
+        self._stop_heartbeat = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_reap = 0.0
+        self.started_at = time.time()
+        #: jobs settled, by how (consumed, abandoned, trashed)
+        self.settled: dict[str, int] = {}
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self) -> Conductor:
+        self._announce()
+        self.sw.adopt_runner(self.runner)
+        for target, name in (
+            (self._claim_forever, "swflows-conductor"),
+            (self._heartbeat_forever, "swflows-claims"),
+        ):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        LOG.info("conductor %s started (%s board)", self.name, self.board.kind)
+        return self
+
+    def close(self) -> None:
+        """Stop claiming; the flows driven here are given back to the board."""
+        self._stop.set()
+        self._wake.set()
+        if self._threads:
+            self._threads[0].join(timeout=10)
+        # suspends the drives (their jobs are given back), then close_board
+        self.runner.close()
+
+    def close_board(self) -> None:
+        self._stop_heartbeat.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads.clear()
+
+        self.board.retire(self.name)
+        self.board.close()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def held(self) -> list[str]:
+        """The flows whose job this conductor holds."""
+        with self._lock:
+            return sorted(self._held)
+
+    # -- claiming ---------------------------------------------------------
+    def _claim_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.claim_some()
+                if time.monotonic() - self._last_reap >= self.board.claim_expiry:
+                    self._last_reap = time.monotonic()
+                    self.reap_owners()
+            except Exception as exc:
+                self.runner.failures["claim jobs"] += 1
+                LOG.warning("conductor %s: %s", self.name, faults.describe(exc))
+            self._wake.wait(POLL_SECONDS)
+            self._wake.clear()
+
+    def claim_some(self) -> list[str]:
+        """Claim unclaimed jobs while there is room; the flows started."""
+        started: list[str] = []
+        if self._stop.is_set():
+            return started
+        for job in self.board.jobs(only_unclaimed=True):
+            with self._lock:
+                if len(self._held) >= self.capacity:
+                    break
+            if self._stop.is_set():
+                break
+            flow_id = self._take(job)
+            if flow_id is not None:
+                started.append(flow_id)
+        return started
+
+    def _take(self, job: Any) -> str | None:
+        if not self.board.claim(job, self.name):
+            return None
+        try:
+            return self._start(job)
+        except Exception:
+            # not held here: give it back rather than keep a claim nobody
+            # extends (on ZooKeeper it would last as long as this process)
+            with self._lock:
+                held = job in self._held.values()
+            if not held:
+                self._settle(job, "abandon")
+            raise
+
+    def _start(self, job: Any) -> str | None:
+        """Drive the flow of a job just claimed; its id, or None if the job
+        was settled at once (stale, duplicate, poison)."""
+        flow_id = self.board.flow_of(job)
+        if flow_id is None:
+            LOG.error("job %s names no flow: trashed", job.uuid)
+            self._settle(job, "trash")
+            return None
+        row = self.registry.get(flow_id)
+        if row is None or row.state != flow_rows.RUNNING:
+            # ended, parked or set aside meanwhile: a stale job
+            self._settle(job, "consume")
+            return None
+        live = self.board.conductors()
+        if (
+            row.owner not in (None, self.name)
+            and not row.lease_expired(time.time())
+            and self.board.is_live(row.owner or "", live)
+        ):
+            # a duplicate job: a live conductor drives the flow already
+            self._settle(job, "consume")
+            return None
+        if row.takeovers >= engine_runner.MAX_TAKEOVERS:
+            note = (
+                f"taken over {row.takeovers} times without finishing: the "
+                "conductors that drive it keep dying or failing on it"
+            )
+            self.registry.break_flow(flow_id, note)
+            LOG.error("flow %s (%s) set aside: %s", flow_id, row.kind, note)
+            self._settle(job, "trash")
+            return None
+        if not self.registry.claim(
+            flow_id,
+            self.name,
+            lease_until=time.time() + self.board.claim_expiry,
+            now=time.time(),
+            from_states=(flow_rows.RUNNING,),
+            dead_owner=row.owner,  # the board's claim is the one that counts
+        ):
+            self._settle(job, "abandon")
+            return None
+        with self._lock:
+            self._held[flow_id] = job
+            self._lost.discard(flow_id)
+        try:
+            submitted = self.runner._load_and_submit(flow_id)
+        except Exception as exc:
+            LOG.error(
+                "flow %s: could not be resumed: %s", flow_id, faults.describe(exc)
+            )
+            self.registry.release(flow_id, self.name, failed=not faults.is_outage(exc))
+            self.drive_done(flow_id)
+            return None
+        if not submitted:
+            self.drive_done(flow_id)
+            return None
+        LOG.info("flow %s (%s): claimed by %s", flow_id, row.kind, self.name)
+        return flow_id
+
+    def _settle(self, job: Any, how: str) -> bool:
+        op = {
+            "consume": self.board.consume,
+            "abandon": self.board.abandon,
+            "trash": self.board.trash,
+        }[how]
+        done = op(job, self.name)
+        if done:
+            self.settled[how] = self.settled.get(how, 0) + 1
+        return done
+
+    # -- the runner's side ------------------------------------------------
+    def drive_done(self, flow_id: str) -> None:
+        """Settle the job of a flow the runner stopped driving."""
+        with self._lock:
+            job = self._held.pop(flow_id, None)
+            lost = flow_id in self._lost
+            self._lost.discard(flow_id)
+        if job is None or lost:
+            return
+        try:
+            row = self.registry.get(flow_id)
+        except Exception as exc:  # the job's claim runs out: taken over
+            LOG.warning(
+                "flow %s: job left to expire: %s", flow_id, faults.describe(exc)
+            )
+            return
+        if row is None or row.state == flow_rows.PARKED:
+            self._settle(job, "consume")  # ended, or waits holding no claim
+        elif row.state == flow_rows.BROKEN:
+            self._settle(job, "trash")
+        elif row.owner in (None, self.name):
+            self.registry.release(flow_id, self.name)
+            self._settle(job, "abandon")
+            self._wake.set()
+
+    def fence_for(self, flow_id: str) -> Any:
+        def fence(drive: Any) -> None:
+            with self._lock:
+                job = self._held.get(flow_id)
+                lost = flow_id in self._lost
+            try:
+                held = (
+                    not lost and job is not None and self.board.owner(job) == self.name
+                )
+            except Exception as exc:  # unknown is not ours: stop
+                LOG.warning("flow %s: claim unknown: %s", flow_id, faults.describe(exc))
+                held = False
+            if not held:
+                with self._lock:
+                    self._lost.add(flow_id)
+                drive.lost = True
+                LOG.warning("flow %s: claim lost; no further step here", flow_id)
+                raise ClaimLost(flow_id)
+
+        return fence
+
+    # -- claims' upkeep ---------------------------------------------------
+    def _heartbeat_forever(self) -> None:
+        interval = self.board.claim_expiry / 3
+        while not self._stop_heartbeat.wait(interval):
+            try:
+                self.heartbeat()
+            except Exception as exc:
+                self.runner.failures["extend claims"] += 1
+                LOG.warning(
+                    "conductor %s: claims not extended: %s",
+                    self.name,
+                    faults.describe(exc),
+                )
+
+    def heartbeat(self) -> None:
+        """Announce this conductor and extend its claims; stop the flows
+        whose claim is gone."""
+        self._announce()
+        with self._lock:
+            held = dict(self._held)
+        for flow_id, job in held.items():
+            if self.board.extend(job, self.name):
+                continue
+            with self._lock:
+                self._lost.add(flow_id)
+            LOG.warning("flow %s: claim lost to another conductor", flow_id)
+            self.runner.lose(flow_id)
+
+    def _announce(self) -> None:
+        self.board.announce(
+            self.name,
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "since": self.started_at,
+            },
+        )
+
+    def reap_owners(self) -> list[str]:
+        """Give back the jobs claimed by conductors that are gone (a claim
+        made without expiry, or by a process of this host that died); and
+        re-post flows that lost their job.  The flows given back."""
+        live = self.board.conductors()
+        freed = []
+        for job in self.board.jobs():
+            owner = self.board.owner(job)
+            if owner is None or owner == self.name or self.board.is_live(owner, live):
+                continue
+            if self.board.abandon(job, owner):
+                LOG.warning(
+                    "job %s: its conductor %s is gone: given back", job.uuid, owner
+                )
+                freed.append(self.board.flow_of(job) or str(job.uuid))
+        self.reap()
+        if freed:
+            self._wake.set()
+        return freed
+
+
+def status(
+    board: jobboard.Board,
+    registry: flow_rows.FlowRegistry,
+    conf: Any = None,
+    store: Any = None,
+) -> dict[str, Any]:
+    """What an operator sees: live conductors and the flows each holds,
+    the jobs waiting on the board, and the active signal watcher."""
+    live = board.conductors()
+    holding: dict[str, list[str]] = {name: [] for name in live}
+    waiting: list[str] = []
+    orphaned: dict[str, str] = {}
+    for _job, flow_id, owner in jobboard.iter_flow_jobs(board):
+        if owner is None:
+            waiting.append(flow_id or "?")
+        elif owner in holding:
+            holding[owner].append(flow_id or "?")
+        else:
+            orphaned[flow_id or "?"] = owner
+    return {
+        "conductors": {
+            name: {**info, "flows": sorted(holding[name])}
+            for name, info in live.items()
+        },
+        "waiting": waiting,
+        "held_by_gone": orphaned,
+        "watcher": (
+            active_watcher(conf, store)
+            if conf is not None and store is not None
+            else "unknown"
+        ),
+        "parked": len(registry.parked()),
+    }
+
+
+def active_watcher(conf: Any, store: Any) -> str:
+    """The runner whose signal watcher is active, as the watcher election
+    (:mod:`swflows.engine.election`) knows it: ``none`` while nobody leads,
+    and "every runner" without ``[coordination] backend_url``."""
+    from swflows.engine import election, watcher
+
+    url = conf.coordination.backend_url
+    if not url and conf.jobboard.enabled:
+        url = jobboard.election_url(conf.jobboard.backend_url)
+    if not url:
+        return "every runner (no [coordination] backend_url)"
+    try:
+        return election.leader_of(url, watcher.watcher_role(store)) or "none"
+    except election.ElectionError as exc:
+        return f"unknown ({exc})"
+
+
+__all__ = ["ClaimLost", "Conductor", "Host", "active_watcher", "status"]

@@ -1,0 +1,377 @@
+"""Conductors on a Redis jobboard, the store and logbook on PostgreSQL:
+real conductor processes, killed (SIGKILL) and paused (SIGSTOP) mid-flow,
+parked flows that hold no job, poison jobs set aside."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from swflows import conf as sw_conf
+from swflows import exceptions, states
+from swflows.api import Swflows
+from swflows.engine import conductor, jobboard
+from swflows.persistence import flow_registry as flow_rows
+from tests.functional import flowkit, jobkit
+from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
+from tests.functional.db_fixtures import SECRET_KEY
+from tests.functional.flowkit import leftovers
+from tests.functional.test_flows import script_config
+from tests.functional.test_runner import FINAL, parked, put_signal, until
+
+ROOT = Path(__file__).resolve().parents[2]
+#: short, so takeovers are seen quickly
+CLAIM_EXPIRY = 3
+REDIS_URL = "redis://127.0.0.1:6379/0"
+#: the boards the tests run on (``redis,zookeeper``); ZooKeeper is the dev
+#: cloud's (its cloud.json ``zookeeper``), or ``$SWFLOWS_TEST_ZK_HOSTS``
+BOARDS = os.environ.get("SWFLOWS_TEST_JOBBOARDS", "redis,zookeeper").split(",")
+
+
+def board_url(kind: str, cloud: dict[str, Any], namespace: str) -> str:
+    if kind == "redis":
+        return f"{REDIS_URL}?namespace={namespace}"
+    found = cloud.get("zookeeper")
+    hosts = (
+        f"{found['host']}:{found['port']}"
+        if found
+        else os.environ.get("SWFLOWS_TEST_ZK_HOSTS")
+    )
+    if not hosts:
+        pytest.fail(
+            "ZooKeeper is required for the zookeeper jobboard tests: the dev "
+            "cloud's cloud.json names none and $SWFLOWS_TEST_ZK_HOSTS is unset",
+            pytrace=False,
+        )
+    # a short session: a dead conductor's claims go within CLAIM_EXPIRY
+    return f"zookeeper://{hosts}/{namespace}?timeout={CLAIM_EXPIRY}"
+
+
+class Setup:
+    """One test's configuration: its own tables, its own board namespace."""
+
+    def __init__(
+        self, kind: str, cloud: dict[str, Any], database: str, folder: Path
+    ) -> None:
+        self.kind = kind
+        self.namespace = f"swflows-test-{uuid.uuid4().hex[:10]}"
+        self.folder = folder
+        self.conf_path = folder / "swflows.conf"
+        self.conf_path.touch(mode=0o600)
+        text = flowkit.conf_text(cloud)
+        self.conf_path.write_text(
+            text
+            + f"[database]\nconnection = {database}\n"
+            + f"table_prefix = jb{uuid.uuid4().hex[:8]}_\n"
+            + f"secret_key = {SECRET_KEY.decode()}\n"
+            + "[jobboard]\nenabled = true\n"
+            + f"backend_url = {board_url(kind, cloud, self.namespace)}\n"
+            + f"claim_expiry = {CLAIM_EXPIRY}\n"
+        )
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def conf(self) -> Any:
+        return sw_conf.get_conf(config_files=[str(self.conf_path)])
+
+    def board(self) -> jobboard.Board:
+        return jobboard.Board.from_conf(self.conf()).connect()
+
+    def conductor(self) -> subprocess.Popen[str]:
+        """Start a conductor process; returned once it runs."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swflows.cli",
+                "--config-file",
+                str(self.conf_path),
+                "conductor",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("conductor "), line
+        return proc
+
+    def cli(self, *args: str) -> str:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "swflows.cli",
+                "--config-file",
+                str(self.conf_path),
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.kind != "redis":
+            board = self.board()
+            try:
+                board._kazoo().delete(f"/{self.namespace}", recursive=True)
+            finally:
+                board.close()
+            return
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"{self.namespace}*", count=1000))
+        if keys:
+            client.delete(*keys)
+
+
+@pytest.fixture(params=BOARDS)
+def setup(
+    request: pytest.FixtureRequest,
+    devcloud: dict[str, Any],
+    pg_url: str,
+    tmp_path: Path,
+) -> Iterator[Setup]:
+    made = Setup(request.param, devcloud, pg_url, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def sw(setup: Setup) -> Iterator[Swflows]:
+    """The posting side: an instance that posts jobs and drives none."""
+    made = Swflows.from_conf(setup.conf())
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def owner_pid(owner: str | None) -> int | None:
+    return int(owner.split(":")[1]) if owner else None
+
+
+def starts(path: Path, step: str) -> collections.Counter[str]:
+    return collections.Counter(
+        r["flow"]
+        for r in jobkit.records(path)
+        if r["step"] == step and r["phase"] == "start"
+    )
+
+
+def test_a_killed_conductors_flows_are_taken_over_and_end_once(
+    setup: Setup, sw: Swflows
+) -> None:
+    record = setup.folder / "steps.log"
+    conductors = [setup.conductor(), setup.conductor()]
+    ids = [sw.run_flow(jobkit.steps, record=str(record), seconds=4.0) for _ in range(4)]
+    until(lambda: set(starts(record, "b")) == set(ids), 30, "every flow at step b")
+    rows = {row.id: row for row in sw.list_flows()}
+    held = collections.Counter(row.owner for row in rows.values())
+    # the operator's view agrees with the flows table
+    board = setup.board()
+    try:
+        found = conductor.status(board, flow_rows.FlowRegistry(sw.store))
+    finally:
+        board.close()
+    assert {name: set(c["flows"]) for name, c in found["conductors"].items()} == {
+        name: {i for i, r in rows.items() if r.owner == name}
+        for name in found["conductors"]
+    }
+    assert set(held) <= set(found["conductors"])
+    victim_name, _ = held.most_common(1)[0]
+    victim = next(p for p in conductors if p.pid == owner_pid(victim_name))
+    taken = [i for i, r in rows.items() if r.owner == victim_name]
+    victim.kill()
+    killed = time.monotonic()
+
+    def taken_over() -> bool:
+        now = {row.id: row.owner for row in sw.list_flows()}
+        return all(now.get(i) not in (None, victim_name) or i not in now for i in taken)
+
+    until(taken_over, CLAIM_EXPIRY + 10, "the survivor to take the flows over")
+    takeover = time.monotonic() - killed
+    print(f"takeover after SIGKILL: {takeover:.2f} s (claim expiry {CLAIM_EXPIRY} s)")
+    assert takeover <= CLAIM_EXPIRY + 2
+    for flow_id in ids:
+        assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    for step in ("a", "c"):
+        assert starts(record, step) == {i: 1 for i in ids}, step
+    b_runs = starts(record, "b")
+    for flow_id in ids:  # the step that was running is run again, once
+        assert b_runs[flow_id] == (2 if flow_id in taken else 1)
+    assert sw.list_flows() == []
+    board = setup.board()
+    try:
+        assert board.jobs() == []
+        assert victim_name not in board.conductors()
+    finally:
+        board.close()
+
+
+def test_a_paused_conductor_runs_no_step_after_its_claim_is_taken(
+    setup: Setup, sw: Swflows
+) -> None:
+    record = setup.folder / "steps.log"
+    procs = {p.pid: p for p in (setup.conductor(), setup.conductor())}
+    flow_id = sw.run_flow(jobkit.steps, record=str(record), seconds=3.0)
+    until(lambda: starts(record, "b"), 30, "step b")
+    first = procs.pop(owner_pid(sw.list_flows()[0].owner) or 0)
+    (second,) = procs.values()
+    os.kill(first.pid, signal.SIGSTOP)
+    paused = time.monotonic()
+    until(
+        lambda: (
+            (sw.list_flows() or [None])[0] is not None
+            and owner_pid(sw.list_flows()[0].owner) == second.pid
+        ),
+        CLAIM_EXPIRY + 10,
+        "the second conductor to take the flow over",
+    )
+    takeover = time.monotonic() - paused
+    print(f"takeover after SIGSTOP: {takeover:.2f} s (claim expiry {CLAIM_EXPIRY} s)")
+    assert takeover <= CLAIM_EXPIRY + 2
+    os.kill(first.pid, signal.SIGCONT)
+    assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    time.sleep(1)  # what the first one would do once continued, it has done
+    runs = jobkit.records(record)
+    after_b = [r for r in runs if r["step"] == "c"]
+    assert [r["pid"] for r in after_b] == [second.pid, second.pid]  # start, end
+    assert first.poll() is None  # it lives on, and acts no more on the flow
+
+
+def test_a_parked_flow_holds_no_job_and_a_new_one_is_posted_for_its_signal(
+    setup: Setup, sw: Swflows
+) -> None:
+    setup.conductor()
+    config = script_config(sw)
+    dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+    row = until(lambda: parked(sw, dep.id), 30, "the flow to park")
+    assert row.owner is None
+    board = setup.board()
+    try:
+        until(lambda: board.jobs() == [], 10, "the job to be consumed")
+        listed = json.loads(setup.cli("conductor", "list", "-f", "json"))
+        assert [c["flows"] for c in listed] == [""]
+        put_signal(sw, dep.id, FINAL)
+        done = sw.wait(dep.id, timeout=30)
+        assert done.status == states.COMPLETE
+        assert done.output_values["result"] == "r"
+        assert board.jobs() == []
+        sw.undeploy(dep.id)
+        assert sw.list_flows() == []
+        assert board.jobs() == []
+        assert leftovers(sw, dep.id) == {}
+    finally:
+        board.close()
+
+
+def test_a_job_failing_on_every_conductor_is_set_aside(
+    setup: Setup, sw: Swflows
+) -> None:
+    record = setup.folder / "steps.log"
+    setup.conductor()
+    setup.conductor()
+    flow_id = sw.run_flow(jobkit.poison, record=str(record))
+    with pytest.raises(exceptions.FlowError, match="taken over 5 times"):
+        sw.wait_flow(flow_id, timeout=60)
+    (row,) = sw.list_flows()
+    assert row.state == flow_rows.BROKEN
+    assert starts(record, "fatal")[flow_id] == 5
+    board = setup.board()
+    try:
+        assert board.jobs() == []  # trashed: never claimed again
+    finally:
+        board.close()
+
+
+def test_a_stopped_conductor_gives_its_flows_back(setup: Setup, sw: Swflows) -> None:
+    record = setup.folder / "steps.log"
+    procs = {p.pid: p for p in (setup.conductor(), setup.conductor())}
+    flow_id = sw.run_flow(jobkit.steps, record=str(record), seconds=2.0)
+    until(lambda: starts(record, "b"), 30, "step b")
+    holder = procs.pop(owner_pid(sw.list_flows()[0].owner) or 0)
+    holder.terminate()  # SIGTERM: a clean stop
+    assert holder.wait(timeout=30) == 0
+    assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    (other,) = procs.values()
+    assert [r["pid"] for r in jobkit.records(record) if r["step"] == "c"] == [
+        other.pid,
+        other.pid,
+    ]
+    assert starts(record, "a")[flow_id] == 1
+
+
+def test_a_groups_members_run_under_conductors(setup: Setup, sw: Swflows) -> None:
+    setup.conductor()
+    config = script_config(sw)
+    servers = {"m0": str(uuid.uuid4()), "m1": str(uuid.uuid4())}
+    sw.create_group("grouped", config.id, servers, timeout=120, wait=False)
+
+    def members_parked() -> list[flow_rows.FlowRow]:
+        rows = [r for r in sw.list_flows() if r.state == flow_rows.PARKED]
+        return rows if len(rows) == 2 else []
+
+    rows = until(members_parked, 60, "both members' flows to park")
+    assert {r.server_id for r in rows} == set(servers.values())
+    assert sw.runner.driving == 0  # this process posts; the conductor drives
+    for row in rows:
+        put_signal(sw, row.deployment_id, FINAL)
+    group = sw.wait_group("grouped", timeout=60)
+    assert group["status"] == states.COMPLETE, json.dumps(group["members"])
+    board = setup.board()
+    try:
+        assert board.jobs() == []
+    finally:
+        board.close()
+
+
+def test_a_flow_whose_job_was_never_posted_is_posted_again(
+    setup: Setup, sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = setup.folder / "steps.log"
+    jobs = sw.runner.jobs
+    assert jobs is not None
+    # the poster dies between writing the flow and posting its job
+    monkeypatch.setattr(jobs, "post", lambda flow_id: None)
+    flow_id = sw.run_flow(jobkit.steps, record=str(record))
+    monkeypatch.undo()
+    posted = time.monotonic()
+    setup.conductor()
+    assert sw.wait_flow(flow_id, timeout=60)["state"] == "SUCCESS"
+    # posted again once unclaimed for twice the claim expiry
+    assert time.monotonic() - posted >= 2 * CLAIM_EXPIRY
+    assert starts(record, "a") == {flow_id: 1}
