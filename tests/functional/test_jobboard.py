@@ -204,9 +204,14 @@ def test_a_killed_conductors_flows_are_taken_over_and_end_once(
     # the operator's view agrees with the flows table
     board = setup.board()
     try:
-        found = conductor.status(board, flow_rows.FlowRegistry(sw.store))
+        found = conductor.status(
+            board, flow_rows.FlowRegistry(sw.store), sw.conf, sw.store
+        )
     finally:
         board.close()
+    # one watcher, elected on the board's server among the conductors and
+    # this posting process
+    assert found["watcher"] in {*found["conductors"], sw.runner.owner}
     assert {name: set(c["flows"]) for name, c in found["conductors"].items()} == {
         name: {i for i, r in rows.items() if r.owner == name}
         for name in found["conductors"]
