@@ -33,6 +33,13 @@ TF_UUID_LENGTH: Final = 64
 TF_VERSION_LENGTH: Final = 64
 
 
+def epoch_seconds() -> sa.types.TypeEngine[float]:
+    """Seconds since the epoch, as a float: double precision everywhere
+    (MySQL's and MariaDB's plain FLOAT is single precision, about 128 s
+    apart at today's times; see migration 0007)."""
+    return sa.Float().with_variant(mysql.DOUBLE(asdecimal=False), "mysql", "mariadb")
+
+
 def check_prefix(prefix: str) -> str:
     """Return ``prefix`` if it is a safe SQL identifier start, else raise.
 
@@ -184,7 +191,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         # the runner driving it ("host:pid:token"), while it holds the lease
         sa.Column("owner", sa.String(NAME_LENGTH), nullable=True),
         # seconds since the epoch until which the owner's lease holds
-        sa.Column("lease_until", sa.Float(), nullable=True),
+        sa.Column("lease_until", epoch_seconds(), nullable=True),
         # what a parked flow waits for: its signal store, deadlines, progress
         sa.Column("waiting", json_type(), nullable=True),
         # how often it was taken over after its owner died
@@ -243,7 +250,7 @@ def group_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("status_reason", sa.Text(), nullable=False),
         # the runner driving the operation ("host:pid:token") and its lease
         sa.Column("owner", sa.String(NAME_LENGTH), nullable=True),
-        sa.Column("lease_until", sa.Float(), nullable=True),
+        sa.Column("lease_until", epoch_seconds(), nullable=True),
         # optimistic concurrency: bumped by every update of the row
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("created_at", timestamp(), nullable=False),

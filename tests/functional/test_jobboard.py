@@ -155,14 +155,24 @@ class Setup:
             client.delete(*keys)
 
 
-@pytest.fixture(params=BOARDS)
+#: the store under the conductors: every board on PostgreSQL, and the first
+#: board on each other database
+DATABASES = os.environ.get("SWFLOWS_TEST_JOBBOARD_DATABASES", "mariadb").split(",")
+RUNS = [(board, "postgresql") for board in BOARDS] + [
+    (BOARDS[0], database) for database in DATABASES if database
+]
+DATABASE_FIXTURES = {"postgresql": "pg_url", "mariadb": "mysql_url"}
+
+
+@pytest.fixture(params=RUNS, ids=lambda run: "-".join(run))
 def setup(
     request: pytest.FixtureRequest,
     devcloud: dict[str, Any],
-    pg_url: str,
     tmp_path: Path,
 ) -> Iterator[Setup]:
-    made = Setup(request.param, devcloud, pg_url, tmp_path)
+    board, database = request.param
+    url = request.getfixturevalue(DATABASE_FIXTURES[database])
+    made = Setup(board, devcloud, url, tmp_path)
     try:
         yield made
     finally:

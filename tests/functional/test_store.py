@@ -9,6 +9,8 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +19,7 @@ import sqlalchemy as sa
 from alembic import autogenerate, command, migration
 
 from swflows import exceptions, model
-from swflows.persistence import Store, logbook, migrations
+from swflows.persistence import Store, flow_registry, logbook, migrations
 from tests.functional import db_fixtures
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
@@ -206,3 +208,25 @@ def test_mariadb_timestamps_keep_microseconds_from_0006(
             assert store.get_config(config.id).id == config.id
     finally:
         engine.dispose()
+
+
+def test_a_lease_reads_back_to_the_millisecond(store: Store) -> None:
+    """Leases are seconds since the epoch: kept in single precision (a plain
+    FLOAT on MariaDB), one moved by up to a minute and a dead runner's or
+    conductor's flows were taken over far too early or late."""
+    registry = flow_registry.FlowRegistry(store)
+    lease = time.time() + 12.345
+    flow_id = str(uuid.uuid4())
+    registry.add(
+        flow_id,
+        kind="deploy",
+        deployment_id=str(uuid.uuid4()),
+        server_id="s",
+        owner="host:1:a",
+        lease_until=lease,
+    )
+    row = registry.get(flow_id)
+    assert row is not None and row.lease_until is not None
+    assert abs(row.lease_until - lease) < 0.001
+    assert not row.lease_expired(lease - 0.5)
+    assert row.lease_expired(lease + 0.5)
