@@ -36,7 +36,7 @@ def test_flavors_by_id_and_by_name(nova):
     assert nova.flavors.find(name="m1.small").id == "2"
     assert sorted(f.name for f in nova.flavors.list()) == ["m1.small", "m1.tiny"]
     # a name is not an id: Nova answers 404, novaclient's find then lists
-    with pytest.raises(nova_exc.NotFound, match="m1.tiny could not be found"):
+    with pytest.raises(nova_exc.NotFound, match=r"m1\.tiny could not be found"):
         nova.flavors.get("m1.tiny")
 
 
