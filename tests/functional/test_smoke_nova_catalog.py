@@ -61,9 +61,7 @@ def test_images_by_id_and_by_name(keystone_demo_session, image_url):
     image = shown.json()
     assert (image["id"], image["name"], image["status"]) == (CIRROS, "cirros", "active")
     assert set(image) <= set(get("/v2/schemas/image").json()["properties"])
-    assert [i["id"] for i in get("/v2/images?name=cirros").json()["images"]] == [
-        CIRROS
-    ]
+    assert [i["id"] for i in get("/v2/images?name=cirros").json()["images"]] == [CIRROS]
     assert get("/v2/images?name=fedora").json()["images"] == []
     assert get(f"/v2/images/{uuid.uuid4()}").status_code == 404
     # as Glance: a token is needed
