@@ -48,7 +48,7 @@ def template(config_id: str) -> dict[str, Any]:
                 "properties": {
                     "config": config_id,
                     "server": {"get_resource": "server"},
-                    "input_values": {"name": {"get_param": "name"}},
+                    "input_values": {"name": {"get_param": "name"}, "count": 3},
                     "signal_transport": "HEAT_SIGNAL",
                 },
             },
@@ -66,7 +66,7 @@ def greeting(sw: Swflows) -> Iterator[str]:
         "greeting",
         SCRIPT,
         group="script",
-        inputs=[{"name": "name"}],
+        inputs=[{"name": "name"}, {"name": "count", "type": "Number"}],
         outputs=[{"name": "result"}],
     )
     yield config.id
@@ -103,6 +103,12 @@ def test_the_servers_metadata_carries_the_deployment(
             time.sleep(0.5)
         server_id = heat_api.resource(ref, "server")["physical_resource_id"]
         assert sw.show(deployment_id).server_id == server_id
+        # enrolled for Heat's agents, on the transport Heat booted it with
+        enrolled = sw.show_server(server_id)
+        assert (enrolled["config_transport"], enrolled["agent"]) == (
+            "POLL_SERVER_HEAT",
+            "heat",
+        )
 
         shown = metadata(heat_api, ref, "server")
         # Heat's own section, written when it booted the server, is kept
@@ -114,6 +120,7 @@ def test_the_servers_metadata_carries_the_deployment(
         assert item["config"] == SCRIPT
         inputs = {i["name"]: i["value"] for i in item["inputs"]}
         assert inputs["name"] == "carol"
+        assert inputs["count"] == "3"  # Heat's hooks take text only
         assert inputs["deploy_server_id"] == server_id
         assert inputs["deploy_action"] == "CREATE"
         assert inputs["deploy_signal_transport"] == "HEAT_SIGNAL"
