@@ -19,7 +19,19 @@ Served (all under ``/v2.1``, plus the version documents at ``/``):
   ``GET|PUT|DELETE /servers/{id}/metadata/{key}``;
 * ``POST /servers/{id}/action`` with ``os-stop``, ``os-start`` or
   ``os-getConsoleOutput`` (the console log: the agent's output, a line
-  saying why no agent started, or the status it exited with).
+  saying why no agent started, or the status it exited with);
+* ``GET /servers/{id}/os-interface``: always empty (no network service);
+* ``GET /flavors``, ``GET /flavors/detail``, ``GET /flavors/{id}``: a fixed
+  set (``m1.tiny`` id 1, ``m1.small`` id 2), what Heat's
+  ``OS::Nova::Server`` looks its flavor up with.
+
+Images: a stand-in for the Image service (Glance) is served under
+``/image`` (registered in Keystone's catalog as ``image``), only what
+python-glanceclient's v2 client does when Heat's ``OS::Nova::Server``
+validates and resolves its image: ``GET /image/v2/images`` (``name`` and
+``id`` filters), ``GET /image/v2/images/{id}`` and ``GET
+/image/v2/schemas/image``, with one fixed image, ``cirros``.  Token
+checked as for compute; nothing can be uploaded.
 
 Tokens: every compute call needs ``X-Auth-Token``. With ``--keystone-config``
 the token is validated against Keystone (``GET /v3/auth/tokens`` with a
@@ -29,8 +41,8 @@ projects get 404, users with the ``admin`` role see every server. Without
 ``--keystone-config`` any non-empty token is accepted and not checked, and
 every server is visible.
 
-Not Nova: images and flavors are not looked up (any reference is accepted);
-a new server is BUILD for ``--build-seconds`` (default 0), then ACTIVE.
+Not Nova: a server's image and flavor are not looked up (any reference is
+accepted); a new server is BUILD for ``--build-seconds`` (default 0), then ACTIVE.
 
 Booting: no machine starts, but the server's agent does, as cloud-init
 would start it. The ``user_data`` a server is created with is read as
@@ -599,6 +611,101 @@ def server_view(server: dict[str, Any], base: str) -> dict[str, Any]:
     return view
 
 
+#: the flavors served (fixed: flavors cannot be created here)
+FLAVORS: list[dict[str, Any]] = [
+    {"id": "1", "name": "m1.tiny", "ram": 512, "disk": 1, "vcpus": 1},
+    {"id": "2", "name": "m1.small", "ram": 2048, "disk": 20, "vcpus": 1},
+]
+
+#: the images served (fixed: images cannot be uploaded here)
+IMAGES: list[dict[str, Any]] = [
+    {
+        "id": "9e2c1c5e-7e0b-4a43-9a53-5d1b3c1c0a11",
+        "name": "cirros",
+        "disk_format": "qcow2",
+        "size": 21430272,
+    },
+]
+
+#: Glance's image schema, as far as the served images need it (glanceclient
+#: builds its image model from it)
+IMAGE_SCHEMA: dict[str, Any] = {
+    "name": "image",
+    "properties": {
+        "id": {"type": "string"},
+        "name": {"type": ["null", "string"]},
+        "status": {"type": "string"},
+        "visibility": {"type": "string"},
+        "protected": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "container_format": {"type": ["null", "string"]},
+        "disk_format": {"type": ["null", "string"]},
+        "min_ram": {"type": "integer"},
+        "min_disk": {"type": "integer"},
+        "size": {"type": ["null", "integer"]},
+        "created_at": {"type": "string"},
+        "updated_at": {"type": "string"},
+        "self": {"type": "string"},
+        "file": {"type": "string"},
+        "schema": {"type": "string"},
+    },
+    "additionalProperties": {"type": "string"},
+    "links": [
+        {"rel": "self", "href": "{self}"},
+        {"rel": "enclosure", "href": "{file}"},
+        {"rel": "describedby", "href": "{schema}"},
+    ],
+}
+
+
+def flavor_view(flavor: dict[str, Any], base: str, detail: bool) -> dict[str, Any]:
+    fid = flavor["id"]
+    view: dict[str, Any] = {
+        "id": fid,
+        "name": flavor["name"],
+        "links": [
+            {"rel": "self", "href": f"{base}/v2.1/flavors/{fid}"},
+            {"rel": "bookmark", "href": f"{base}/flavors/{fid}"},
+        ],
+    }
+    if detail:
+        view.update(
+            ram=flavor["ram"],
+            disk=flavor["disk"],
+            vcpus=flavor["vcpus"],
+            swap="",
+            rxtx_factor=1.0,
+            **{
+                "OS-FLV-EXT-DATA:ephemeral": 0,
+                "OS-FLV-DISABLED:disabled": False,
+                "os-flavor-access:is_public": True,
+            },
+        )
+    return view
+
+
+def image_view(image: dict[str, Any]) -> dict[str, Any]:
+    iid = image["id"]
+    return {
+        "id": iid,
+        "name": image["name"],
+        "status": "active",
+        "visibility": "public",
+        "protected": False,
+        "tags": [],
+        "container_format": "bare",
+        "disk_format": image["disk_format"],
+        "min_ram": 0,
+        "min_disk": 0,
+        "size": image["size"],
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "self": f"/v2/images/{iid}",
+        "file": f"/v2/images/{iid}/file",
+        "schema": "/v2/schemas/image",
+    }
+
+
 def server_links(base: str, sid: str) -> list[dict[str, str]]:
     return [
         {"rel": "self", "href": f"{base}/v2.1/servers/{sid}"},
@@ -1044,6 +1151,79 @@ class Handler(http.server.BaseHTTPRequestHandler):
             touch(server)
             store.save()
         return Reply(204)
+
+    # -- flavors (a fixed set, as a fresh cloud's operator would create)
+    @route("GET", r"/v2\.1/flavors")
+    def list_flavors(self) -> Reply:
+        return Reply(
+            200, {"flavors": [flavor_view(f, self.base, False) for f in FLAVORS]}
+        )
+
+    @route("GET", r"/v2\.1/flavors/detail")
+    def list_flavors_detail(self) -> Reply:
+        return Reply(
+            200, {"flavors": [flavor_view(f, self.base, True) for f in FLAVORS]}
+        )
+
+    @route("GET", r"/v2\.1/flavors/([^/]+)")
+    def show_flavor(self, flavor_id: str) -> Reply:
+        for flavor in FLAVORS:
+            if flavor["id"] == flavor_id:
+                return Reply(200, {"flavor": flavor_view(flavor, self.base, True)})
+        raise ApiError(404, f"Flavor {flavor_id} could not be found.")
+
+    # -- a server's interfaces: no network service here, so none
+    @route("GET", r"/v2\.1/servers/([^/]+)/os-interface")
+    def list_interfaces(self, sid: str) -> Reply:
+        self.visible(sid)
+        return Reply(200, {"interfaceAttachments": []})
+
+    # -- images (Glance's v2 API, under /image: see the module's docstring)
+    @route("GET", r"/image")
+    def image_versions(self) -> Reply:
+        return Reply(
+            300,
+            {
+                "versions": [
+                    {
+                        "id": "v2.0",
+                        "status": "CURRENT",
+                        "links": [{"rel": "self", "href": self.base + "/image/v2/"}],
+                    }
+                ]
+            },
+        )
+
+    @route("GET", r"/image/v2/schemas/image")
+    def image_schema(self) -> Reply:
+        self.authenticate()
+        return Reply(200, IMAGE_SCHEMA)
+
+    @route("GET", r"/image/v2/images")
+    def list_images(self) -> Reply:
+        self.authenticate()
+        q = {k: v[-1] for k, v in self.query.items()}
+        found = [
+            image_view(i)
+            for i in IMAGES
+            if all(str(i.get(k)) == v for k, v in q.items() if k in ("name", "id"))
+        ]
+        return Reply(
+            200,
+            {
+                "images": found,
+                "first": "/v2/images",
+                "schema": "/v2/schemas/images",
+            },
+        )
+
+    @route("GET", r"/image/v2/images/([^/]+)")
+    def show_image(self, image_id: str) -> Reply:
+        self.authenticate()
+        for image in IMAGES:
+            if image["id"] == image_id:
+                return Reply(200, image_view(image))
+        raise ApiError(404, f"No image found with ID {image_id}")
 
     # -- test-only control paths (not Nova)
     @route("GET", r"/_standin/agents")

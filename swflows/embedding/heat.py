@@ -345,7 +345,9 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         except embedding.DeploymentFailed as exc:
             self._push_metadata()
             raise exception.Error(str(exc)) from None
-        if done:
+        if done or self._heat_booted_transport():
+            # Heat's agents poll the server resource's metadata: it follows
+            # the enrollment (made by the flow) while the deployment waits
             self._push_metadata()
         return done
 
@@ -357,6 +359,12 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         server = self.stack.resource_by_refid(server_id)
         if server is None:
             return  # not in this stack: swflows serves its metadata itself
+        if (
+            self._heat_booted_transport()
+            and metadata.server_agent(self.sw.services, server_id)
+            != bootdata.HEAT_AGENTS
+        ):
+            return  # not enrolled yet: never show Heat's agents another form
         items = self.sw.server_metadata(server_id)
 
         def merge(
@@ -365,6 +373,18 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
             return {**(current or {}), **new}
 
         server.metadata_set({"deployments": items}, merge_metadata=merge)
+
+    def _heat_booted_transport(self) -> str | None:
+        """POLL_SERVER_HEAT when the server is an ``OS::Nova::Server`` of
+        this stack that Heat boots for its own agents
+        (``user_data_format: SOFTWARE_CONFIG``) polling heat-api
+        (``software_config_transport: POLL_SERVER_HEAT``); else None."""
+        server = self.stack.resource_by_refid(self.properties[self.SERVER])
+        booted = getattr(server, "user_data_software_config", None)
+        if server is None or not callable(booted) or not booted():
+            return None
+        transport = server.properties.get("software_config_transport")
+        return names.POLL_SERVER_HEAT if transport == names.POLL_SERVER_HEAT else None
 
     def _exists(self) -> bool:
         if self.resource_id is None:
@@ -383,16 +403,19 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         deployment_id = self.resource_id or str(uuid.uuid4())
         self.resource_id_set(deployment_id)
         sw = self.sw
+        server_id = self.properties[self.SERVER]
+        heat_booted = self._heat_booted_transport()
         started = self.lifecycle.handle_create(
-            self.properties[self.SERVER],
+            server_id,
             self.properties[self.CONFIG],
             input_values=self.properties[self.INPUT_VALUES],
             actions=self.properties[self.DEPLOY_ACTIONS],
             signal_transport=self.properties[self.SIGNAL_TRANSPORT]
             or cfg.CONF[GROUP].signal_transport,
             config_transport=self.properties[self.CONFIG_TRANSPORT]
+            or heat_booted
             or default_config_transport(
-                sw, metadata.server_agent(sw.services, self.properties[self.SERVER])
+                sw, metadata.server_agent(sw.services, server_id)
             ),
             timeout=self.properties[self.TIMEOUT],
             name=self.properties[self.NAME] or self.physical_resource_name(),

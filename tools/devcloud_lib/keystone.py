@@ -172,6 +172,7 @@ def register(cloud: Cloud) -> None:
         ("messaging", "zaqar", cloud.url("zaqar")),
         ("object-store", "swift", swift.endpoint(cloud)),
         ("compute", "nova", cloud.url("nova") + "/v2.1"),
+        ("image", "glance", cloud.url("nova") + "/image"),
     ):
         service_id = api.create("service", type=kind, name=name)
         for interface in ("public", "internal", "admin"):
