@@ -16,6 +16,7 @@ from swflows import (
     exceptions,
     model,
     outcomes,
+    policies,
     projects,
     signals,
     states,
@@ -291,9 +292,15 @@ class Deployments(Plans, Results):
         goes on at once, without waiting for the watcher.
         """
         current = self.store.get_deployment(deployment_id)
-        self._visible(
-            context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:signal"
-        )
+        if context is not None:
+            # the signaller is the deployment's stack user, in a project of
+            # its own: the rule decides, not the deployment's project
+            policies.authorize(
+                self.conf,
+                context,
+                "swflows:deployment:signal",
+                {"project_id": self._project_of(projects.DEPLOYMENT, deployment_id)},
+            )
         if current.status != states.IN_PROGRESS or (
             generation is not None and current.generation != generation
         ):

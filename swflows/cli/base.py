@@ -28,6 +28,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
     exceptions.ConfigInUse,
     exceptions.ServerInUse,
     exceptions.GroupBusy,
+    exceptions.Forbidden,
 )
 
 

@@ -46,6 +46,7 @@ COMMANDS: dict[str, type] = {
     "server enroll": server.EnrollServer,
     "server unenroll": server.UnenrollServer,
     "server show": server.ShowServer,
+    "server set": server.SetServer,
     "server boot-data": server.BootData,
     "server agent-config": server.AgentConfig,
     "server create": server.CreateServer,

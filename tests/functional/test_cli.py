@@ -664,3 +664,39 @@ def test_cancel_says_why(setup: tuple[Cli, Swflows]) -> None:
     done = cli.json("deployment", "cancel", dep["id"], "--reason", "hangs")
     assert done["status"] == states.FAILED
     assert done["status_reason"] == "Deployment cancelled: hangs."
+
+
+def test_a_servers_deploy_policy_set_at_enrollment_and_changed(
+    setup: tuple[Cli, Swflows],
+) -> None:
+    cli, sw = setup
+    server = str(uuid.uuid4())
+    cli("server", "enroll", server, "--deploy-policy", "projects:p2,p3")
+    try:
+        shown = sw.deploy_policy(server)
+        assert shown["policy"] == {
+            "mode": "projects",
+            "projects": ["p2", "p3"],
+            "config_ids": [],
+        }
+        assert shown["project_id"] == "default"
+        changed = cli.json(
+            "server", "set", server, "--deploy-policy", "any", "--deploy-config", "c1"
+        )
+        assert changed["policy"] == {
+            "mode": "any",
+            "projects": [],
+            "config_ids": ["c1"],
+        }
+        assert changed["changed_by"] == "-"
+        assert changed["changed_at"] >= shown["changed_at"]
+        bad = ExitCode.BAD_INPUT
+        err = cli("server", "set", server, "--deploy-policy", "friends", rc=bad)
+        assert "deploy_policy: mode must be one of project, projects, any" in err.stderr
+        err = cli("server", "set", server, "--deploy-policy", "projects", rc=bad)
+        assert "needs at least one project" in err.stderr
+        err = cli("server", "set", str(uuid.uuid4()), "--deploy-policy", "any", rc=bad)
+        assert "not found" in err.stderr
+        assert sw.deploy_policy(server)["policy"]["mode"] == "any"
+    finally:
+        sw.unenroll_server(server)
