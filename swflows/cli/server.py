@@ -82,6 +82,7 @@ class EnrollServer(base.ShowOne):
             parsed_args.config_transport,
             parsed_args.agent,
             deploy_policy=deploy_policy(parsed_args),
+            context=self.ctx,
         )
         return base.fields(shown)
 
@@ -98,7 +99,9 @@ class SetServer(base.ShowOne):
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         wanted = deploy_policy(parsed_args)
         assert wanted is not None  # --deploy-policy is required
-        return base.fields(self.sw.set_deploy_policy(parsed_args.server, wanted))
+        return base.fields(
+            self.sw.set_deploy_policy(parsed_args.server, wanted, context=self.ctx)
+        )
 
 
 class UnenrollServer(base.Command):
@@ -116,7 +119,9 @@ class UnenrollServer(base.Command):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> int:
-        removed = self.sw.unenroll_server(parsed_args.server, force=parsed_args.force)
+        removed = self.sw.unenroll_server(
+            parsed_args.server, force=parsed_args.force, context=self.ctx
+        )
         what = "unenrolled" if removed else "was not enrolled"
         self.app.stdout.write(f"server {parsed_args.server} {what}\n")
         return 0
@@ -140,7 +145,11 @@ class ShowServer(base.ShowOne):
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         lines = max(0, parsed_args.console_lines)
-        return base.fields(self.sw.show_server(parsed_args.server, console_lines=lines))
+        return base.fields(
+            self.sw.show_server(
+                parsed_args.server, console_lines=lines, context=self.ctx
+            )
+        )
 
 
 class _Secret(base.Command):
