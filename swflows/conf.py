@@ -104,6 +104,14 @@ default_opts: Final[list[cfg.Opt]] = [
         help="Signal transports AUTO tries, in order; the first whose service "
         "is available is used.",
     ),
+    cfg.StrOpt(
+        "default_project",
+        default="default",
+        help="The Keystone project that owns every config, deployment, server "
+        "and group made without a request context (an embedder's own calls, "
+        "the command line without cloud credentials) or before projects were "
+        "recorded.",
+    ),
     cfg.IntOpt(
         "deployment_timeout",
         default=3600,

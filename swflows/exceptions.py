@@ -221,3 +221,12 @@ class WaitTimeout(SwflowsError, TimeoutError):
         )
         self.deployment_id = deployment_id
         self.flow_id = flow_id
+
+
+class Forbidden(SwflowsError, PermissionError):
+    """The caller may not do this: ``rule`` names the rule that refused it
+    (an oslo.policy rule, or a server's deployment policy)."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(f"{rule}: {message}", rule=rule)
+        self.rule = rule

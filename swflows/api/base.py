@@ -11,14 +11,24 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
-from swflows import exceptions
+from swflows import exceptions, policies, projects
 from swflows.clients.cloud import Clients
 from swflows.services import Services
 
 if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
+
     # TaskFlow loads at first use: a command that only reads the store
     # starts without it
     from swflows.engine import Runner
+
+#: the not-found error of each kind of owned object
+_NOT_FOUND: dict[str, type[exceptions.NotFound]] = {
+    projects.CONFIG: exceptions.ConfigNotFound,
+    projects.DEPLOYMENT: exceptions.DeploymentNotFound,
+    projects.SERVER: exceptions.ServerNotFound,
+    projects.GROUP: exceptions.GroupNotFound,
+}
 
 #: generation of a deployment's first action
 FIRST_GENERATION = 1
@@ -115,6 +125,103 @@ class Base:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- projects and policy (see swflows.projects, swflows.policies) -----
+    def _default_project(self) -> str:
+        return str(getattr(self.conf, "default_project", None) or "default")
+
+    def _is_admin(self, context: RequestContext | None) -> bool:
+        return context is None or policies.is_admin(self.conf, context)
+
+    def _scope(
+        self, context: RequestContext | None, all_projects: bool = False
+    ) -> str | None:
+        """The project a listing is limited to (None: every project).
+
+        ``all_projects`` is refused (Forbidden) unless the context passes
+        ``swflows:all_projects``.
+        """
+        if context is None:
+            return None
+        if all_projects:
+            policies.authorize(self.conf, context, policies.ALL_PROJECTS, {})
+            return None
+        return str(projects.owner_of(context).project_id)
+
+    def _project_of(self, kind: str, object_id: str) -> str:
+        owner = self.store.get_owner(kind, object_id)
+        return owner.project_id if owner is not None else self._default_project()
+
+    def _visible(
+        self, context: RequestContext | None, kind: str, object_id: str, rule: str
+    ) -> None:
+        """Raise the kind's NotFound when the object is another project's
+        (unless the context is an admin's), then check ``rule`` on it."""
+        if context is None:
+            return
+        project = self._project_of(kind, object_id)
+        caller = projects.owner_of(context)
+        if project != caller.project_id and not self._is_admin(context):
+            raise _NOT_FOUND[kind](object_id)
+        policies.authorize(self.conf, context, rule, {"project_id": project})
+
+    def _allow(self, context: RequestContext | None, rule: str) -> None:
+        """Check a rule that has no existing object as target."""
+        if context is not None:
+            caller = projects.owner_of(context)
+            policies.authorize(
+                self.conf,
+                context,
+                rule,
+                {"project_id": caller.project_id, "user_id": caller.user_id},
+            )
+
+    def _keep(
+        self,
+        context: RequestContext | None,
+        kind: str,
+        ids: list[str],
+        scope: str | None,
+    ) -> set[str]:
+        """Those of ``ids`` in project ``scope`` (all when it is None)."""
+        if scope is None:
+            return set(ids)
+        owned = self.store.owners(kind, ids)
+        default = self._default_project()
+        return {i for i in ids if owned.get(i, default) == scope}
+
+    def _visible_config(self, context: RequestContext | None, config_id: str) -> Any:
+        """The config, if the context may read it (ConfigNotFound if not)."""
+        found = self.store.get_config(config_id)
+        self._visible(context, projects.CONFIG, config_id, "swflows:config:show")
+        return found
+
+    def _own(self, context: RequestContext | None, kind: str, object_id: str) -> None:
+        """Record the context's project and user as the object's owner."""
+        if context is not None:
+            self.store.set_owner(kind, object_id, projects.owner_of(context))
+
+    def _check_deploy_policy(
+        self, context: RequestContext | None, server_id: str, config_id: str
+    ) -> None:
+        """Raise Forbidden naming the rule unless the server's deployment
+        policy admits the context's project and ``config_id``."""
+        if context is None or self._is_admin(context):
+            return
+        caller = projects.owner_of(context)
+        owner = self.store.get_owner(projects.SERVER, server_id)
+        if owner is None:
+            try:
+                self.store.get_server(server_id)
+            except exceptions.ServerNotFound:
+                # a server first met here becomes the deploying project's
+                self.store.set_owner(projects.SERVER, server_id, caller)
+                owner = caller
+        server_project = owner.project_id if owner else self._default_project()
+        found = self.store.get_deploy_policy(server_id)["policy"]
+        projects.DeployPolicy.from_dict(found).check(
+            server_id, server_project, caller.project_id, config_id
+        )
 
     def _timeout(self, timeout: int | None) -> int:
         value = int(timeout if timeout is not None else self.conf.deployment_timeout)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from swflows import model
+from swflows import model, projects
 from swflows.api.base import Base
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
 
 
 class Configs(Base):
@@ -21,17 +24,40 @@ class Configs(Base):
         inputs: Sequence[Mapping[str, Any]] | None = None,
         outputs: Sequence[Mapping[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
+        context: RequestContext | None = None,
     ) -> model.Config:
+        """Store a new config; with ``context``, owned by its project."""
+        self._allow(context, "swflows:config:create")
         built = model.Config.create(
             name, config, group=group, inputs=inputs, outputs=outputs, options=options
         )
+        self._own(context, projects.CONFIG, built.id)
         return self.store.create_config(built)  # type: ignore[no-any-return]
 
-    def get_config(self, config_id: str) -> model.Config:
-        return self.store.get_config(config_id)  # type: ignore[no-any-return]
+    def get_config(
+        self, config_id: str, *, context: RequestContext | None = None
+    ) -> model.Config:
+        found: model.Config = self.store.get_config(config_id)
+        self._visible(context, projects.CONFIG, config_id, "swflows:config:show")
+        return found
 
-    def list_configs(self, **kwargs: Any) -> list[model.Config]:
-        return self.store.list_configs(**kwargs)  # type: ignore[no-any-return]
+    def list_configs(
+        self,
+        *,
+        context: RequestContext | None = None,
+        all_projects: bool = False,
+        **kwargs: Any,
+    ) -> list[model.Config]:
+        """Configs (with ``context``, its project's unless ``all_projects``)."""
+        self._allow(context, "swflows:config:list")
+        scope = self._scope(context, all_projects)
+        found: list[model.Config] = self.store.list_configs(**kwargs)
+        kept = self._keep(context, projects.CONFIG, [c.id for c in found], scope)
+        return [c for c in found if c.id in kept]
 
-    def delete_config(self, config_id: str) -> None:
+    def delete_config(
+        self, config_id: str, *, context: RequestContext | None = None
+    ) -> None:
+        self.store.get_config(config_id)
+        self._visible(context, projects.CONFIG, config_id, "swflows:config:delete")
         self.store.delete_config(config_id)

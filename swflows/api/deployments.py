@@ -10,7 +10,17 @@ import concurrent.futures
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from swflows import bootdata, derive, exceptions, model, outcomes, signals, states
+from swflows import (
+    bootdata,
+    derive,
+    exceptions,
+    model,
+    outcomes,
+    policies,
+    projects,
+    signals,
+    states,
+)
 from swflows.api.base import FIRST_GENERATION, checked_input_values
 from swflows.api.plans import Plans
 from swflows.api.results import Results
@@ -18,6 +28,8 @@ from swflows.tasks import metadata
 from swflows.tasks import signal as signal_tasks
 
 if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
+
     from swflows.flows import common
 
 
@@ -39,9 +51,17 @@ class Deployments(Plans, Results):
         deployment_id: str | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> model.Deployment:
-        """Deploy ``config_id`` to ``server_id``: its ``action`` (CREATE) runs."""
-        source = self.store.get_config(config_id)
+        """Deploy ``config_id`` to ``server_id``: its ``action`` (CREATE) runs.
+
+        With ``context``, the deployment is its project's, and the server's
+        deployment policy must admit that project and config (Forbidden
+        naming the rule otherwise).
+        """
+        self._allow(context, "swflows:deployment:create")
+        source = self._visible_config(context, config_id)
+        self._check_deploy_policy(context, server_id, config_id)
         values = checked_input_values(input_values)
         derive.check_action(source, action, actions)
         transport = self._signal_transport(signal_transport, server_id)
@@ -61,6 +81,7 @@ class Deployments(Plans, Results):
         }
         if actions is not None:
             inputs["actions"] = list(actions)
+        self._own(context, projects.DEPLOYMENT, deployment_id)
         started = self._start("deploy", plan, inputs)
         return self._result(deployment_id, started, wait, wait_timeout)
 
@@ -74,6 +95,7 @@ class Deployments(Plans, Results):
         timeout: int | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> model.Deployment:
         """Run ``action`` (UPDATE) with new inputs or a new config.
 
@@ -82,13 +104,21 @@ class Deployments(Plans, Results):
         and the new deployment is returned.
         """
         current = self.store.get_deployment(deployment_id)
+        self._visible(
+            context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:update"
+        )
         self._refuse_running(current)
         source_id = config_id or current.source_config_id
         if source_id is None:
             raise exceptions.ValidationError(
                 "config_id", f"deployment {deployment_id} has no config to redeploy"
             )
-        source = self.store.get_config(source_id)
+        source = (
+            self._visible_config(context, source_id)
+            if config_id is not None
+            else self.store.get_config(source_id)
+        )
+        self._check_deploy_policy(context, current.server_id, source_id)
         values = {**current.input_values, **checked_input_values(input_values)}
         derive.check_action(source, action, current.actions)
         self._refuse_for_agent(
@@ -106,8 +136,9 @@ class Deployments(Plans, Results):
                 timeout=timeout or current.timeout,
                 wait=True,
                 wait_timeout=wait_timeout,
+                context=context,
             )
-            self.undeploy(deployment_id)
+            self.undeploy(deployment_id, context=context)
             return replacement
         plan = self._plan(current.server_id, current.signal_transport, None)
         inputs = {
@@ -139,6 +170,7 @@ class Deployments(Plans, Results):
         timeout: int | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> model.Deployment | None:
         """Run DELETE when the config has it, then remove the deployment.
 
@@ -146,6 +178,9 @@ class Deployments(Plans, Results):
         not run.  Returns the DELETE action's final state (None when there was none).
         """
         current: model.Deployment = self.store.get_deployment(deployment_id)
+        self._visible(
+            context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:delete"
+        )
         self._refuse_running(current)
         run_delete = self._runs_delete(current)
         plan = self._plan(current.server_id, current.signal_transport, None)
@@ -182,6 +217,7 @@ class Deployments(Plans, Results):
         timeout: int | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> model.Deployment:
         """Run ``action`` of the deployment's config now, as a new deployment.
 
@@ -192,11 +228,15 @@ class Deployments(Plans, Results):
         config the deployment's ``actions``.
         """
         original = self.store.get_deployment(deployment_id)
+        self._visible(
+            context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:trigger"
+        )
         if original.source_config_id is None:
             raise exceptions.ValidationError(
                 "deployment_id", f"deployment {deployment_id} has no config"
             )
         source = self.store.get_config(original.source_config_id)
+        self._check_deploy_policy(context, original.server_id, source.id)
         derive.check_action(source, action, original.actions)
         transport = self._signal_transport(
             signal_transport or original.signal_transport, original.server_id
@@ -218,6 +258,7 @@ class Deployments(Plans, Results):
             "signal_transport": transport,
             "parent_id": deployment_id,
         }
+        self._own(context, projects.DEPLOYMENT, new_id)
         started = self._start("trigger", plan, inputs)
         return self._result(new_id, started, wait, wait_timeout)
 
@@ -238,6 +279,7 @@ class Deployments(Plans, Results):
         payload: bytes | str | Mapping[str, Any],
         *,
         generation: int | None = None,
+        context: RequestContext | None = None,
     ) -> bool:
         """Deliver a signal an embedder received (HEAT_SIGNAL and friends).
 
@@ -250,6 +292,15 @@ class Deployments(Plans, Results):
         goes on at once, without waiting for the watcher.
         """
         current = self.store.get_deployment(deployment_id)
+        if context is not None:
+            # the signaller is the deployment's stack user, in a project of
+            # its own: the rule decides, not the deployment's project
+            policies.authorize(
+                self.conf,
+                context,
+                "swflows:deployment:signal",
+                {"project_id": self._project_of(projects.DEPLOYMENT, deployment_id)},
+            )
         if current.status != states.IN_PROGRESS or (
             generation is not None and current.generation != generation
         ):
@@ -265,7 +316,13 @@ class Deployments(Plans, Results):
             self.runner.resume_ended(deployment_id)
         return recorded
 
-    def cancel(self, deployment_id: str, reason: str | None = None) -> model.Deployment:
+    def cancel(
+        self,
+        deployment_id: str,
+        reason: str | None = None,
+        *,
+        context: RequestContext | None = None,
+    ) -> model.Deployment:
         """End a running action FAILED, kind ``cancelled``.
 
         Its derived config is withdrawn from the server's metadata, which
@@ -273,6 +330,9 @@ class Deployments(Plans, Results):
         more, and swflows' agent stops its hook if it is running.
         """
         current = self.store.get_deployment(deployment_id)
+        self._visible(
+            context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:cancel"
+        )
         if current.status != states.IN_PROGRESS:
             raise exceptions.InvalidTransition(
                 deployment_id, current.status, states.FAILED

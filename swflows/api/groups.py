@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenacity
 
-from swflows import derive, exceptions, model, rollout, states
+from swflows import derive, exceptions, model, projects, rollout, states
 from swflows.api.deployments import Deployments
 from swflows.api.group_driver import GroupDriver
 from swflows.persistence.groups import (
@@ -56,6 +56,8 @@ from swflows.persistence.groups import (
 )
 
 if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
+
     from swflows.engine import Runner
 
 #: a member's task in an operation: the single-server flow it runs
@@ -284,6 +286,7 @@ class Groups(Deployments):
         actions: Sequence[str] | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> dict[str, Any]:
         """Deploy ``config_id`` to every member of a new group.
 
@@ -297,9 +300,12 @@ class Groups(Deployments):
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 255:
             raise exceptions.ValidationError("name", "must be a non-empty string")
+        self._allow(context, "swflows:group:create")
         members, own = check_members(servers, member_values)
         parsed = rollout.Policy.from_dict(policy)
-        source = self.store.get_config(config_id)
+        source = self._visible_config(context, config_id)
+        for server_id in members.values():
+            self._check_deploy_policy(context, server_id, config_id)
         if actions is not None:
             actions = list(actions)
             if not all(isinstance(a, str) and a for a in actions):
@@ -334,6 +340,8 @@ class Groups(Deployments):
             status=states.IN_PROGRESS,
             status_reason=f"0 done, 0 running, 0 failed, {len(members)} left",
         )
+        self._own(context, projects.GROUP, record.id)
+        self._own_members(context, operation)
         GroupStore(self.store).create(record)
         return self._group_started(record.id, wait, wait_timeout)
 
@@ -349,6 +357,7 @@ class Groups(Deployments):
         action: str = model.UPDATE,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> dict[str, Any]:
         """A rolling redeploy: ``action`` (UPDATE) on every member, with the
         new inputs or config, released by the policy (``min_in_service``
@@ -360,7 +369,7 @@ class Groups(Deployments):
         ``input_values`` are merged into the shared ones; ``policy``
         replaces the group's.  Refused (GroupBusy) while
         an operation runs."""
-        record = self._idle_group(group)
+        record = self._idle_group(group, context, "swflows:group:update")
         wanted = record.servers if servers is None else servers
         kept = {
             name: values
@@ -417,11 +426,17 @@ class Groups(Deployments):
                     generation=found.generation + 1,
                 )
         operation = new_operation(REDEPLOY, action, planned, parsed)
+        if source_id != record.config_id:
+            self._visible_config(context, source_id)
+        for member in operation["members"].values():
+            if member["task"] != "undeploy":
+                self._check_deploy_policy(context, member["server_id"], source_id)
         return self._group_operation(
             record,
             operation,
             wait,
             wait_timeout,
+            context=context,
             config_id=source_id,
             servers=members,
             member_values=own,
@@ -440,13 +455,14 @@ class Groups(Deployments):
         policy: Mapping[str, Any] | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> dict[str, Any]:
         """Run ``action`` on every member with a deployment, each as a new
         deployment (as :meth:`trigger` does), released by the policy
         (``policy`` for this operation only).  The outcome of each is in
         :meth:`show_group`'s ``operation``; the members' own deployments
         are left as they were."""
-        record = self._idle_group(group)
+        record = self._idle_group(group, context, "swflows:group:update")
         parsed = rollout.Policy.from_dict(
             policy if policy is not None else record.policy
         )
@@ -467,7 +483,11 @@ class Groups(Deployments):
         operation = new_operation(
             TRIGGER, action, planned, parsed, input_values=input_values
         )
-        return self._group_operation(record, operation, wait, wait_timeout)
+        for found in current.values():
+            self._check_deploy_policy(context, found.server_id, record.config_id)
+        return self._group_operation(
+            record, operation, wait, wait_timeout, context=context
+        )
 
     def delete_group(
         self,
@@ -476,13 +496,14 @@ class Groups(Deployments):
         policy: Mapping[str, Any] | None = None,
         wait: bool = True,
         wait_timeout: float | None = None,
+        context: RequestContext | None = None,
     ) -> dict[str, Any] | None:
         """Undeploy every member (DELETE runs where the config has it),
         released by the policy, then remove the group and the deployments
         of actions triggered on its members.  Returns None once
         it is gone (with ``wait``); if some member could not be undeployed
         the group stays, FAILED, and is returned."""
-        record = self._idle_group(group)
+        record = self._idle_group(group, context, "swflows:group:delete")
         parsed = rollout.Policy.from_dict(
             policy if policy is not None else record.policy
         )
@@ -508,11 +529,18 @@ class Groups(Deployments):
         except exceptions.GroupNotFound:
             return None
 
-    def cancel_group(self, group: str, reason: str | None = None) -> dict[str, Any]:
+    def cancel_group(
+        self,
+        group: str,
+        reason: str | None = None,
+        *,
+        context: RequestContext | None = None,
+    ) -> dict[str, Any]:
         """Stop a group's operation: no member starts any more, the running
         ones are cancelled (FAILED, kind ``cancelled``); the operation ends
         FAILED ``cancelled``.  Refused (InvalidTransition) unless it runs."""
         rows = GroupStore(self.store)
+        self._visible_group(context, group, "swflows:group:update")
         for _ in range(10):
             record = rows.get(group)
             if record.status != states.IN_PROGRESS:
@@ -534,14 +562,23 @@ class Groups(Deployments):
         self._wake_groups()
         return describe(self, rows.get(record.id))
 
-    def show_group(self, group: str) -> dict[str, Any]:
+    def show_group(
+        self, group: str, *, context: RequestContext | None = None
+    ) -> dict[str, Any]:
         """A group by id or name: status and reason, each member's
         deployment status and reason, outputs as maps keyed by member name
         (``outputs[name][member]``), and its last operation's progress."""
-        return describe(self, GroupStore(self.store).get(group))
+        return describe(self, self._visible_group(context, group, "swflows:group:show"))
 
-    def list_groups(self) -> list[dict[str, Any]]:
-        """Every group: id, name, config, members, action, status, reason."""
+    def list_groups(
+        self, *, context: RequestContext | None = None, all_projects: bool = False
+    ) -> list[dict[str, Any]]:
+        """Every group (with ``context``, its project's unless
+        ``all_projects``): id, name, config, members, action, status, reason."""
+        self._allow(context, "swflows:group:list")
+        scope = self._scope(context, all_projects)
+        found = GroupStore(self.store).find()
+        kept = self._keep(context, projects.GROUP, [r.id for r in found], scope)
         return [
             {
                 "id": record.id,
@@ -552,7 +589,8 @@ class Groups(Deployments):
                 "status": record.status,
                 "status_reason": record.status_reason,
             }
-            for record in GroupStore(self.store).find()
+            for record in found
+            if record.id in kept
         ]
 
     def wait_group(self, group: str, timeout: float | None = None) -> dict[str, Any]:
@@ -560,8 +598,32 @@ class Groups(Deployments):
         self.runner  # noqa: B018 -- the driver runs beside the runner
         return describe(self, wait(self, group, timeout))
 
-    def _idle_group(self, group: str) -> Any:
+    def _visible_group(
+        self, context: RequestContext | None, group: str, rule: str
+    ) -> Any:
+        """The group by id or name; GroupNotFound naming what was asked for
+        when it is another project's."""
         record = GroupStore(self.store).get(group)
+        try:
+            self._visible(context, projects.GROUP, record.id, rule)
+        except exceptions.GroupNotFound:
+            raise exceptions.GroupNotFound(group) from None
+        return record
+
+    def _own_members(
+        self, context: RequestContext | None, operation: Mapping[str, Any]
+    ) -> None:
+        """The deployments an operation makes are the caller's."""
+        for member in operation["members"].values():
+            self._own(context, projects.DEPLOYMENT, str(member["deployment_id"]))
+
+    def _idle_group(
+        self,
+        group: str,
+        context: RequestContext | None = None,
+        rule: str = "swflows:group:update",
+    ) -> Any:
+        record = self._visible_group(context, group, rule)
         if record.status == states.IN_PROGRESS:
             raise GroupBusy(record.name, record.action)
         return record
@@ -572,8 +634,10 @@ class Groups(Deployments):
         operation: dict[str, Any],
         wait: bool,
         wait_timeout: float | None,
+        context: RequestContext | None = None,
         **changes: Any,
     ) -> dict[str, Any]:
+        self._own_members(context, operation)
         count = len(operation["members"])
         GroupStore(self.store).update(
             record,

@@ -4,26 +4,49 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 
-from swflows import exceptions, model, states
+from swflows import exceptions, model, projects, states
 from swflows.api.base import FIRST_GENERATION, Base
 from swflows.persistence import flow_registry as flow_rows
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
 
 
 class Results(Base):
     """Deployments as stored, and waiting until no flow works on them."""
 
-    def show(self, deployment_id: str) -> model.Deployment:
-        return self.store.get_deployment(deployment_id)  # type: ignore[no-any-return]
+    def show(
+        self, deployment_id: str, *, context: RequestContext | None = None
+    ) -> model.Deployment:
+        found: model.Deployment = self.store.get_deployment(deployment_id)
+        self._visible(
+            context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:show"
+        )
+        return found
 
-    def outputs(self, deployment_id: str) -> dict[str, Any]:
-        return dict(self.show(deployment_id).output_values)
+    def outputs(
+        self, deployment_id: str, *, context: RequestContext | None = None
+    ) -> dict[str, Any]:
+        return dict(self.show(deployment_id, context=context).output_values)
 
-    def list_deployments(self, **kwargs: Any) -> list[model.Deployment]:
-        return self.store.list_deployments(**kwargs)  # type: ignore[no-any-return]
+    def list_deployments(
+        self,
+        *,
+        context: RequestContext | None = None,
+        all_projects: bool = False,
+        **kwargs: Any,
+    ) -> list[model.Deployment]:
+        """Deployments matching the filters (with ``context``, its
+        project's unless ``all_projects``)."""
+        self._allow(context, "swflows:deployment:list")
+        scope = self._scope(context, all_projects)
+        found: list[model.Deployment] = self.store.list_deployments(**kwargs)
+        kept = self._keep(context, projects.DEPLOYMENT, [d.id for d in found], scope)
+        return [d for d in found if d.id in kept]
 
     def wait(
         self, deployment_id: str, timeout: float | None = None

@@ -12,13 +12,17 @@ names a server's queue or TempURL object after its resource, not its id.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from swflows import bootdata, exceptions, model, states
+from swflows import bootdata, exceptions, model, projects, states
 from swflows import transport_names as names
 from swflows.api.deployments import Deployments
 from swflows.persistence import tables
 from swflows.tasks import enrollment, metadata
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
 
 LOG = logging.getLogger(__name__)
 
@@ -254,6 +258,9 @@ class Servers(Deployments):
         server_id: str,
         config_transport: str | None = None,
         agent: str | None = None,
+        *,
+        deploy_policy: Mapping[str, Any] | None = None,
+        context: RequestContext | None = None,
     ) -> dict[str, Any]:
         """Give a server its metadata channel and publish its document.
 
@@ -261,24 +268,105 @@ class Servers(Deployments):
         channel is published and the old one removed.  ``agent`` ("swflows"
         or "heat") records the agent the server runs, which decides the
         form of its document and the signal transports it can use (None:
-        the one recorded, else swflows' agent).  Returns :meth:`show_server`.
+        the one recorded, else swflows' agent).  With ``context`` the
+        server becomes its project's (a server already another project's
+        is not found); ``deploy_policy`` sets who may deploy to it
+        (:meth:`set_deploy_policy`).  Returns :meth:`show_server`.
         """
-        return enroll(self, server_id, config_transport, agent)
+        check_server_id(server_id)
+        if context is not None:
+            self._allow(context, "swflows:server:enroll")
+            if self.store.get_owner(projects.SERVER, server_id) is not None:
+                self._visible(
+                    context, projects.SERVER, server_id, "swflows:server:enroll"
+                )
+        policy = (
+            projects.DeployPolicy.from_dict(deploy_policy)
+            if deploy_policy is not None
+            else None
+        )
+        self._own(context, projects.SERVER, server_id)
+        enroll(self, server_id, config_transport, agent)
+        if policy is not None:
+            self.set_deploy_policy(server_id, policy.to_dict(), context=context)
+        return describe(self, server_id)
 
-    def unenroll_server(self, server_id: str, *, force: bool = False) -> bool:
+    def set_deploy_policy(
+        self,
+        server_id: str,
+        policy: Mapping[str, Any],
+        *,
+        context: RequestContext | None = None,
+    ) -> dict[str, Any]:
+        """Set who may deploy to the server: ``{"mode": "project"}`` (its
+        own project, the default), ``{"mode": "projects", "projects": [...]}``
+        (its own and those), or ``{"mode": "any"}``; ``config_ids`` limits
+        which source configs may be deployed.  The change is recorded (who,
+        when); returns :meth:`deploy_policy`."""
+        parsed = projects.DeployPolicy.from_dict(policy)
+        self.store.get_server(server_id)
+        self._visible(context, projects.SERVER, server_id, "swflows:server:set_policy")
+        if context is not None:
+            owner = projects.owner_of(context)
+            who = f"{owner.user_id or '-'}@{owner.project_id}"
+        else:
+            owner = projects.Owner(self._default_project())
+            who = "-"
+        current = self.store.get_owner(projects.SERVER, server_id)
+        self.store.set_deploy_policy(server_id, parsed, current or owner, who)
+        return self.deploy_policy(server_id, context=context)
+
+    def deploy_policy(
+        self, server_id: str, *, context: RequestContext | None = None
+    ) -> dict[str, Any]:
+        """The server's owner project, deployment policy and its last
+        change (``changed_by`` as ``user@project``, ``changed_at``)."""
+        self.store.get_server(server_id)
+        self._visible(context, projects.SERVER, server_id, "swflows:server:show")
+        found = self.store.get_deploy_policy(server_id)
+        changed = found["changed_at"]
+        return {
+            "server_id": server_id,
+            "project_id": self._project_of(projects.SERVER, server_id),
+            **found,
+            "changed_at": changed.isoformat() if changed else None,
+        }
+
+    def unenroll_server(
+        self,
+        server_id: str,
+        *,
+        force: bool = False,
+        context: RequestContext | None = None,
+    ) -> bool:
         """Remove everything enrolling made; False if the server was unknown.
 
         Refused (ServerInUse) while deployments are on the server, unless
         ``force``: then each is undeployed first (a waiting one cancelled).
         """
+        if context is not None and metadata.find_server(self.services, server_id):
+            self._visible(
+                context, projects.SERVER, server_id, "swflows:server:unenroll"
+            )
         if force:
             undeploy_all(self, server_id)
-        return enrollment.unenroll(self.services, server_id)
+        removed = enrollment.unenroll(self.services, server_id)
+        if removed:
+            self.store.forget_owner(projects.SERVER, server_id)
+        return removed
 
-    def show_server(self, server_id: str, *, console_lines: int = 0) -> dict[str, Any]:
+    def show_server(
+        self,
+        server_id: str,
+        *,
+        console_lines: int = 0,
+        context: RequestContext | None = None,
+    ) -> dict[str, Any]:
         """A server's enrollment, channel (no secret) and deployments; with
         ``console_lines``, also the end of its console log from Nova
         (``console``: where an agent that died at boot says why)."""
+        self.store.get_server(server_id)
+        self._visible(context, projects.SERVER, server_id, "swflows:server:show")
         return describe(self, server_id, console_lines)
 
     def boot_data(self, server_id: str, agent: str | None = None) -> str:

@@ -28,6 +28,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
     exceptions.ConfigInUse,
     exceptions.ServerInUse,
     exceptions.GroupBusy,
+    exceptions.Forbidden,
 )
 
 
@@ -108,6 +109,11 @@ class _Errors:
         return int(code)
 
     @property
+    def ctx(self) -> Any:
+        """The request context of ``--scoped`` (None without it)."""
+        return self.app.request_context()
+
+    @property
     def sw(self) -> Swflows:
         return self.app.swflows(resume=False)  # type: ignore[no-any-return]
 
@@ -130,6 +136,14 @@ class ShowOne(_Errors, show.ShowOne, metaclass=abc.ABCMeta):
 
     def run(self, parsed_args: argparse.Namespace) -> int:
         return self._guarded(super().run, parsed_args)
+
+
+def add_all_projects(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--all-projects",
+        action="store_true",
+        help="with --scoped: every project's, not the login's (admins only)",
+    )
 
 
 def fields(data: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:

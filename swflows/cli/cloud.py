@@ -18,6 +18,36 @@ from swflows.cli import parsing
 GROUP = "identity"
 
 
+def request_context(conf: cfg.ConfigOpts) -> Any:
+    """The oslo.context of ``[identity]``'s login: its token's project,
+    user and roles."""
+    from oslo_context import context as oslo_context
+
+    from swflows.clients import loading as client_loading
+
+    auth = client_loading.load_auth(conf, GROUP)
+    if auth is None:
+        raise parsing.BadInput(
+            "--scoped", "needs a Keystone login: [identity] or --os-cloud"
+        )
+    session = client_loading.load_session(conf, GROUP, auth)
+    try:
+        access = auth.get_access(session)
+    except ksa_exc.ClientException as exc:
+        raise parsing.BadInput(
+            "--scoped", f"Keystone refused the login: {exc}"
+        ) from None
+    if not access.project_id:
+        raise parsing.BadInput("--scoped", "the login is not scoped to a project")
+    return oslo_context.RequestContext(
+        project_id=access.project_id,
+        user_id=access.user_id,
+        project_name=access.project_name,
+        user_name=access.username,
+        roles=list(access.role_names or ()),
+    )
+
+
 def apply(conf: cfg.ConfigOpts, name: str) -> None:
     """Override ``[identity]``'s auth with clouds.yaml's cloud ``name``."""
     try:

@@ -43,7 +43,11 @@ class CreateConfig(base.ShowOne):
             else {}
         )
         made = self.sw.create_config(
-            parsed_args.name, body, group=parsed_args.group, **definition
+            parsed_args.name,
+            body,
+            group=parsed_args.group,
+            context=self.ctx,
+            **definition,
         )
         return base.fields(made.to_dict())
 
@@ -60,7 +64,7 @@ class ShowConfig(base.ShowOne):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        data = self.sw.get_config(parsed_args.id).to_dict()
+        data = self.sw.get_config(parsed_args.id, context=self.ctx).to_dict()
         if parsed_args.config_only:
             data = {"config": data["config"]}
         return base.fields(data)
@@ -72,10 +76,15 @@ class ListConfigs(base.Lister):
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("--limit", type=int, help="at most this many")
+        base.add_all_projects(parser)
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        found = self.sw.list_configs(limit=parsed_args.limit)
+        found = self.sw.list_configs(
+            limit=parsed_args.limit,
+            context=self.ctx,
+            all_projects=parsed_args.all_projects,
+        )
         return LIST_COLUMNS, [base.row(c.to_dict(), LIST_COLUMNS) for c in found]
 
 
@@ -89,5 +98,5 @@ class DeleteConfig(base.Command):
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         for config_id in parsed_args.ids:
-            self.sw.delete_config(config_id)
+            self.sw.delete_config(config_id, context=self.ctx)
             self.app.stdout.write(f"config {config_id} deleted\n")

@@ -213,6 +213,7 @@ class CreateDeployment(_Operation):
             config_transport=parsed_args.config_transport,
             timeout=parsing.minutes_to_seconds(parsed_args.timeout),
             wait=False,
+            context=self.ctx,
         )
         return self.finish(made, parsed_args)
 
@@ -250,6 +251,7 @@ class RedeployDeployment(_Operation):
             action=parsed_args.action,
             timeout=timeout,
             wait=False,
+            context=self.ctx,
         )
         return self.finish(made, parsed_args)
 
@@ -288,6 +290,7 @@ class TriggerDeployment(_Operation):
             signal_transport=parsed_args.signal_transport,
             timeout=parsing.minutes_to_seconds(parsed_args.timeout),
             wait=False,
+            context=self.ctx,
         )
         return self.finish(made, parsed_args)
 
@@ -305,7 +308,7 @@ class WatchDeployment(_Operation):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        current = self.sw.show(parsed_args.id)
+        current = self.sw.show(parsed_args.id, context=self.ctx)
         return self.finish(
             current, parsed_args, parsing.minutes_to_seconds(parsed_args.timeout)
         )
@@ -324,7 +327,7 @@ class CancelDeployment(base.ShowOne):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        self.sw.cancel(parsed_args.id, parsed_args.reason)
+        self.sw.cancel(parsed_args.id, parsed_args.reason, context=self.ctx)
         # let a watcher (this process's, or an engine's) finish the flow: it
         # removes the signal store
         try:
@@ -345,7 +348,7 @@ class ShowDeployment(base.ShowOne):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        return base.fields(self.sw.show(parsed_args.id).to_dict())
+        return base.fields(self.sw.show(parsed_args.id, context=self.ctx).to_dict())
 
 
 class ListDeployments(base.Lister):
@@ -358,6 +361,7 @@ class ListDeployments(base.Lister):
             "--status", choices=sorted(states.STATUSES), help="in this status only"
         )
         parser.add_argument("--limit", type=int, help="at most this many")
+        base.add_all_projects(parser)
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
@@ -365,6 +369,8 @@ class ListDeployments(base.Lister):
             server_id=parsed_args.server,
             status=parsed_args.status,
             limit=parsed_args.limit,
+            context=self.ctx,
+            all_projects=parsed_args.all_projects,
         )
         if parsed_args.server and not found:
             try:
@@ -399,6 +405,7 @@ class DeleteDeployment(base.Command):
                 deployment_id,
                 timeout=parsing.minutes_to_seconds(parsed_args.timeout),
                 wait=False,
+                context=self.ctx,
             )
             if parsed_args.no_wait:
                 settle(sw, deployment_id)
@@ -426,7 +433,7 @@ class ShowOutput(base.ShowOne):
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         if bool(parsed_args.output) == bool(parsed_args.all):
             raise parsing.BadInput("OUTPUT", "give an output name or --all")
-        values = self.sw.outputs(parsed_args.id)
+        values = self.sw.outputs(parsed_args.id, context=self.ctx)
         if parsed_args.all:
             return base.fields(values)
         if parsed_args.output not in values:

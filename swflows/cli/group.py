@@ -419,12 +419,21 @@ class ShowGroup(base.ShowOne):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        return base.fields(summary(self.sw.show_group(parsed_args.name)))
+        return base.fields(
+            summary(self.sw.show_group(parsed_args.name, context=self.ctx))
+        )
 
 
 class ListGroups(base.Lister):
     """List deployment groups."""
 
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        base.add_all_projects(parser)
+        return parser
+
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        found = self.sw.list_groups()
+        found = self.sw.list_groups(
+            context=self.ctx, all_projects=parsed_args.all_projects
+        )
         return LIST_COLUMNS, [base.row(g, LIST_COLUMNS) for g in found]

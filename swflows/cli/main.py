@@ -47,6 +47,7 @@ COMMANDS: dict[str, type] = {
     "server enroll": server.EnrollServer,
     "server unenroll": server.UnenrollServer,
     "server show": server.ShowServer,
+    "server set": server.SetServer,
     "server boot-data": server.BootData,
     "server agent-config": server.AgentConfig,
     "server create": server.CreateServer,
@@ -116,6 +117,7 @@ class SwflowsApp(app.App):
             deferred_help=True,
         )
         self._sw: Any = None
+        self._context: Any = None
 
     def build_option_parser(
         self, description: str | None, version: str | None, argparse_kwargs: Any = None
@@ -138,6 +140,13 @@ class SwflowsApp(app.App):
             default=os.environ.get("OS_CLOUD"),
             help="a cloud of clouds.yaml for swflows' own login ([identity]); "
             "default $OS_CLOUD",
+        )
+        parser.add_argument(
+            "--scoped",
+            action="store_true",
+            help="act as the login's Keystone user ([identity] or --os-cloud): "
+            "see and change only its project's configs, deployments, servers "
+            "and groups (all of them for an admin with --all-projects)",
         )
         return parser
 
@@ -217,6 +226,17 @@ class SwflowsApp(app.App):
             # the runner starts at the first command that needs it
             self._sw = Swflows.from_conf(options, start=False)
         return self._sw
+
+    def request_context(self) -> Any:
+        """With ``--scoped``, the request context of the login (its
+        project, user and roles, from a token it gets once); else None."""
+        if not getattr(self.options, "scoped", False):
+            return None
+        if self._context is None:
+            from swflows.cli import cloud
+
+            self._context = cloud.request_context(self.swflows(resume=False).conf)
+        return self._context
 
     def close_swflows(self) -> None:
         made, self._sw = self._sw, None

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from swflows import bootdata
+from swflows import bootdata, exceptions, projects
 from swflows.cli import base
 
 
@@ -37,6 +37,34 @@ def add_transport(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_deploy_policy(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument(
+        "--deploy-policy",
+        metavar="POLICY",
+        required=required,
+        help="who may deploy to the server: 'project' (its own project, the "
+        "default), 'projects:ID[,ID...]' (its own and those) or 'any'",
+    )
+    parser.add_argument(
+        "--deploy-config",
+        metavar="CONFIG_ID",
+        action="append",
+        default=[],
+        help="with --deploy-policy: only this source config may be deployed "
+        "(repeat for several; default: any)",
+    )
+
+
+def deploy_policy(parsed_args: argparse.Namespace) -> dict[str, Any] | None:
+    if parsed_args.deploy_policy is None:
+        if parsed_args.deploy_config:
+            raise exceptions.ValidationError("--deploy-config", "needs --deploy-policy")
+        return None
+    return projects.DeployPolicy.parse(
+        parsed_args.deploy_policy, parsed_args.deploy_config
+    ).to_dict()
+
+
 class EnrollServer(base.ShowOne):
     """Give a server its metadata channel (again, or on another transport)."""
 
@@ -45,13 +73,35 @@ class EnrollServer(base.ShowOne):
         add_server(parser)
         add_transport(parser)
         add_agent(parser)
+        add_deploy_policy(parser, required=False)
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         shown = self.sw.enroll_server(
-            parsed_args.server, parsed_args.config_transport, parsed_args.agent
+            parsed_args.server,
+            parsed_args.config_transport,
+            parsed_args.agent,
+            deploy_policy=deploy_policy(parsed_args),
+            context=self.ctx,
         )
         return base.fields(shown)
+
+
+class SetServer(base.ShowOne):
+    """Change a server's deployment policy (the change is recorded)."""
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        add_server(parser)
+        add_deploy_policy(parser, required=True)
+        return parser
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        wanted = deploy_policy(parsed_args)
+        assert wanted is not None  # --deploy-policy is required
+        return base.fields(
+            self.sw.set_deploy_policy(parsed_args.server, wanted, context=self.ctx)
+        )
 
 
 class UnenrollServer(base.Command):
@@ -69,7 +119,9 @@ class UnenrollServer(base.Command):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> int:
-        removed = self.sw.unenroll_server(parsed_args.server, force=parsed_args.force)
+        removed = self.sw.unenroll_server(
+            parsed_args.server, force=parsed_args.force, context=self.ctx
+        )
         what = "unenrolled" if removed else "was not enrolled"
         self.app.stdout.write(f"server {parsed_args.server} {what}\n")
         return 0
@@ -93,7 +145,11 @@ class ShowServer(base.ShowOne):
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         lines = max(0, parsed_args.console_lines)
-        return base.fields(self.sw.show_server(parsed_args.server, console_lines=lines))
+        return base.fields(
+            self.sw.show_server(
+                parsed_args.server, console_lines=lines, context=self.ctx
+            )
+        )
 
 
 class _Secret(base.Command):

@@ -180,5 +180,6 @@ class ConfigRows(Database):
             if users:
                 raise exceptions.ConfigInUse(config_id, users)
             conn.execute(sa.delete(c).where(c.c.id == config_id))
+            self._forget(conn, "config", config_id)
 
         self._write("delete config", op)

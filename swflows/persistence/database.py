@@ -422,6 +422,11 @@ class Database:
 
         return self._run(what, once)
 
+    def _forget(self, conn: sa.Connection, kind: str, object_id: str) -> None:
+        """Remove an object's owner in the transaction removing it."""
+        o = self._tables.owners
+        conn.execute(sa.delete(o).where(o.c.kind == kind, o.c.object_id == object_id))
+
     # -- secrets -----------------------------------------------------------
 
     def _seal(self, value: Any) -> dict[str, str]:

@@ -328,6 +328,7 @@ class DeploymentRows(ServerRows):
                 self._lock_server(conn, server_id)
                 deleted = conn.execute(sa.delete(d).where(d.c.id == deployment_id))
                 if deleted.rowcount:
+                    self._forget(conn, "deployment", deployment_id)
                     self._bump(conn, server_id)
                     return
             if not missing_ok:

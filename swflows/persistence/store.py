@@ -42,10 +42,11 @@ from swflows.persistence.database import (
     create_engine,
 )
 from swflows.persistence.deployments import UPDATABLE_FIELDS, DeploymentRows
+from swflows.persistence.owners import OwnerRows
 from swflows.persistence.servers import PUBLISH_ATTEMPTS, ServerMetadata, ServerRecord
 
 
-class Store(DeploymentRows):
+class Store(DeploymentRows, OwnerRows):
     """Configs, deployments and server metadata in one SQL database.
 
     ``url`` is an SQLAlchemy URL; ``None`` means the SQLite file

@@ -90,6 +90,8 @@ class Tables:
     servers: sa.Table
     flows: sa.Table
     groups: sa.Table
+    #: who made each config, deployment, server and group; servers' policies
+    owners: sa.Table
     #: TaskFlow's logbook, under the same prefix (see :func:`logbook_tables`)
     tf_logbooks: sa.Table
     tf_flowdetails: sa.Table
@@ -204,6 +206,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         sa.Index(f"ix_{p}flows_server_id", "server_id"),
     )
     groups = group_table(metadata, p)
+    owners = owner_table(metadata, p)
     logbooks, flowdetails, atomdetails = logbook_tables(metadata, p)
     return Tables(
         p,
@@ -213,6 +216,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         servers,
         flows,
         groups,
+        owners,
         logbooks,
         flowdetails,
         atomdetails,
@@ -257,6 +261,33 @@ def group_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("updated_at", timestamp(), nullable=True),
         sa.UniqueConstraint("name", name=f"uq_{p}groups_name"),
         sa.Index(f"ix_{p}groups_status", "status"),
+    )
+
+
+def owner_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    """The Keystone project and user that made each object, and each
+    server's deployment policy (:mod:`swflows.persistence.owners`).
+
+    An object without a row here belongs to the configured
+    ``default_project``: everything made before projects were recorded, and
+    everything an embedder makes without a request context.
+    """
+    p = prefix
+    return sa.Table(
+        f"{p}owners",
+        metadata,
+        # config, deployment, server or group
+        sa.Column("kind", sa.String(STATUS_LENGTH), primary_key=True),
+        sa.Column("object_id", sa.String(NAME_LENGTH), primary_key=True),
+        sa.Column("project_id", sa.String(NAME_LENGTH), nullable=False),
+        sa.Column("user_id", sa.String(NAME_LENGTH), nullable=True),
+        # a server's deployment policy (swflows.projects.DeployPolicy.to_dict)
+        sa.Column("deploy_policy", json_type(), nullable=True),
+        # who changed the policy last ("user@project"), and when
+        sa.Column("policy_changed_by", sa.String(NAME_LENGTH), nullable=True),
+        sa.Column("policy_changed_at", timestamp(), nullable=True),
+        sa.Column("created_at", timestamp(), nullable=False),
+        sa.Index(f"ix_{p}owners_kind_project_id", "kind", "project_id"),
     )
 
 

@@ -123,7 +123,10 @@ class SignalApp:
         body = request.body_file.read(self.max_bytes + 1)
         if len(body) > self.max_bytes:
             return _error(413, f"a signal is at most {self.max_bytes} bytes")
-        return _deliver(self.sw, "signal", deployment_id, body)
+        from oslo_context import context as oslo_context
+
+        context = oslo_context.RequestContext.from_environ(request.environ)
+        return _deliver(self.sw, "signal", deployment_id, body, context=context)
 
     def _find(self, kind: str, ident: str) -> tuple[str, str | None]:
         """The deployment a request is for, and its stack user's id."""
@@ -202,17 +205,22 @@ def _deliver(
     deployment_id: str,
     payload: bytes | str,
     generation: int | None = None,
+    context: Any = None,
 ) -> webob.Response:
-    """Hand ``payload`` to :meth:`Swflows.signal` and answer as it went."""
+    """Hand ``payload`` to :meth:`Swflows.signal` and answer as it went
+    (the rule ``swflows:deployment:signal`` checks ``context``)."""
     try:
+        extra = {} if context is None else {"context": context}
         if generation is None:
-            accepted = sw.signal(deployment_id, payload)
+            accepted = sw.signal(deployment_id, payload, **extra)
         else:
-            accepted = sw.signal(deployment_id, payload, generation=generation)
+            accepted = sw.signal(deployment_id, payload, generation=generation, **extra)
     except exceptions.SignalRejected as exc:
         return _error(400, exc.message)
     except exceptions.DeploymentNotFound as exc:
         return _error(404, exc.message)
+    except exceptions.Forbidden as exc:
+        return _error(403, exc.message)
     except Exception as exc:
         return _failed(f"{what} for deployment {deployment_id}", exc)
     LOG.info(

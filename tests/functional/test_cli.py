@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from swflows import conf as sw_conf
-from swflows import states
+from swflows import projects, states
 from swflows.api import Swflows
 from swflows.cli.parsing import ExitCode
 from swflows.persistence import Store
@@ -664,3 +664,145 @@ def test_cancel_says_why(setup: tuple[Cli, Swflows]) -> None:
     done = cli.json("deployment", "cancel", dep["id"], "--reason", "hangs")
     assert done["status"] == states.FAILED
     assert done["status_reason"] == "Deployment cancelled: hangs."
+
+
+def test_a_servers_deploy_policy_set_at_enrollment_and_changed(
+    setup: tuple[Cli, Swflows],
+) -> None:
+    cli, sw = setup
+    server = str(uuid.uuid4())
+    cli("server", "enroll", server, "--deploy-policy", "projects:p2,p3")
+    try:
+        shown = sw.deploy_policy(server)
+        assert shown["policy"] == {
+            "mode": "projects",
+            "projects": ["p2", "p3"],
+            "config_ids": [],
+        }
+        assert shown["project_id"] == "default"
+        changed = cli.json(
+            "server", "set", server, "--deploy-policy", "any", "--deploy-config", "c1"
+        )
+        assert changed["policy"] == {
+            "mode": "any",
+            "projects": [],
+            "config_ids": ["c1"],
+        }
+        assert changed["changed_by"] == "-"
+        assert changed["changed_at"] >= shown["changed_at"]
+        bad = ExitCode.BAD_INPUT
+        err = cli("server", "set", server, "--deploy-policy", "friends", rc=bad)
+        assert "deploy_policy: mode must be one of project, projects, any" in err.stderr
+        err = cli("server", "set", server, "--deploy-policy", "projects", rc=bad)
+        assert "needs at least one project" in err.stderr
+        err = cli("server", "set", str(uuid.uuid4()), "--deploy-policy", "any", rc=bad)
+        assert "not found" in err.stderr
+        assert sw.deploy_policy(server)["policy"]["mode"] == "any"
+    finally:
+        sw.unenroll_server(server)
+
+
+@pytest.fixture
+def project_b(
+    devcloud: dict[str, Any], keystone_admin_session: Any
+) -> Iterator[dict[str, str]]:
+    """A project of its own with a member user, made through Keystone's
+    admin API (removed afterwards)."""
+    ks = keystone_admin_session
+    ident = {"service_type": "identity", "interface": "public"}
+    name = f"swflows-b-{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    project = ks.post(
+        "/projects",
+        json={"project": {"name": name, "domain_id": "default"}},
+        endpoint_filter=ident,
+    ).json()["project"]
+    user = ks.post(
+        "/users",
+        json={
+            "user": {
+                "name": name,
+                "password": password,
+                "domain_id": "default",
+                "default_project_id": project["id"],
+            }
+        },
+        endpoint_filter=ident,
+    ).json()["user"]
+    try:
+        (role,) = ks.get("/roles?name=member", endpoint_filter=ident).json()["roles"]
+        ks.put(
+            f"/projects/{project['id']}/users/{user['id']}/roles/{role['id']}",
+            endpoint_filter=ident,
+        )
+        yield {"username": name, "password": password, "project_name": name}
+    finally:
+        ks.delete(f"/users/{user['id']}", endpoint_filter=ident)
+        ks.delete(f"/projects/{project['id']}", endpoint_filter=ident)
+
+
+def login_conf(path: Path, who: dict[str, str]) -> Path:
+    """A configuration layer logging in as ``who`` ([identity])."""
+    path.write_text(
+        "[identity]\n"
+        f"username = {who['username']}\n"
+        f"password = {who['password']}\n"
+        f"project_name = {who['project_name']}\n"
+    )
+    return path
+
+
+def test_scoped_commands_act_as_the_logins_project(
+    setup: tuple[Cli, Swflows], devcloud: dict[str, Any], project_b: dict[str, str]
+) -> None:
+    cli, sw = setup
+    as_b = [cli.conf, login_conf(cli.folder / "b.conf", project_b)]
+    as_admin = [
+        cli.conf,
+        login_conf(cli.folder / "admin.conf", devcloud["keystone"]["admin"]),
+    ]
+    script = cli.folder / "s.sh"
+    script.write_text("#!/bin/sh\n")
+    config = cli.json(
+        "--scoped", "config", "create", "c", "--config-file", str(script)
+    )["id"]
+    server = str(uuid.uuid4())
+    made = cli.json(
+        "--scoped",
+        "deployment",
+        "create",
+        "d",
+        "--server",
+        server,
+        "--config",
+        config,
+        "--signal-transport",
+        "NO_SIGNAL",
+        "--wait",
+    )
+    assert made["status"] == "COMPLETE"
+    # the demo login's project owns them
+    owner = sw.store.get_owner(projects.DEPLOYMENT, made["id"])
+    assert owner is not None and owner.project_id != "default"
+    bad = ExitCode.BAD_INPUT
+
+    def run(conf: list[Path], *args: str, rc: int = 0) -> Any:
+        return cli("--scoped", *args, conf=conf, rc=rc)
+
+    # project B: not found, not listed, no --all-projects
+    err = run(as_b, "deployment", "show", made["id"], rc=bad).stderr
+    assert f"deployment {made['id']} not found" in err
+    err = run(as_b, "config", "show", config, rc=bad).stderr
+    assert f"config {config} not found" in err
+    listed = json.loads(run(as_b, "deployment", "list", "-f", "json").stdout)
+    assert made["id"] not in [d["id"] for d in listed]
+    err = run(as_b, "deployment", "list", "--all-projects", rc=bad).stderr
+    assert "swflows:all_projects" in err
+    # an admin lists every project's
+    listed = json.loads(
+        run(as_admin, "deployment", "list", "--all-projects", "-f", "json").stdout
+    )
+    assert made["id"] in [d["id"] for d in listed]
+    # without --scoped the command is the single owner, as before
+    assert cli.json("deployment", "show", made["id"])["id"] == made["id"]
+    cli("--scoped", "deployment", "delete", made["id"])

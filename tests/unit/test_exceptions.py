@@ -48,6 +48,10 @@ SAMPLES: dict[type[exceptions.SwflowsError], tuple[exceptions.SwflowsError, str]
     exceptions.FlowError: (exceptions.FlowError("flow-2", "cannot rebuild"), "flow-2"),
     exceptions.FlowLocked: (exceptions.FlowLocked("flow-3", "leased"), "flow-3"),
     exceptions.WaitTimeout: (exceptions.WaitTimeout("dep-3", 2.5), "dep-3"),
+    exceptions.Forbidden: (
+        exceptions.Forbidden("swflows:config:delete", "not allowed by policy"),
+        "swflows:config:delete",
+    ),
 }
 
 

@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "swflows.rollout",
             "swflows.bootdata",
             "swflows.conf",
+            "swflows.projects",
+            "swflows.policies",
         ),
     ),
     ("persistence", ("swflows.persistence",)),

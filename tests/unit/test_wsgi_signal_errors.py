@@ -27,7 +27,7 @@ def signalled(sw: Swflows, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def failing(exc: BaseException) -> object:
-    def signal(*args: object) -> bool:
+    def signal(*args: object, **kwargs: object) -> bool:
         raise exc
 
     return signal

@@ -182,6 +182,8 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
             "region": keystone.REGION,
             "admin": user("admin"),
             "demo": user("demo"),
+            # a second project with its own member user (project scoping)
+            "demo2": user("demo2"),
             "stack_user_domain_id": cloud.ids["stack_user_domain"],
             "stack_user_domain_name": keystone.STACK_DOMAIN,
             "stack_domain_admin": keystone.STACK_DOMAIN_ADMIN,

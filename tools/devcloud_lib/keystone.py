@@ -128,9 +128,10 @@ class Api:
 
 def register(cloud: Cloud) -> None:
     """Create what swflows and the other servers need, as Heat sets it up:
-    a stack-user domain with its domain admin, the stack user role, a demo
-    tenant, service users for Zaqar, Swift's proxy and the Nova stand-in,
-    and the catalog (Swift's endpoints name each project's account).
+    a stack-user domain with its domain admin, the stack user role, two
+    tenants (``demo`` and ``demo2``, each with its own member user, for
+    tests of project scoping), service users for Zaqar, Swift's proxy and
+    the Nova stand-in, and the catalog (Swift's endpoints name each project's account).
     """
     api = Api(
         cloud.auth_url,
@@ -164,6 +165,8 @@ def register(cloud: Cloud) -> None:
 
     demo = api.create("project", name="demo", domain_id="default")
     demo_user = user("demo", project=demo, role="member")
+    demo2 = api.create("project", name="demo2", domain_id="default")
+    demo2_user = user("demo2", project=demo2, role="member")
     service = api.create("project", name="service", domain_id="default")
     for name in ("zaqar", swift.SERVICE_USER, "nova"):
         user(name, project=service, role="service")
@@ -189,6 +192,8 @@ def register(cloud: Cloud) -> None:
         stack_user_domain=domain,
         demo_project=demo,
         demo_user=demo_user,
+        demo2_project=demo2,
+        demo2_user=demo2_user,
         admin_project=admin["id"],
     )
     cloud.demo_token = password_token(

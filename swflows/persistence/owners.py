@@ -1,0 +1,142 @@
+"""The store's owners: the project and user that made each object, and
+each server's deployment policy (see :mod:`swflows.projects`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from swflows import model, projects
+from swflows.persistence.database import Database
+
+
+class OwnerRows(Database):
+    """Owners of configs, deployments, servers and groups."""
+
+    def set_owner(self, kind: str, object_id: str, owner: projects.Owner) -> None:
+        """Record ``owner`` for the object unless it has one already (the
+        first maker stays its owner)."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> None:
+            found = conn.scalar(
+                sa.select(o.c.project_id).where(
+                    o.c.kind == kind, o.c.object_id == object_id
+                )
+            )
+            if found is None:
+                conn.execute(
+                    sa.insert(o).values(
+                        kind=kind,
+                        object_id=object_id,
+                        project_id=owner.project_id,
+                        user_id=owner.user_id,
+                        created_at=model.utcnow(),
+                    )
+                )
+
+        self._write("set owner", op)
+
+    def get_owner(self, kind: str, object_id: str) -> projects.Owner | None:
+        """The object's recorded owner; None when none was recorded."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> projects.Owner | None:
+            row = conn.execute(
+                sa.select(o.c.project_id, o.c.user_id).where(
+                    o.c.kind == kind, o.c.object_id == object_id
+                )
+            ).first()
+            return None if row is None else projects.Owner(row.project_id, row.user_id)
+
+        return self._read("get owner", op)
+
+    def owners(self, kind: str, object_ids: Iterable[str]) -> dict[str, str]:
+        """Object id -> project id, for those of ``object_ids`` with an owner."""
+        wanted = list(object_ids)
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                for row in conn.execute(
+                    sa.select(o.c.object_id, o.c.project_id).where(
+                        o.c.kind == kind, o.c.object_id.in_(chunk)
+                    )
+                ):
+                    found[row.object_id] = row.project_id
+            return found
+
+        return self._read("list owners", op) if wanted else {}
+
+    def forget_owner(self, kind: str, object_id: str) -> None:
+        """Remove the object's owner (and a server's policy) with it."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> None:
+            conn.execute(
+                sa.delete(o).where(o.c.kind == kind, o.c.object_id == object_id)
+            )
+
+        self._write("forget owner", op)
+
+    def get_deploy_policy(self, server_id: str) -> dict[str, Any]:
+        """The server's deployment policy and its last change: ``policy``
+        (:meth:`swflows.projects.DeployPolicy.to_dict`), ``changed_by``,
+        ``changed_at`` (None when never changed)."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> dict[str, Any]:
+            row = conn.execute(
+                sa.select(o).where(
+                    o.c.kind == projects.SERVER, o.c.object_id == server_id
+                )
+            ).first()
+            policy = projects.DeployPolicy.from_dict(
+                row.deploy_policy if row is not None else None
+            )
+            return {
+                "policy": policy.to_dict(),
+                "changed_by": row.policy_changed_by if row is not None else None,
+                "changed_at": row.policy_changed_at if row is not None else None,
+            }
+
+        return self._read("get deploy policy", op)
+
+    def set_deploy_policy(
+        self,
+        server_id: str,
+        policy: projects.DeployPolicy,
+        owner: projects.Owner,
+        changed_by: str,
+    ) -> None:
+        """Set the server's deployment policy, recording who changed it and
+        when; a server without an owner row gets ``owner``."""
+        o = self._tables.owners
+        now = model.utcnow()
+
+        def op(conn: sa.Connection) -> None:
+            where = (o.c.kind == projects.SERVER) & (o.c.object_id == server_id)
+            values = {
+                "deploy_policy": policy.to_dict(),
+                "policy_changed_by": changed_by,
+                "policy_changed_at": now,
+            }
+            if conn.scalar(sa.select(o.c.project_id).where(where)) is None:
+                conn.execute(
+                    sa.insert(o).values(
+                        kind=projects.SERVER,
+                        object_id=server_id,
+                        project_id=owner.project_id,
+                        user_id=owner.user_id,
+                        created_at=now,
+                        **values,
+                    )
+                )
+            else:
+                conn.execute(sa.update(o).where(where).values(**values))
+
+        self._write("set deploy policy", op)
