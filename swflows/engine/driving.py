@@ -453,19 +453,6 @@ def parks_after(flow: Any) -> dict[str, Any]:
     return found
 
 
-def stored_error(flow_id: str, outcome: dict[str, Any]) -> exceptions.FlowError | None:
-    """The error of a custom flow that reverted, rebuilt from its stored
-    outcome (:meth:`Runner.result_of`) for a caller the flow did not end
-    in; None unless it reverted.  Its own type is kept only for a cancel."""
-    if outcome.get("state") != tf_states.REVERTED:
-        return None
-    text = str(outcome.get("error") or "it was reverted")
-    name, _, message = text.partition(": ")
-    if name == FlowCancelled.__name__ and message:
-        return FlowCancelled(flow_id, message)
-    return exceptions.FlowError(flow_id, text)
-
-
 def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
     """End a parked flow's awaited action FAILED, kind ``cancelled``."""
     from swflows import outcomes as signal_tasks

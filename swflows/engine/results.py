@@ -178,7 +178,7 @@ class Results:
 
 def stored_error(flow_id: str, outcome: dict[str, Any]) -> exceptions.FlowError | None:
     """The error of a custom flow that reverted, rebuilt from its stored
-    outcome (:meth:`Runner.result_of`) for a caller the flow did not end
+    outcome (:meth:`Results.result_of`) for a caller the flow did not end
     in; None unless it reverted.  Its own type is kept only for a cancel."""
     if outcome.get("state") != tf_states.REVERTED:
         return None
