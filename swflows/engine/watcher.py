@@ -58,7 +58,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import tenacity
 
@@ -66,6 +66,7 @@ from swflows import exceptions, signals, states
 from swflows import outcomes as signal_tasks
 from swflows import transport_names as names
 from swflows.engine import faults
+from swflows.engine.election import Election
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
 from swflows.tasks import enrollment, metadata
@@ -76,9 +77,6 @@ from swflows.transports.base import (
     SignalRead,
     SignalRef,
 )
-
-if TYPE_CHECKING:
-    from swflows.engine.runner import Runner
 
 LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -157,11 +155,40 @@ def watcher_role(store: Any) -> str:
     return f"swflows-watcher-{hashlib.sha256(where).hexdigest()[:16]}"
 
 
+class Resumer(Protocol):
+    """What the watcher needs of the runner that owns it (a
+    :class:`swflows.engine.runner.Runner`): its flows, its election, and
+    to resume flows on its threads."""
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def registry(self) -> flow_rows.FlowRegistry: ...
+
+    @property
+    def election(self) -> Election | None: ...
+
+    @property
+    def lease_seconds(self) -> float: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def resume_parked(
+        self, flow_id: str, waiting: dict[str, Any] | None = None
+    ) -> bool: ...
+
+    def resume_interrupted(self, flow_id: str | None = None) -> list[str]: ...
+
+    def offload(self, job: Callable[[], object]) -> bool: ...
+
+
 class Watcher:
     """Checks every parked flow, and resumes those that may go on."""
 
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
+    def __init__(self, runner: Resumer) -> None:
+        self.runner: Resumer = runner
         self.services = runner.services
         self.conf = runner.services.conf.watcher
         self._wake = threading.Event()
@@ -893,4 +920,4 @@ def _ref_of(key: str) -> SignalRef | None:
     return SignalRef(deployment_id, int(generation), 0)
 
 
-__all__ = ["Watcher", "sweep_plan", "waiting_of"]
+__all__ = ["Resumer", "Watcher", "sweep_plan", "waiting_of"]

@@ -20,6 +20,7 @@ from taskflow.patterns import linear_flow, unordered_flow
 from examples import backup_verify, maintenance, rolling
 from swflows import exceptions, model, states
 from swflows.api import Swflows
+from swflows.engine import launching
 from swflows.engine import runner as runner_mod
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
@@ -548,12 +549,12 @@ def test_a_flow_whose_runner_died_before_storing_its_id_resumes(
     with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as first:
         with servers(first, 1) as (host,):
             [dep] = deployed(first, [host])
-        load = runner_mod.engines.load
+        load = launching.engines.load
 
         def dies_before_storing(flow: Any, store: Any = None, **kwargs: Any) -> Any:
             return load(flow, **kwargs)
 
-        monkeypatch.setattr(runner_mod.engines, "load", dies_before_storing)
+        monkeypatch.setattr(launching.engines, "load", dies_before_storing)
         monkeypatch.setattr(first.runner, "_submit", lambda *args, **kw: None)
         flow_id = first.run_flow(rolling.make_flow, deployment_ids=[dep])
         monkeypatch.undo()

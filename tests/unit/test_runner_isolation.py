@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from swflows.engine import driving
 from swflows.engine import runner as runner_mod
 from swflows.persistence import flow_registry as flow_rows
 from tests.unit.test_runner_resume import FakeEngine, StoppedStorage
@@ -99,7 +100,7 @@ def test_recording_an_end_is_retried_through_an_outage(
     engine = FakeEngine(StoppedStorage())  # type: ignore[arg-type]
     down = sa.exc.OperationalError("UPDATE", {}, Exception("refused"))
     runner.through_outage(
-        lambda: runner._after_run(runner_mod._Drive("f1", engine, {}), down), "test"
+        lambda: runner._after_run(driving._Drive("f1", engine, {}), down), "test"
     )
     assert len(calls) == 3
     # the flow stopped on an outage: released, not counted against it

@@ -10,6 +10,7 @@ import pytest
 from taskflow import states as tf_states
 
 from swflows import exceptions
+from swflows.engine import driving
 from swflows.engine import runner as runner_mod
 from swflows.persistence import flow_registry as flow_rows
 
@@ -50,9 +51,9 @@ class WaitAtom:
     transport_options: dict[str, Any] = {}
 
 
-def drive(atom_states: dict[str, str]) -> runner_mod._Drive:
+def drive(atom_states: dict[str, str]) -> driving._Drive:
     engine = FakeEngine(FakeStorage(atom_states))
-    return runner_mod._Drive("f1", engine, {"publish": WaitAtom()})
+    return driving._Drive("f1", engine, {"publish": WaitAtom()})
 
 
 @pytest.mark.parametrize(
@@ -125,7 +126,7 @@ def test_a_running_flow_asked_to_cancel_has_the_waits_it_polls_ended(
     )
     ended: list[tuple[str, int, str | None]] = []
     monkeypatch.setattr(
-        runner_mod,
+        driving,
         "end_wait",
         lambda services, waiting, note: ended.append(
             (waiting["deployment_id"], waiting["generation"], note)
@@ -161,7 +162,7 @@ def test_a_flow_failing_on_every_run_is_set_aside(runner: runner_mod.Runner) -> 
         assert runner.registry.claim(
             "f1", runner.owner, lease_until=time.time() + 30, now=time.time()
         )
-        runner._after_run(runner_mod._Drive("f1", engine, {}), RuntimeError("boom"))
+        runner._after_run(driving._Drive("f1", engine, {}), RuntimeError("boom"))
     row = runner.registry.get("f1")
     assert row is not None and row.owner is None
     assert row.takeovers == runner_mod.MAX_TAKEOVERS

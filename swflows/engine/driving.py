@@ -1,0 +1,477 @@
+"""Driving flows: each on one of the runner's threads, step by step,
+until it ends, parks at a wait, is cancelled or stops.
+
+When a flow reaches a step that waits for its server
+(:attr:`~swflows.tasks.base.Task.parks`), the engine is suspended and the
+flow *parked*: no thread waits for it.  The :class:`~swflows.engine.watcher.
+Watcher` resumes it when its signal lands, it times out or it is cancelled.
+
+A developer's own flow (kind ``custom``) can be cancelled as a whole
+(:meth:`Driving.request_cancel`): it is stopped at its next step boundary,
+or woken from its wait, and reverted.
+
+Recording how a flow ended (or that it parked) is retried while the
+database is unreachable, for up to :data:`RECORD_RETRY_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import tenacity
+from taskflow import atom as tf_atom
+from taskflow import states as tf_states
+from taskflow.types import failure as tf_failure
+from taskflow.types import notifier
+
+from swflows import exceptions
+from swflows.engine import faults
+from swflows.engine.results import FlowCancelled, Results
+from swflows.engine.watcher import Watcher, waiting_of
+from swflows.flows import compose
+from swflows.persistence import flow_registry as flow_rows
+from swflows.services import SERVICES_KEY, Services
+
+if TYPE_CHECKING:
+    from swflows.engine import jobboard
+
+LOG = logging.getLogger(__name__)
+
+#: states of a waiting step that has not ended: a flow resumed with its wait
+#: in another state is past it or reverting, and is never parked again
+WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
+#: atom states a conductor's runner enters only while it holds the claim
+FENCED_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
+#: how long recording a flow's end (or its parking) is retried while the
+#: database is unreachable; past that, the flow is taken over once its
+#: lease runs out
+RECORD_RETRY_SECONDS = 300.0
+#: stored values never kept in a custom flow's result
+PRIVATE_VALUES = frozenset(
+    {SERVICES_KEY, compose.FLOW_ID_KEY, "signal_store", "stack_user"}
+)
+
+
+class _Drive:
+    """One engine this runner is driving now."""
+
+    def __init__(self, flow_id: str, engine: Any, park_after: dict[str, Any]) -> None:
+        self.flow_id = flow_id
+        self.engine = engine
+        self.park_after = park_after
+        self.parking = False
+        self.lost = False
+        #: rebuilt from its logbook (not a new flow)
+        self.resumed = False
+        #: what it waits for, once known
+        self.waiting: dict[str, Any] | None = None
+        #: a developer's own flow (kind ``custom``)
+        self.custom = False
+        #: stopped at a step boundary because it was cancelled
+        self.cancelling = False
+        #: called before each step (under a conductor: raises
+        #: :class:`~swflows.engine.conductor.ClaimLost` once the job's
+        #: claim is another's)
+        self.fence: Callable[[_Drive], None] | None = None
+
+
+class Driving(Results):
+    """Drives one runner's flows on its worker threads; parks and cancels
+    them."""
+
+    #: the signal watcher resuming this runner's parked flows
+    watcher: Watcher
+    #: with ``[jobboard] enabled``: the board flows are posted to
+    jobs: jobboard.Jobs | None
+
+    def __init__(self, services: Services, *, workers: int | None = None) -> None:
+        super().__init__(services)
+        self.owner = flow_rows.new_owner(uuid.uuid4().hex[:12])
+        self.lease_seconds = float(self.conf.runner.lease_seconds)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers or int(self.conf.runner.workers),
+            thread_name_prefix="swflows-runner",
+        )
+        self._drives: dict[str, _Drive] = {}
+        self._stopping = threading.Event()
+        #: flows whose end is being recorded (not to be taken over meanwhile)
+        self._recording: set[str] = set()
+        #: failures contained, by step (``record end``, ``resume``...)
+        self.failures: collections.Counter[str] = collections.Counter()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def wake(self) -> None:
+        """Have the watcher look at parked flows now (a signal was pushed)."""
+        self.watcher.wake()
+
+    def _submit(
+        self,
+        flow_id: str,
+        engine: Any,
+        flow: Any,
+        *,
+        resumed: bool = False,
+        custom: bool = False,
+    ) -> None:
+        engine.storage.inject({SERVICES_KEY: self.services}, transient=True)
+        drive = _Drive(flow_id, engine, parks_after(flow))
+        drive.resumed = resumed
+        drive.custom = custom
+        if self.jobs is not None:
+            drive.fence = self.jobs.fence_for(flow_id)
+        engine.atom_notifier.register(notifier.Notifier.ANY, self._on_atom(drive))
+        with self._lock:
+            self._drives[flow_id] = drive
+        try:
+            self._executor.submit(self._drive, drive)
+        except RuntimeError:  # shutting down: leave it for the next runner
+            with self._lock:
+                self._drives.pop(flow_id, None)
+            self.registry.release(flow_id, self.owner)
+            if self.jobs is not None:
+                self.jobs.drive_done(flow_id)
+
+    def _on_atom(self, drive: _Drive) -> Any:
+        def callback(state: str, details: dict[str, Any]) -> None:
+            if drive.fence is not None and state in FENCED_STATES:
+                drive.fence(drive)  # a BaseException: the step does not run
+            if state != tf_states.SUCCESS:
+                return
+            if drive.custom and self.registry.cancel_requested(drive.flow_id):
+                drive.cancelling = True
+                drive.engine.suspend()
+            elif details.get("task_name") in drive.park_after:
+                drive.parking = True
+                drive.engine.suspend()
+
+        return callback
+
+    def _drive(self, drive: _Drive) -> None:
+        error: BaseException | None = None
+        try:
+            if not (drive.resumed and self._park_if_waiting(drive)):
+                if drive.custom and self.registry.cancel_requested(drive.flow_id):
+                    drive.cancelling = True
+                while True:
+                    if drive.cancelling and not drive.lost:
+                        drive.parking = False
+                        self._stop_for_cancel(drive)
+                        drive.cancelling = False
+                    drive.engine.run()
+                    if not drive.cancelling or drive.lost or self.stopping:
+                        break
+        except BaseException as exc:  # the flow's own error, after its revert
+            error = exc
+        finally:
+            with self._lock:
+                self._drives.pop(drive.flow_id, None)
+                self._recording.add(drive.flow_id)
+        try:
+            self.through_outage(lambda: self._after_run(drive, error), "record end")
+        except Exception as exc:
+            self.failures["record end"] += 1
+            LOG.error(
+                "flow %s: could not record how it ended (%s); it is taken "
+                "over once its lease runs out",
+                drive.flow_id,
+                faults.describe(exc),
+            )
+        finally:
+            with self._lock:
+                self._recording.discard(drive.flow_id)
+            if self.jobs is not None:
+                self.jobs.drive_done(drive.flow_id)
+
+    def through_outage(
+        self,
+        call: Callable[[], Any],
+        what: str,
+        seconds: float = RECORD_RETRY_SECONDS,
+    ) -> Any:
+        """``call()``, made again while it fails on an outage (the database
+        unreachable) for up to ``seconds``, or until the runner stops."""
+
+        def retry(state: tenacity.RetryCallState) -> bool:
+            outcome = state.outcome
+            if outcome is None or not outcome.failed:
+                return False
+            exc = outcome.exception()
+            if exc is None or not faults.is_outage(exc):
+                return False
+            if state.attempt_number == 1:
+                LOG.warning(
+                    "%s: waiting for the database: %s", what, faults.describe(exc)
+                )
+            return True
+
+        retrying = tenacity.Retrying(
+            retry=retry,
+            stop=tenacity.stop_after_delay(seconds)
+            | tenacity.stop_when_event_set(self._stopping),
+            wait=tenacity.wait_exponential(multiplier=0.5, max=5.0),
+            reraise=True,
+        )
+        return retrying(call)
+
+    def _park_if_waiting(self, drive: _Drive) -> bool:
+        """Park a resumed flow that is at its waiting step with nothing to do.
+
+        A flow with several waits reached (parallel branches of a custom
+        flow) runs on if one of them may go on, and parks on one that may
+        not otherwise.
+        """
+        drive.engine.compile()
+        drive.engine.prepare()
+        storage = drive.engine.storage
+        found: dict[str, Any] | None = None
+        for name, wait_atom in drive.park_after.items():
+            if storage.get_atom_state(name) != tf_states.SUCCESS:
+                continue
+            wait_state = storage.get_atom_state(wait_atom.name)
+            if wait_state not in WAIT_NOT_DONE:
+                if drive.custom and wait_state == tf_states.SUCCESS:
+                    continue  # a wait it is past; another may be pending
+                return False  # past its wait, or reverting: run on
+            waiting = self._waiting_at(drive, wait_atom)
+            try:
+                status = self.services.store.get_deployment(waiting["deployment_id"])
+            except exceptions.DeploymentNotFound:
+                return False
+            if status.is_terminal or status.generation != waiting["generation"]:
+                return False  # it ended meanwhile: run on
+            waiting["server_id"] = status.server_id
+            found = found or waiting
+            if not drive.custom:
+                break
+        if found is None:
+            return False
+        drive.waiting = found
+        drive.parking = True
+        return True
+
+    def _stop_for_cancel(self, drive: _Drive) -> None:
+        """Make a cancelled flow revert when it runs next.
+
+        TaskFlow reverts a flow it finds with a failed step: the first step
+        not yet run whose inputs are all there (its wait, for a parked
+        flow) is recorded as failed with :class:`FlowCancelled`.
+        """
+        engine = drive.engine
+        engine.compile()
+        engine.prepare()
+        storage = engine.storage
+        note = self.registry.cancel_note(drive.flow_id) or "cancelled"
+        error = FlowCancelled(drive.flow_id, f"flow {drive.flow_id}: {note}")
+        waits = list(drive.park_after.values())
+        others = [
+            node
+            for node in engine.compilation.execution_graph.topological_sort()
+            if isinstance(node, tf_atom.Atom) and node not in waits
+        ]
+        for atom in [*waits, *others]:
+            if storage.get_atom_state(atom.name) != tf_states.PENDING:
+                continue
+            if getattr(atom, "parks", False) and not any(
+                before
+                for before, after in drive.park_after.items()
+                if after is atom and storage.get_atom_state(before) == tf_states.SUCCESS
+            ):
+                continue
+            try:
+                storage.fetch_mapped_args(
+                    atom.rebind, atom_name=atom.name, optional_args=atom.optional
+                )
+            except Exception as exc:  # an input is missing: not this one
+                LOG.debug(
+                    "flow %s: %s cannot fail yet: %s", drive.flow_id, atom.name, exc
+                )
+                continue
+            storage.save(
+                atom.name,
+                tf_failure.Failure.from_exception(error),
+                state=tf_states.FAILURE,
+            )
+            LOG.info(
+                "flow %s: cancelled before %s; reverting", drive.flow_id, atom.name
+            )
+            return
+        LOG.info("flow %s: cancelled after its last step", drive.flow_id)
+
+    def _after_run(self, drive: _Drive, error: BaseException | None) -> None:
+        flow_id = drive.flow_id
+        if drive.parking and error is None and not drive.lost:
+            state = drive.engine.storage.get_flow_state()
+            if state in (tf_states.SUSPENDED, tf_states.RUNNING, tf_states.PENDING):
+                waiting = drive.waiting or self._waiting(drive)
+                if self.registry.park(
+                    flow_id,
+                    self.owner,
+                    waiting,
+                    deployment_id=waiting["deployment_id"] if drive.custom else None,
+                    server_id=waiting.get("server_id") if drive.custom else None,
+                ):
+                    LOG.debug("flow %s parked", flow_id)
+                    if drive.custom and self.registry.cancel_requested(flow_id):
+                        end_wait(
+                            self.services, waiting, self.registry.cancel_note(flow_id)
+                        )
+                    self.watcher.wake()
+                return
+        state = drive.engine.storage.get_flow_state()
+        if state in (tf_states.SUCCESS, tf_states.REVERTED):
+            if drive.custom:
+                self._keep_result(drive, state, error)
+            self._forget(flow_id, keep_book=drive.custom)
+            self._finish(flow_id, error)
+        elif state == tf_states.FAILURE:
+            # a revert failed: keep the logbook for an operator
+            note = f"revert failed: {type(error).__name__}: {error}"
+            self.registry.break_flow(flow_id, note)
+            self._finish(flow_id, error or exceptions.FlowError(None, note))
+        elif drive.lost:
+            LOG.warning("flow %s: lease lost, left to its new owner", flow_id)
+        else:  # suspended by close(), or stopped by an error of storage
+            # an outage is nobody's fault: it is not counted against the flow
+            failed = error is not None and not faults.is_outage(error)
+            self.registry.release(flow_id, self.owner, failed=failed)
+            if error is not None:
+                LOG.error("flow %s stopped: %s", flow_id, faults.describe(error))
+
+    def _waiting(self, drive: _Drive) -> dict[str, Any]:
+        """What a parked flow waits for, from its stored values: the first
+        wait reached whose step has not run (a custom flow may have passed
+        others)."""
+        storage = drive.engine.storage
+        reached = [
+            atom
+            for name, atom in drive.park_after.items()
+            if storage.get_atom_state(name) == tf_states.SUCCESS
+        ]
+        pending = [
+            a for a in reached if storage.get_atom_state(a.name) in WAIT_NOT_DONE
+        ]
+        for atom in pending or reached:
+            waiting = self._waiting_at(drive, atom)
+            if drive.custom:
+                with contextlib.suppress(exceptions.DeploymentNotFound):
+                    found = self.services.store.get_deployment(waiting["deployment_id"])
+                    waiting["server_id"] = found.server_id
+            return waiting
+        raise exceptions.FlowError(None, f"flow {drive.flow_id} is not at a wait")
+
+    def _waiting_at(self, drive: _Drive, atom: Any) -> dict[str, Any]:
+        return waiting_of(self.services, drive.engine, atom)
+
+    def _keep_result(
+        self, drive: _Drive, state: str, error: BaseException | None
+    ) -> None:
+        """Write a custom flow's outcome into its logbook's meta."""
+        storage = drive.engine.storage
+        values: dict[str, Any] = {}
+        if state == tf_states.SUCCESS:
+            for key, value in storage.fetch_all().items():
+                if "." in key or key in PRIVATE_VALUES:
+                    continue
+                try:
+                    values[key] = json.loads(json.dumps(value))
+                except (TypeError, ValueError):
+                    LOG.debug("flow %s: %s is not JSON, not kept", drive.flow_id, key)
+        self._save_result(
+            drive.flow_id,
+            {
+                "state": state,
+                "result": values,
+                "error": None if error is None else f"{type(error).__name__}: {error}",
+                "ended_at": time.time(),
+            },
+        )
+
+    def request_cancel(self, flow_id: str, reason: str | None = None) -> bool:
+        """Cancel custom flow ``flow_id``: stop it, end its wait, revert it.
+
+        The request is written to its row, so whichever runner drives it
+        sees it at its next step boundary; a parked flow's awaited action is
+        ended FAILED (``cancelled``), which wakes it, and so are those a
+        running flow awaits in its thread, at its runner's next lease
+        renewal.  False when the flow is not unfinished.
+        """
+        note = f"cancelled: {reason}" if reason else "cancelled"
+        if not self.registry.request_cancel(flow_id, note):
+            return False
+        row = self.registry.get(flow_id)
+        if row is not None and row.state == flow_rows.PARKED and row.waiting:
+            end_wait(self.services, row.waiting, note)
+        self.wake()
+        return True
+
+    def _end_waits(self, drive: _Drive) -> None:
+        """End the actions a running cancelled flow awaits in its thread
+        (waits reached at once in parallel branches), so that it reaches
+        its next step boundary without waiting for them."""
+        storage = drive.engine.storage
+        note = self.registry.cancel_note(drive.flow_id)
+        for name, wait_atom in drive.park_after.items():
+            if (
+                storage.get_atom_state(name) != tf_states.SUCCESS
+                or storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE
+            ):
+                continue
+            try:
+                end_wait(self.services, self._waiting_at(drive, wait_atom), note)
+            except Exception:
+                LOG.warning(
+                    "flow %s: could not end the wait of %s",
+                    drive.flow_id,
+                    wait_atom.name,
+                    exc_info=True,
+                )
+
+
+def parks_after(flow: Any) -> dict[str, Any]:
+    """The atoms after which ``flow`` parks (by name): those right before a
+    waiting step (a task whose ``parks`` is true), with that step; in
+    nested flows too."""
+    found = {}
+    for before, after, _ in flow.iter_links():
+        if getattr(after, "parks", False) and not hasattr(before, "iter_links"):
+            found[before.name] = after
+    for node, _ in flow.iter_nodes():
+        if hasattr(node, "iter_links"):
+            found.update(parks_after(node))
+    return found
+
+
+def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
+    """End a parked flow's awaited action FAILED, kind ``cancelled``."""
+    from swflows import outcomes as signal_tasks
+    from swflows import signals
+
+    signal_tasks.record_outcome(
+        services,
+        str(waiting["deployment_id"]),
+        int(waiting["generation"]),
+        signals.cancelled_outcome(note),
+    )
+
+
+__all__ = [
+    "FENCED_STATES",
+    "PRIVATE_VALUES",
+    "RECORD_RETRY_SECONDS",
+    "WAIT_NOT_DONE",
+    "Driving",
+    "end_wait",
+    "parks_after",
+]

@@ -1,0 +1,199 @@
+"""A flow's outcome, for whoever waits for it: the runner's cache of
+futures, the wait for a flow another runner may finish, and a custom
+flow's result kept in its logbook's meta after it ended."""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from taskflow import states as tf_states
+
+from swflows import exceptions
+from swflows.persistence import flow_registry as flow_rows
+from swflows.services import Services
+
+LOG = logging.getLogger(__name__)
+
+#: the logbook meta key holding swflows' own description of a flow
+META_KEY = "swflows"
+#: how many ended flows' outcomes a runner keeps for a wait() that comes late
+FINISHED_KEPT = 1024
+#: the flows-table kind of a developer's own flow
+CUSTOM = flow_rows.CUSTOM
+
+
+class FlowCancelled(exceptions.FlowError):
+    """A custom flow was cancelled: it was stopped and reverted."""
+
+
+class Results:
+    """The outcomes of the flows of one runner: their futures (those
+    running here, and the last :data:`FINISHED_KEPT` that ended), and the
+    stored results of custom flows."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.conf = services.conf
+        self.backend = services.store.taskflow_backend()
+        self.registry = flow_rows.FlowRegistry(services.store)
+        self._lock = threading.Lock()
+        self._futures: dict[str, concurrent.futures.Future[str]] = {}
+        self._finished: collections.OrderedDict[str, concurrent.futures.Future[str]] = (
+            collections.OrderedDict()
+        )
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        with contextlib.closing(self.backend.get_connection()) as conn:
+            yield conn
+
+    def _future(self, flow_id: str) -> concurrent.futures.Future[str]:
+        with self._lock:
+            future = self._futures.get(flow_id)
+            if future is None or future.done():
+                future = concurrent.futures.Future()
+                self._futures[flow_id] = future
+            return future
+
+    def _finish(self, flow_id: str, error: BaseException | None) -> None:
+        with self._lock:
+            future = self._futures.pop(flow_id, None)
+            if future is not None:
+                self._finished[flow_id] = future
+                while len(self._finished) > FINISHED_KEPT:
+                    self._finished.popitem(last=False)
+        if future is None or future.done():
+            return
+        if error is None:
+            future.set_result(flow_id)
+        else:
+            future.set_exception(error)
+
+    def _forget(self, flow_id: str, *, keep_book: bool = False) -> None:
+        """Remove an ended flow's row and logbook (a custom flow's logbook
+        stays, holding its result, without its steps)."""
+        with self._connection() as conn:
+            try:
+                if keep_book:
+                    self._drop_steps(flow_id)
+                else:
+                    conn.destroy_logbook(flow_id)
+            except Exception:  # already gone is fine; anything else is logged
+                LOG.debug("logbook %s not removed", flow_id, exc_info=True)
+        self.registry.remove(flow_id)
+
+    def _drop_steps(self, flow_id: str) -> None:
+        """Delete a flow's detail and its atoms' details, not its logbook."""
+        tables = self.backend.tables
+        with self.backend.engine.begin() as conn:
+            conn.execute(
+                tables.atomdetails.delete().where(
+                    tables.atomdetails.c.parent_uuid == flow_id
+                )
+            )
+            conn.execute(
+                tables.flowdetails.delete().where(tables.flowdetails.c.uuid == flow_id)
+            )
+
+    def _save_result(self, flow_id: str, outcome: dict[str, Any]) -> None:
+        with self._connection() as conn:
+            book = conn.get_logbook(flow_id, lazy=True)
+            meta = dict(book.meta or {})
+            meta[META_KEY] = {**dict(meta.get(META_KEY) or {}), **outcome}
+            book.meta = meta
+            conn.save_logbook(book)
+
+    def result_of(self, flow_id: str) -> dict[str, Any] | None:
+        """A custom flow's stored outcome (``state``, ``result``, ``error``,
+        ``factory``); None while it has none (not ended, or unknown)."""
+        try:
+            with self._connection() as conn:
+                book = conn.get_logbook(flow_id, lazy=True)
+        except Exception:
+            return None
+        meta = dict((book.meta or {}).get(META_KEY) or {})
+        if meta.get("kind") != CUSTOM or "state" not in meta:
+            return None
+        return {
+            "id": flow_id,
+            "factory": meta.get("factory"),
+            "state": meta["state"],
+            "result": meta.get("result") or {},
+            "error": meta.get("error"),
+        }
+
+    def forget_result(self, flow_id: str) -> bool:
+        """Remove an ended custom flow's stored outcome; False if none."""
+        if self.result_of(flow_id) is None:
+            return False
+        with self._connection() as conn:
+            conn.destroy_logbook(flow_id)
+        return True
+
+    def wait(self, flow_id: str, timeout: float | None = None) -> None:
+        """Block until flow ``flow_id`` ended (raising its error, if any).
+
+        A flow finished by another runner is seen by its row going away.
+        """
+        started = time.monotonic()
+        interval = float(self.conf.watcher.poll_interval)
+        while True:
+            future = self._known_future(flow_id)
+            if future is not None:
+                try:
+                    future.result(interval)
+                    return
+                except concurrent.futures.TimeoutError:
+                    pass
+            else:
+                time.sleep(interval)
+            row = self.registry.get(flow_id)
+            if row is None:
+                future = self._known_future(flow_id)
+                if future is not None:  # ended here: its outcome is being set
+                    with contextlib.suppress(concurrent.futures.TimeoutError):
+                        future.result(interval)
+                return
+            if row.state == flow_rows.BROKEN:
+                raise exceptions.FlowError(None, f"flow {flow_id}: {row.note}")
+            if timeout is not None and time.monotonic() - started >= timeout:
+                raise exceptions.WaitTimeout(
+                    row.deployment_id,
+                    timeout,
+                    flow_id=flow_id if row.kind == CUSTOM else None,
+                )
+
+    def _known_future(self, flow_id: str) -> concurrent.futures.Future[str] | None:
+        """The future of a flow running here, or of one that recently ended."""
+        with self._lock:
+            return self._futures.get(flow_id) or self._finished.get(flow_id)
+
+
+def stored_error(flow_id: str, outcome: dict[str, Any]) -> exceptions.FlowError | None:
+    """The error of a custom flow that reverted, rebuilt from its stored
+    outcome (:meth:`Results.result_of`) for a caller the flow did not end
+    in; None unless it reverted.  Its own type is kept only for a cancel."""
+    if outcome.get("state") != tf_states.REVERTED:
+        return None
+    text = str(outcome.get("error") or "it was reverted")
+    name, _, message = text.partition(": ")
+    if name == FlowCancelled.__name__ and message:
+        return FlowCancelled(flow_id, message)
+    return exceptions.FlowError(flow_id, text)
+
+
+__all__ = [
+    "CUSTOM",
+    "FINISHED_KEPT",
+    "META_KEY",
+    "FlowCancelled",
+    "Results",
+    "stored_error",
+]
