@@ -137,9 +137,18 @@ class Lifecycle:
     def handle_delete(self, deployment_id: str, *, timeout: int | None = None) -> None:
         """Start removing the deployment (running its DELETE action, if any).
 
-        A deployment already gone is fine: deleting is idempotent.
+        A deployment already gone is fine: deleting is idempotent.  One
+        whose action is still running (a stack deleted while it creates) is
+        cancelled first, as Heat cancels the action in flight when a stack
+        is deleted.
         """
         try:
+            current = self.sw.show(deployment_id)
+            if current.status == states.IN_PROGRESS:
+                try:
+                    self.sw.cancel(deployment_id, "deleted while in progress")
+                except exceptions.InvalidTransition:
+                    pass  # it ended meanwhile
             self.sw.undeploy(deployment_id, timeout=timeout, wait=False)
         except exceptions.DeploymentNotFound:
             return

@@ -328,6 +328,26 @@ def test_a_failed_action_raises_with_its_reason_kind(
     assert leftovers(sw, chosen) == {}
 
 
+def test_a_deployment_deleted_while_it_waits_is_cancelled_then_removed(
+    sw: Swflows,
+) -> None:
+    """A stack deleted while its deployment waits for a server that never
+    answers: the action in flight is cancelled, the deployment removed,
+    nothing left behind (it was an InvalidTransition before)."""
+    lc = Lifecycle(sw)
+    config = sw.create_config("plain", "#!/bin/sh\n", group="script")
+    server = str(uuid.uuid4())
+    dep_id = lc.handle_create(server, config.id, timeout=300)
+    assert dep_id is not None
+    assert not lc.check_create_complete(dep_id)
+    lc.handle_delete(dep_id)
+    deadline = time.monotonic() + 60
+    while not lc.check_delete_complete(dep_id):
+        assert time.monotonic() < deadline, "the delete never completed"
+        time.sleep(0.2)
+    assert leftovers(sw, dep_id) == {}
+
+
 def test_an_action_the_config_does_not_handle_does_nothing(sw: Swflows) -> None:
     lc = Lifecycle(sw)
     config = sw.create_config("plain", "#!/bin/sh\n", group="script")
