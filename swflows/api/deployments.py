@@ -10,12 +10,19 @@ import concurrent.futures
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from swflows import bootdata, derive, exceptions, model, outcomes, signals, states
+from swflows import (
+    bootdata,
+    derive,
+    exceptions,
+    metadata,
+    model,
+    outcomes,
+    signals,
+    states,
+)
 from swflows.api.base import FIRST_GENERATION, checked_input_values
 from swflows.api.plans import Plans
 from swflows.api.results import Results
-from swflows.tasks import metadata
-from swflows.tasks import signal as signal_tasks
 
 if TYPE_CHECKING:
     from swflows.flows import common
@@ -285,7 +292,7 @@ class Deployments(Plans, Results):
                 deployment_id, self.show(deployment_id).status, states.FAILED
             )
         self.runner.wake()
-        signal_tasks.withdraw(self.services, deployment_id)
+        metadata.withdraw_cancelled(self.services, deployment_id)
         return self.show(deployment_id)
 
     def republish(self, server_id: str) -> int:

@@ -41,12 +41,12 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
-from swflows import derive, exceptions, states
+from swflows import derive, exceptions, metadata, states
 from swflows.api import Swflows
 from swflows.clients.cloud import Clients
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.store import Store
-from swflows.tasks import identity, metadata
+from swflows.tasks import identity
 from tests.crash import child, matrix
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer

@@ -20,9 +20,8 @@ import requests
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from swflows import exceptions
+from swflows import exceptions, metadata
 from swflows.clients.messaging import Messaging, SignedUrlClient
-from swflows.tasks import metadata
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
 #: consecutive failed polls after which the server gives up

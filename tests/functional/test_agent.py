@@ -35,11 +35,10 @@ import pytest
 import requests
 
 import swflows
-from swflows import model, states
+from swflows import metadata, model, states
 from swflows import transport_names as names
 from swflows.agent import collectors
 from swflows.api import Swflows
-from swflows.tasks import metadata
 from tests.functional.flowkit import leftovers
 from tests.functional.test_runner import instance, until
 

@@ -27,11 +27,10 @@ from typing import Any
 import pytest
 import requests
 
-from swflows import bootdata, exceptions, states
+from swflows import bootdata, enrollment, exceptions, metadata, states
 from swflows import transport_names as names
 from swflows.api import Swflows
 from swflows.engine.watcher import SERVER_CHECK_INTERVAL
-from swflows.tasks import enrollment, metadata
 from swflows.transports import impl_zaqar_message, server_user
 from tests.functional import flowkit
 from tests.functional.flowkit import leftovers, zaqar_queues

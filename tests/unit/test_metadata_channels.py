@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
+from swflows import enrollment, metadata
 from swflows import transport_names as names
 from swflows.clients.cloud import Clients
 from swflows.persistence.store import Store
 from swflows.services import Services
-from swflows.tasks import enrollment, metadata
 
 
 class Objects:

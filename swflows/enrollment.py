@@ -14,12 +14,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from swflows import bootdata, exceptions
+from swflows import bootdata, exceptions, metadata
 from swflows import transport_names as names
 from swflows.clients.identity import StackUser
 from swflows.persistence.store import ServerRecord
 from swflows.services import Services
-from swflows.tasks import metadata
 from swflows.transports import (
     impl_poll_temp_url,
     impl_zaqar_message,
@@ -277,7 +276,7 @@ def unenroll(services: Services, server_id: str) -> bool:
     survives, whatever is in flight: the channel is removed, then the row,
     then what a publish may have written meanwhile (a publish that finds
     the row gone after its write removes it itself, see
-    :func:`swflows.tasks.metadata.uses_channel`).  Stopped halfway, it is
+    :func:`swflows.metadata.uses_channel`).  Stopped halfway, it is
     finished by unenrolling again: the row goes last but one.
     """
     store = services.store
