@@ -244,7 +244,7 @@ def enroll(
         # (one that reads the new record after its write removes it itself)
         metadata.withdraw(services, server_id, old_name, old_channel)
     metadata.publish_server(services, server_id, name, options)
-    return store.get_server(server_id)  # type: ignore[no-any-return]
+    return store.get_server(server_id)
 
 
 def _same(options: dict[str, Any] | None, channel: dict[str, Any]) -> bool:

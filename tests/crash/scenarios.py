@@ -413,7 +413,7 @@ def remove_server_channel(services: Any, server_id: str) -> None:
 
 def kill_child(
     point: matrix.KillPoint, case: Case, conf: Path, folder: Path, ctx: Any
-) -> str:
+) -> int:
     """Run the operation in a child until it is killed; the child's pid."""
     report = folder / "child-report.txt"
     spec = {

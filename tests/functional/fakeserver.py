@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import requests
 from keystoneauth1 import session as ks_session
@@ -87,7 +87,7 @@ class FakeServer:
         with self._answering:
             self._paused = False
 
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

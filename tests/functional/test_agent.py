@@ -273,6 +273,7 @@ def test_zaqar_signal_as_stack_user(devcloud: dict[str, Any], tmp_path: Path) ->
 
 def _secrets_given(sw: Swflows, dep: model.Deployment) -> dict[str, str]:
     """The secrets the deployment's agent was given, by input name."""
+    assert dep.config_id is not None
     values = {spec.name: spec.value for spec in sw.get_config(dep.config_id).inputs}
     found = {}
     if values.get("deploy_password"):
