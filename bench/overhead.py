@@ -30,7 +30,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from taskflow import engines, task
@@ -42,7 +42,7 @@ from swflows import model, states
 from swflows import transport_names as names
 from swflows.api import Swflows
 from swflows.clients.cloud import Clients
-from swflows.clients.object_store import ObjectInfo, StoredObject
+from swflows.clients.object_store import ObjectInfo, ObjectStore, StoredObject
 from swflows.flows import deploy
 from swflows.persistence import crypto
 from swflows.persistence.store import Store
@@ -173,7 +173,10 @@ class Sides:
         self.conf.set_override("sweep_interval", 3600.0, "watcher")
         self.swift = MemoryObjectStore(self.conf.signal_container)
         self.sw = Swflows(
-            self.store, Clients(object_store=lambda: self.swift), self.conf
+            self.store,
+            # Swift in memory: the calls the signal transport makes
+            Clients(object_store=lambda: cast(ObjectStore, self.swift)),
+            self.conf,
         )
         self.stock = backends.fetch({"connection": url})
         self.memory = backends.fetch({"connection": "memory://"})
@@ -291,7 +294,7 @@ def measure_on(url: str, folder: pathlib.Path, flows: int) -> dict[str, Any]:
     sides = Sides(url, folder)
     warmup = min(3, flows)
     try:
-        deploy_ = alternate(
+        deploy_: dict[str, Any] = alternate(
             {
                 "stock": sides.deploy_stock,
                 "swflows": sides.deploy_swflows,
@@ -300,7 +303,7 @@ def measure_on(url: str, folder: pathlib.Path, flows: int) -> dict[str, Any]:
             flows,
             warmup,
         )
-        linear = alternate(
+        linear: dict[str, Any] = alternate(
             {"stock": sides.linear_stock, "swflows": sides.linear_swflows},
             flows,
             warmup,

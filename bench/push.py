@@ -87,7 +87,7 @@ def authtoken(cloud: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class EndpointSignal:
+class EndpointSignal(notify.Notifier):
     """Posts a HEAT_SIGNAL to the endpoint as the agent does, with the stack
     user's token fetched beforehand (its time is Keystone's, not swflows')."""
 

@@ -14,6 +14,7 @@ from swflows import (
     bootdata,
     derive,
     exceptions,
+    metadata,
     model,
     outcomes,
     policies,
@@ -24,8 +25,6 @@ from swflows import (
 from swflows.api.base import FIRST_GENERATION, checked_input_values
 from swflows.api.plans import Plans
 from swflows.api.results import Results
-from swflows.tasks import metadata
-from swflows.tasks import signal as signal_tasks
 
 if TYPE_CHECKING:
     from oslo_context.context import RequestContext
@@ -345,7 +344,7 @@ class Deployments(Plans, Results):
                 deployment_id, self.show(deployment_id).status, states.FAILED
             )
         self.runner.wake()
-        signal_tasks.withdraw(self.services, deployment_id)
+        metadata.withdraw_cancelled(self.services, deployment_id)
         return self.show(deployment_id)
 
     def republish(self, server_id: str) -> int:

@@ -245,7 +245,7 @@ def wait(sw: Deployments, group: str, timeout: float | None) -> GroupRecord:
         ),
     )
     try:
-        return retrying(lambda: rows.get(group))  # type: ignore[no-any-return]
+        return retrying(lambda: rows.get(group))
     except tenacity.RetryError:
         raise exceptions.WaitTimeout(group, timeout or 0, group=group) from None
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from swflows import bootdata, exceptions
+from swflows import bootdata, exceptions, metadata
 from swflows import transport_names as names
 from swflows.api.base import Base
-from swflows.tasks import metadata
 
 if TYPE_CHECKING:
     from swflows.flows import common

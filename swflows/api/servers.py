@@ -1,7 +1,7 @@
 """The facade's server operations: show, boot through Nova, delete.
 
 :class:`Servers` is the facade's part; enrolling itself is
-:mod:`swflows.tasks.enrollment`.  A server booted through Nova gets its
+:mod:`swflows.enrollment`.  A server booted through Nova gets its
 channel *before* it exists: Nova chooses the server's id only when it
 boots, and the boot data must already say where to poll.  So the channel
 is named after a key chosen first (kept in the channel and in the server's
@@ -15,11 +15,18 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from swflows import bootdata, exceptions, model, projects, states
+from swflows import (
+    bootdata,
+    enrollment,
+    exceptions,
+    metadata,
+    model,
+    projects,
+    states,
+)
 from swflows import transport_names as names
 from swflows.api.deployments import Deployments
 from swflows.persistence import tables
-from swflows.tasks import enrollment, metadata
 
 if TYPE_CHECKING:
     from oslo_context.context import RequestContext

@@ -38,10 +38,9 @@ from keystoneauth1.identity import v3
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from swflows import Swflows, bootdata, embedding, exceptions, states
+from swflows import Swflows, bootdata, embedding, exceptions, metadata, states
 from swflows import transport_names as names
 from swflows.embedding.completion import action_flows
-from swflows.tasks import metadata
 
 LOG = logging.getLogger(__name__)
 

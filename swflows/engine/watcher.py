@@ -62,14 +62,13 @@ from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from swflows import exceptions, signals, states
+from swflows import enrollment, exceptions, metadata, signals, states
 from swflows import outcomes as signal_tasks
 from swflows import transport_names as names
 from swflows.engine import faults
 from swflows.engine.election import Election
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
-from swflows.tasks import enrollment, metadata
 from swflows.transports import owner
 from swflows.transports.base import (
     ConfigTransport,

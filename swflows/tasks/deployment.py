@@ -7,9 +7,9 @@ import logging
 import time
 from typing import Any
 
-from swflows import derive, exceptions, model, states
+from swflows import derive, exceptions, metadata, model, states
 from swflows.services import Services
-from swflows.tasks import base, config, identity, metadata
+from swflows.tasks import base, config, identity
 
 LOG = logging.getLogger(__name__)
 

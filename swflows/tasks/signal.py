@@ -8,7 +8,7 @@ from typing import Any
 
 import tenacity
 
-from swflows import exceptions, signals, states
+from swflows import exceptions, metadata, signals, states
 from swflows.clients.identity import StackUser
 from swflows.outcomes import outcome_from_payload, outcome_of, record_outcome
 from swflows.services import Services
@@ -136,53 +136,10 @@ class AwaitSignal(_TransportTask):
         result = retrying(check)
         assert result is not None
         if states.withdrawn(result["status"], result["reason"]):
-            withdraw(
+            metadata.withdraw_cancelled(
                 services, deployment_id, self.config_transport, self.config_options
             )
         return result
-
-
-def withdraw(
-    services: Services,
-    deployment_id: str,
-    config_transport: str | None = None,
-    config_options: dict[str, Any] | None = None,
-) -> None:
-    """Publish the server's metadata without a cancelled action's config.
-
-    The store already leaves it out (:func:`swflows.states.withdrawn`);
-    this makes the server see it.  Run by the cancel itself and again by
-    the flow's wait step when it goes on, so a crash in between still
-    withdraws it.  Never raises: the action's outcome stands either way,
-    and a failure is logged with what to do.
-    """
-    from swflows.tasks import metadata
-
-    try:
-        server_id = services.store.get_deployment(deployment_id).server_id
-    except exceptions.DeploymentNotFound:
-        return  # removed, and its server republished without it
-    server = metadata.find_server(services, server_id)
-    if server is None:
-        return
-    name = server.config_transport or config_transport
-    if not name:
-        return
-    if config_options is None or name != config_transport:
-        config_options = services.config_options(name)
-    try:
-        metadata.publish_server(services, server_id, name, config_options)
-    except Exception as exc:
-        LOG.warning(
-            "deployment %s was cancelled, but the metadata of server %s could "
-            "not be published without it (%s); its agent may still run it: "
-            "republish it ('swflows server enroll %s') once %s works again",
-            deployment_id,
-            server_id,
-            exc,
-            server_id,
-            name,
-        )
 
 
 def check_signal(

@@ -112,7 +112,7 @@ def main(spec: dict[str, Any]) -> None:
     install_hooks(variant.build(plan), spec["atom"], spec["phase"], spec["fail_atom"])
     ids = iter(spec.get("new_ids", []))
     real_new_id = model.new_id
-    model.new_id = lambda: next(ids, None) or real_new_id()  # type: ignore[assignment]
+    model.new_id = lambda: next(ids, None) or real_new_id()
     try:
         sw = Swflows.from_conf(sw_conf.get_conf(config_files=[spec["conf"]]))
         real_launch = sw.runner.launch

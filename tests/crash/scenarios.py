@@ -41,12 +41,12 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
-from swflows import derive, exceptions, states
+from swflows import derive, exceptions, metadata, states
 from swflows.api import Swflows
 from swflows.clients.cloud import Clients
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.store import Store
-from swflows.tasks import identity, metadata
+from swflows.tasks import identity
 from tests.crash import child, matrix
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
@@ -413,7 +413,7 @@ def remove_server_channel(services: Any, server_id: str) -> None:
 
 def kill_child(
     point: matrix.KillPoint, case: Case, conf: Path, folder: Path, ctx: Any
-) -> str:
+) -> int:
     """Run the operation in a child until it is killed; the child's pid."""
     report = folder / "child-report.txt"
     spec = {

@@ -92,7 +92,7 @@ def devcloud() -> Iterator[dict[str, Any]]:
 # ---------------------------------------------------------------- helpers
 
 
-def keystone_auth(cloud: dict, who: str = "demo") -> v3.Password:
+def keystone_auth(cloud: dict[str, Any], who: str = "demo") -> v3.Password:
     """Password auth of ``cloud["keystone"][who]`` ("admin" or "demo")."""
     from keystoneauth1.identity import v3
 
@@ -100,13 +100,13 @@ def keystone_auth(cloud: dict, who: str = "demo") -> v3.Password:
     return v3.Password(auth_url=ks["auth_url"], **ks[who])
 
 
-def keystone_session(cloud: dict, who: str = "demo") -> ks_session.Session:
+def keystone_session(cloud: dict[str, Any], who: str = "demo") -> ks_session.Session:
     from keystoneauth1 import session as ks_session
 
     return ks_session.Session(auth=keystone_auth(cloud, who))
 
 
-def stack_domain_admin_session(cloud: dict) -> ks_session.Session:
+def stack_domain_admin_session(cloud: dict[str, Any]) -> ks_session.Session:
     """The stack domain admin, with a token scoped to the stack domain."""
     from keystoneauth1 import session as ks_session
     from keystoneauth1.identity import v3
@@ -124,7 +124,9 @@ def stack_domain_admin_session(cloud: dict) -> ks_session.Session:
     )
 
 
-def swift_connection(cloud: dict, who: str = "demo") -> swift_client.Connection:
+def swift_connection(
+    cloud: dict[str, Any], who: str = "demo"
+) -> swift_client.Connection:
     """Swift as a real cloud has it: a Keystone session of ``who`` ("demo"
     or "admin"), the object-store endpoint of its catalog, and so the
     account of its project."""
@@ -141,37 +143,37 @@ def swift_connection(cloud: dict, who: str = "demo") -> swift_client.Connection:
 
 
 @pytest.fixture(scope="session")
-def keystone_admin_session(devcloud: dict) -> ks_session.Session:
+def keystone_admin_session(devcloud: dict[str, Any]) -> ks_session.Session:
     return keystone_session(devcloud, "admin")
 
 
 @pytest.fixture(scope="session")
-def keystone_demo_session(devcloud: dict) -> ks_session.Session:
+def keystone_demo_session(devcloud: dict[str, Any]) -> ks_session.Session:
     return keystone_session(devcloud, "demo")
 
 
 @pytest.fixture(scope="session")
-def stack_domain_admin(devcloud: dict) -> ks_session.Session:
+def stack_domain_admin(devcloud: dict[str, Any]) -> ks_session.Session:
     return stack_domain_admin_session(devcloud)
 
 
 @pytest.fixture(scope="session")
-def swift_conn(devcloud: dict) -> swift_client.Connection:
+def swift_conn(devcloud: dict[str, Any]) -> swift_client.Connection:
     return swift_connection(devcloud)
 
 
 @pytest.fixture(scope="session")
-def zaqar_url(devcloud: dict) -> str:
-    return devcloud["zaqar"]["url"]
+def zaqar_url(devcloud: dict[str, Any]) -> str:
+    return str(devcloud["zaqar"]["url"])
 
 
 @pytest.fixture(scope="session")
-def nova_url(devcloud: dict) -> str:
-    return devcloud["nova"]["url"]
+def nova_url(devcloud: dict[str, Any]) -> str:
+    return str(devcloud["nova"]["url"])
 
 
 @pytest.fixture(scope="session")
-def zookeeper_hosts(devcloud: dict) -> str:
+def zookeeper_hosts(devcloud: dict[str, Any]) -> str:
     """The dev cloud's ZooKeeper, as kazoo's ``hosts``: ``127.0.0.1:port``."""
     zk = devcloud["zookeeper"]
     return f"{zk['host']}:{zk['port']}"

@@ -14,15 +14,14 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import requests
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from swflows import exceptions
+from swflows import exceptions, metadata
 from swflows.clients.messaging import Messaging, SignedUrlClient
-from swflows.tasks import metadata
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
 #: consecutive failed polls after which the server gives up
@@ -88,7 +87,7 @@ class FakeServer:
         with self._answering:
             self._paused = False
 
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

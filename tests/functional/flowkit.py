@@ -15,7 +15,7 @@ from swflows import conf as sw_conf
 from swflows.api import Swflows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from devcloud_lib import swflowsconf
+from devcloud_lib import swflowsconf as swflowsconf  # also for the tests
 
 #: the service groups :func:`conf_text` may leave out
 CLOUD_SERVICES = swflowsconf.CLOUD_SERVICES
@@ -30,12 +30,14 @@ def conf_text(
 ) -> str:
     """The dev cloud's swflows configuration (``tools/devcloud_lib``), with a
     watcher that polls every 0.1 s so tests do not wait for it."""
-    return swflowsconf.conf_text(
-        cloud,
-        database=database,
-        stack_domain_by_name=stack_domain_by_name,
-        services=services,
-        extra={"watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"]},
+    return str(
+        swflowsconf.conf_text(
+            cloud,
+            database=database,
+            stack_domain_by_name=stack_domain_by_name,
+            services=services,
+            extra={"watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"]},
+        )
     )
 
 

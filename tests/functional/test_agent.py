@@ -35,11 +35,10 @@ import pytest
 import requests
 
 import swflows
-from swflows import model, states
+from swflows import metadata, model, states
 from swflows import transport_names as names
 from swflows.agent import collectors
 from swflows.api import Swflows
-from swflows.tasks import metadata
 from tests.functional.flowkit import leftovers
 from tests.functional.test_runner import instance, until
 
@@ -274,6 +273,7 @@ def test_zaqar_signal_as_stack_user(devcloud: dict[str, Any], tmp_path: Path) ->
 
 def _secrets_given(sw: Swflows, dep: model.Deployment) -> dict[str, str]:
     """The secrets the deployment's agent was given, by input name."""
+    assert dep.config_id is not None
     values = {spec.name: spec.value for spec in sw.get_config(dep.config_id).inputs}
     found = {}
     if values.get("deploy_password"):

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from taskflow import engines as tf_engines
 from taskflow import task
 from taskflow.patterns import linear_flow, unordered_flow
 
 from examples import backup_verify, maintenance, rolling
 from swflows import exceptions, model, states
 from swflows.api import Swflows
-from swflows.engine import launching
 from swflows.engine import runner as runner_mod
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
@@ -356,7 +356,8 @@ def test_cancel_flow_stops_a_running_flow_at_its_next_step(
             slow_change, deployment_id=dep, ticket_dir=str(tickets), gate=str(gate)
         )
         until(lambda: gate.with_suffix(".started").exists(), what="the slow step")
-        assert sw.runner.registry.get(flow_id).state == flow_rows.RUNNING
+        row = sw.runner.registry.get(flow_id)
+        assert row is not None and row.state == flow_rows.RUNNING
         sw.cancel_flow(flow_id, "not now")
         gate.touch()  # the slow step ends; the next one is not run
         with pytest.raises(runner_mod.FlowCancelled, match="not now"):
@@ -549,12 +550,12 @@ def test_a_flow_whose_runner_died_before_storing_its_id_resumes(
     with instance(devcloud, tmp_path, runner__lease_seconds=1.0) as first:
         with servers(first, 1) as (host,):
             [dep] = deployed(first, [host])
-        load = launching.engines.load
+        load = tf_engines.load
 
         def dies_before_storing(flow: Any, store: Any = None, **kwargs: Any) -> Any:
             return load(flow, **kwargs)
 
-        monkeypatch.setattr(launching.engines, "load", dies_before_storing)
+        monkeypatch.setattr(tf_engines, "load", dies_before_storing)
         monkeypatch.setattr(first.runner, "_submit", lambda *args, **kw: None)
         flow_id = first.run_flow(rolling.make_flow, deployment_ids=[dep])
         monkeypatch.undo()

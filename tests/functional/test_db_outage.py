@@ -30,9 +30,8 @@ import pytest
 import requests
 
 from swflows import conf as sw_conf
-from swflows import model, states
+from swflows import metadata, model, states
 from swflows.api import Swflows
-from swflows.tasks import metadata
 from tests.functional import flowkit
 from tests.functional.db_fixtures import SECRET_KEY
 from tests.functional.fakeserver import FakeServer, ok_responder

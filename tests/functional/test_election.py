@@ -77,7 +77,7 @@ class Candidate:
     def first(self, what: str, timeout: float = 30) -> float:
         return float(
             until(
-                lambda: (self.times(what) or [None])[0],
+                lambda: next(iter(self.times(what)), None),
                 timeout,
                 f"{self.member} {what}: {self.log.read_text()[-2000:]}",
             )

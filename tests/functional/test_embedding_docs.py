@@ -29,7 +29,7 @@ def blocks(language: str) -> list[str]:
 
 
 def test_the_workflows_actions_take_its_inputs() -> None:
-    manager = extension.ExtensionManager(
+    manager: extension.ExtensionManager[Any] = extension.ExtensionManager(
         namespace="mistral.actions", invoke_on_load=False
     )
     (workflow_text,) = blocks("yaml")

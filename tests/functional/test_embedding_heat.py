@@ -38,6 +38,13 @@ from tests.functional import conftest, db_fixtures
 from tests.functional.fakeserver import FakeServer, Responder, ok_responder
 from tests.functional.flowkit import leftovers
 
+
+def start_delete(lc: Lifecycle, resource_id: str) -> str:
+    """Start a DELETE as Heat does; the resource it checks on."""
+    lc.handle_delete(resource_id)
+    return resource_id
+
+
 PREFIX = "emb_swflows_"
 #: the embedder's own schema revision (one of Heat's)
 EMBEDDER_REV = "c6214ca60943"
@@ -248,7 +255,7 @@ def test_lifecycle_through_the_embedder(sw: Swflows, embedder_db: sa.Engine) -> 
         emb.run(
             "db",
             "DELETE",
-            lambda: lc.handle_delete(dep_id) or dep_id,
+            functools.partial(start_delete, lc, dep_id),
             lc.check_delete_complete,
             dep_id,
         )
@@ -321,7 +328,7 @@ def test_a_failed_action_raises_with_its_reason_kind(
         emb.run(
             "web",
             "DELETE",
-            lambda: lc.handle_delete(chosen) or chosen,
+            functools.partial(start_delete, lc, chosen),
             lc.check_delete_complete,
             chosen,
         )

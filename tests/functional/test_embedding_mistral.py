@@ -45,7 +45,7 @@ TOKEN = "a-token-of-the-workflow-user"
 def descriptors() -> dict[str, Any]:
     """Every ``mistral.actions`` entry point, as Mistral's legacy provider
     registers them."""
-    manager = extension.ExtensionManager(
+    manager: extension.ExtensionManager[Any] = extension.ExtensionManager(
         namespace="mistral.actions", invoke_on_load=False
     )
     return {

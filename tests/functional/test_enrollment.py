@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import configparser
 import email
+import functools
 import json
 import os
 import re
@@ -27,11 +28,11 @@ from typing import Any
 import pytest
 import requests
 
-from swflows import bootdata, exceptions, states
+from swflows import bootdata, enrollment, exceptions, metadata, states
 from swflows import transport_names as names
 from swflows.api import Swflows
+from swflows.clients.identity import StackUser
 from swflows.engine.watcher import SERVER_CHECK_INTERVAL
-from swflows.tasks import enrollment, metadata
 from swflows.transports import impl_zaqar_message, server_user
 from tests.functional import flowkit
 from tests.functional.flowkit import leftovers, zaqar_queues
@@ -362,7 +363,7 @@ def test_server_gone_fails_a_waiting_deployment_at_once(
     # Heat's agents: the stand-in starts no agent, so the deployment waits
     shown = sw.create_server("db-1", "cirros", "m1.tiny", agent=bootdata.HEAT_AGENTS)
     server_id, key = shown["server_id"], shown["channel"]["key"]
-    assert standin_record(standin, server_id)["agent"]["running"] is False
+    assert (standin_record(standin, server_id) or {})["agent"]["running"] is False
     config = script_config(sw, "#!/bin/sh\necho never\n")
     dep = sw.deploy(server_id, config.id, timeout=3600, wait=False)
     until(lambda: parked(sw, dep.id), WAIT, "the deployment to wait")
@@ -583,7 +584,9 @@ def test_server_check_costs_one_listing_per_interval(
     }
     for ids in deps.values():
         for dep_id in ids:
-            until(lambda d=dep_id: parked(sw, d), WAIT, "the deployments to wait")
+            until(
+                functools.partial(parked, sw, dep_id), WAIT, "the deployments to wait"
+            )
     calls.clear()
     started = time.monotonic()
     time.sleep(6)
@@ -594,7 +597,7 @@ def test_server_check_costs_one_listing_per_interval(
     gone, kept = (s["server_id"] for s in servers)
     assert compute.delete_server(gone)
     for dep_id in deps[gone]:
-        assert sw.wait(dep_id, WAIT).reason["detail"] == "server deleted"
+        assert (sw.wait(dep_id, WAIT).reason or {})["detail"] == "server deleted"
     for dep_id in deps[kept]:
         assert sw.show(dep_id).status == states.IN_PROGRESS
     for server_id in (gone, kept):
@@ -708,9 +711,9 @@ def test_a_failed_move_between_zaqar_auths_keeps_the_old_channel(
         users = sw.services.clients.stack_users
         assert users.find_user(user["username"]) is not None
         password = server_user.password(sw.services, server_id, server_user.ZAQAR)
-        messaging = sw.services.clients.messaging_for(
-            enrollment.StackUser.from_dict(user), password
-        )
+        stack_user = StackUser.from_dict(user)
+        assert stack_user is not None
+        messaging = sw.services.clients.messaging_for(stack_user, password)
     else:
         messaging = sw.services.clients.messaging
     # the document published before the failed move is still there to read

@@ -28,6 +28,7 @@ import pytest
 from swflows import derive, flows, model, states
 from swflows.api import Swflows
 from swflows.flows import common
+from swflows.tasks import base
 from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import leftovers
@@ -63,7 +64,7 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def atoms(operation: str, plan: common.Plan) -> list[tuple[str, type]]:
+def atoms(operation: str, plan: common.Plan) -> list[tuple[str, type[base.Task]]]:
     """(atom name, task class) of every task of the operation's flow."""
     kind, extra = OPERATIONS[operation]
     flow = flows.FACTORIES[kind](**plan.to_kwargs(), **extra)
@@ -78,12 +79,15 @@ CASES = [
 ]
 
 
-def case_id(operation: str, transport: str, name: str, cls: type) -> str:
+def case_id(operation: str, transport: str, name: str, cls: type[base.Task]) -> str:
     return f"{operation}-{transport}-{name.rsplit('.', 1)[-1]}"
 
 
 def fail_after(
-    monkeypatch: pytest.MonkeyPatch, cls: type, atom: str, fake: FakeServer
+    monkeypatch: pytest.MonkeyPatch,
+    cls: type[base.Task],
+    atom: str,
+    fake: FakeServer,
 ) -> None:
     """Make the atom named ``atom`` (of class ``cls``) fail after its work.
 
@@ -201,6 +205,7 @@ def assert_truthful(
     if row.status == states.FAILED:
         assert row.reason is not None
     assert derived_configs_of(sw, target.deployment_id) == {row.config_id}
+    assert row.config_id is not None
     assert sw.get_config(row.config_id).id == row.config_id
     published = [i["id"] for i in fake.read_metadata()["deployments"]]
     assert row.config_id in published
@@ -221,7 +226,7 @@ def test_failure_reverts_leaving_nothing(
     operation: str,
     transport: str,
     atom: str,
-    cls: type,
+    cls: type[base.Task],
 ) -> None:
     server = str(uuid.uuid4())
     auth = PLANS[transport].signal_options.get("auth")

@@ -360,6 +360,7 @@ def test_zaqar_credentials_mode(sw: Swflows) -> None:
         )
         assert dep.status == states.COMPLETE, dep.status_reason
         assert dep.output_values["result"] == "out-a"
+        assert dep.config_id is not None
         values = inputs_of(fake.handled[dep.config_id]["item"])
         assert derive.DEPLOY_QUEUE_SIGNED_URL not in values
         assert values[derive.DEPLOY_QUEUE_ID] == f"sws-{dep.id}-1"

@@ -322,7 +322,9 @@ def test_killed_mid_rollout_resumes_each_member_once(
                 shown = sw.show_group("resumed")
             except exceptions.GroupNotFound:
                 return False
-            return shown["operation"]["done"] >= 2 and shown["operation"]["left"] >= 2
+            return bool(
+                shown["operation"]["done"] >= 2 and shown["operation"]["left"] >= 2
+            )
 
         until(some_done, WAIT, "a few members done")
     finally:

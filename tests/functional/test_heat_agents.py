@@ -245,6 +245,7 @@ def test_a_failing_script_printing_its_environment(
             timeout=WAIT,
             wait=False,
         )
+        assert dep.config_id is not None
         inputs = {i.name: i.value for i in sw.get_config(dep.config_id).inputs}
         signature = inputs["deploy_signal_id"].split("temp_url_sig=")[1][:40]
         server.refresh()

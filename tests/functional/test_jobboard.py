@@ -269,10 +269,7 @@ def test_a_paused_conductor_runs_no_step_after_its_claim_is_taken(
     os.kill(first.pid, signal.SIGSTOP)
     paused = time.monotonic()
     until(
-        lambda: (
-            (sw.list_flows() or [None])[0] is not None
-            and owner_pid(sw.list_flows()[0].owner) == second.pid
-        ),
+        lambda: any(owner_pid(row.owner) == second.pid for row in sw.list_flows()[:1]),
         CLAIM_EXPIRY + 10,
         "the second conductor to take the flow over",
     )

@@ -74,6 +74,7 @@ def parked(sw: Swflows, deployment_id: str) -> flow_rows.FlowRow | None:
 
 def signal_inputs(sw: Swflows, deployment_id: str) -> dict[str, Any]:
     dep = sw.show(deployment_id)
+    assert dep.config_id is not None
     config = sw.get_config(dep.config_id)
     return {i.name: i.value for i in config.inputs}
 
@@ -110,7 +111,7 @@ def test_execution_timeout(sw: Swflows) -> None:
     config = script_config(sw)
     dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=1, wait=True)
     assert dep.status == states.FAILED
-    assert dep.reason["kind"] == states.ReasonKind.TIMEOUT.value
+    assert (dep.reason or {})["kind"] == states.ReasonKind.TIMEOUT.value
     assert sw.list_flows(deployment_id=dep.id) == []
     assert leftovers(sw, dep.id) == {}
     sw.undeploy(dep.id)
@@ -121,7 +122,7 @@ def test_never_picked_up(devcloud: dict[str, Any], tmp_path: Path) -> None:
         config = script_config(sw)
         dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=True)
         assert dep.status == states.FAILED
-        assert dep.reason["kind"] == states.ReasonKind.NEVER_PICKED_UP.value
+        assert (dep.reason or {})["kind"] == states.ReasonKind.NEVER_PICKED_UP.value
         assert leftovers(sw, dep.id) == {}
         sw.undeploy(dep.id)
 
@@ -185,7 +186,7 @@ def test_cancel_then_late_signal_is_ignored_and_swept(
         url = signal_inputs(sw, dep.id)["deploy_signal_id"]
         cancelled = sw.cancel(dep.id, "operator")
         assert cancelled.status == states.FAILED
-        assert cancelled.reason["kind"] == states.ReasonKind.CANCELLED.value
+        assert (cancelled.reason or {})["kind"] == states.ReasonKind.CANCELLED.value
         sw.wait(dep.id, timeout=30)
         assert leftovers(sw, dep.id) == {}
         with pytest.raises(exceptions.InvalidTransition):
@@ -197,7 +198,9 @@ def test_cancel_then_late_signal_is_ignored_and_swept(
         assert leftovers(sw, dep.id) != {}
         assert sw.runner.watcher.sweep() == [f"{dep.id}/1"]
         assert leftovers(sw, dep.id) == {}
-        assert sw.show(dep.id).reason["kind"] == states.ReasonKind.CANCELLED.value
+        assert (sw.show(dep.id).reason or {})["kind"] == (
+            states.ReasonKind.CANCELLED.value
+        )
         sw.undeploy(dep.id)
 
 

@@ -60,6 +60,7 @@ def dump(database: Path) -> dict[str, str]:
 def secrets_of(sw: Swflows, deployment_id: str) -> set[str]:
     """The secrets a deployment's derived config hands its agent."""
     dep = sw.show(deployment_id)
+    assert dep.config_id is not None
     inputs = {i.name: i.value for i in sw.get_config(dep.config_id).inputs}
     found = {impl_heat.stack_user_password(sw.services, deployment_id)}
     signal_id = inputs.get(derive.DEPLOY_SIGNAL_ID)

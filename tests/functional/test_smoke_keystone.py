@@ -1,6 +1,7 @@
 """Keystone as swflows uses it: the stack domain admin manages stack users."""
 
 import uuid
+from typing import Any
 
 import pytest
 from keystoneauth1 import exceptions as ks_exc
@@ -9,11 +10,15 @@ from keystoneauth1.identity import v3
 
 
 def test_stack_domain_admin_creates_and_deletes_a_stack_user(
-    devcloud, stack_domain_admin, keystone_admin_session
-):
+    devcloud: dict[str, Any],
+    stack_domain_admin: ks_session.Session,
+    keystone_admin_session: ks_session.Session,
+) -> None:
     ks = devcloud["keystone"]
     auth_url, domain = ks["auth_url"], ks["stack_user_domain_id"]
-    access = stack_domain_admin.auth.get_access(stack_domain_admin)
+    auth = stack_domain_admin.auth
+    assert isinstance(auth, v3.Password)
+    access = auth.get_access(stack_domain_admin)
     assert access.domain_id == domain and not access.project_scoped
 
     project = stack_domain_admin.post(
@@ -52,7 +57,7 @@ def test_stack_domain_admin_creates_and_deletes_a_stack_user(
         user_session = ks_session.Session(auth=user_auth)
         user_access = user_auth.get_access(user_session)
         assert user_access.project_id == project["id"]
-        assert ks["stack_user_role"] in user_access.role_names
+        assert ks["stack_user_role"] in (user_access.role_names or [])
         token = user_access.auth_token
         check = {"X-Subject-Token": token}
         assert (
@@ -81,7 +86,7 @@ def test_stack_domain_admin_creates_and_deletes_a_stack_user(
         keystone_admin_session.get(auth_url + "/projects/" + project["id"])
 
 
-def test_wrong_password_is_refused(devcloud):
+def test_wrong_password_is_refused(devcloud: dict[str, Any]) -> None:
     ks = devcloud["keystone"]
     auth = v3.Password(
         auth_url=ks["auth_url"], **dict(ks["demo"], password="not-the-password")

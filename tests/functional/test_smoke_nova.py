@@ -2,26 +2,29 @@
 
 import base64
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
+from keystoneauth1 import session as ks_session
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 
 
 @pytest.fixture(scope="module")
-def nova(keystone_demo_session):
+def nova(keystone_demo_session: ks_session.Session) -> Any:
     # No URL given: novaclient finds "compute" in the demo user's catalog.
     return nova_client.Client("2.1", session=keystone_demo_session)
 
 
 @pytest.fixture
-def control(devcloud):
-    return devcloud["nova"]["control_url"]
+def control(devcloud: dict[str, Any]) -> str:
+    return str(devcloud["nova"]["control_url"])
 
 
 @pytest.fixture
-def server_id(control):
+def server_id(control: str) -> Iterator[str]:
     """A server made through the stand-in's control path, with our id."""
     sid = str(uuid.uuid4())
     resp = requests.put(
@@ -32,21 +35,25 @@ def server_id(control):
     requests.delete(f"{control}/servers/{sid}")
 
 
-def test_catalog_points_at_the_stand_in(keystone_demo_session, nova_url):
+def test_catalog_points_at_the_stand_in(
+    keystone_demo_session: ks_session.Session, nova_url: str
+) -> None:
     assert (
         keystone_demo_session.get_endpoint(service_type="compute", interface="public")
         == nova_url
     )
 
 
-def test_admin_sees_the_demo_tenants_server(keystone_admin_session, server_id):
+def test_admin_sees_the_demo_tenants_server(
+    keystone_admin_session: ks_session.Session, server_id: str
+) -> None:
     admin = nova_client.Client("2.1", session=keystone_admin_session)
     assert admin.servers.get(server_id).tenant_id != (
         keystone_admin_session.get_project_id()
     )
 
 
-def test_get_server_and_unknown_id(nova, server_id):
+def test_get_server_and_unknown_id(nova: Any, server_id: str) -> None:
     server = nova.servers.get(server_id)
     assert (server.id, server.name, server.status) == (
         server_id,
@@ -57,7 +64,7 @@ def test_get_server_and_unknown_id(nova, server_id):
         nova.servers.get(str(uuid.uuid4()))
 
 
-def test_metadata_round_trip(nova, server_id):
+def test_metadata_round_trip(nova: Any, server_id: str) -> None:
     nova.servers.set_meta(server_id, {"deployments": "[]", "a": "1"})
     nova.servers.set_meta_item(server_id, "a", "2")
     assert nova.servers.get(server_id).metadata == {"deployments": "[]", "a": "2"}
@@ -67,14 +74,16 @@ def test_metadata_round_trip(nova, server_id):
         nova.servers.get_meta(server_id, "a")
 
 
-def test_status_flip_through_control_path(nova, server_id, control):
+def test_status_flip_through_control_path(
+    nova: Any, server_id: str, control: str
+) -> None:
     requests.put(
         f"{control}/servers/{server_id}", json={"status": "ERROR"}
     ).raise_for_status()
     assert nova.servers.get(server_id).status == "ERROR"
 
 
-def test_stop_and_start(nova, server_id):
+def test_stop_and_start(nova: Any, server_id: str) -> None:
     nova.servers.stop(server_id)
     assert nova.servers.get(server_id).status == "SHUTOFF"
     with pytest.raises(nova_exc.Conflict):
@@ -83,7 +92,7 @@ def test_stop_and_start(nova, server_id):
     assert nova.servers.get(server_id).status == "ACTIVE"
 
 
-def test_create_keeps_user_data_and_delete(nova, control):
+def test_create_keeps_user_data_and_delete(nova: Any, control: str) -> None:
     server = nova.servers.create(
         "smoke-created",
         image="image-1",
@@ -104,7 +113,12 @@ def test_create_keeps_user_data_and_delete(nova, control):
         nova.servers.get(server.id)
 
 
-def test_refusals(nova_url, keystone_demo_session, stack_domain_admin, server_id):
+def test_refusals(
+    nova_url: str,
+    keystone_demo_session: ks_session.Session,
+    stack_domain_admin: ks_session.Session,
+    server_id: str,
+) -> None:
     url = f"{nova_url}/servers/{server_id}"
     assert requests.get(url).status_code == 401
     assert requests.get(url, headers={"X-Auth-Token": "bogus"}).status_code == 401

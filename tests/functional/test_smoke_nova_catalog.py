@@ -2,10 +2,14 @@
 (Glance's v2 API, in the catalog as ``image``): what Heat's
 ``OS::Nova::Server`` looks up when it boots a server."""
 
+from __future__ import annotations
+
 import uuid
+from typing import Any
 
 import pytest
 import requests
+from keystoneauth1 import session as ks_session
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 
@@ -13,7 +17,7 @@ CIRROS = "9e2c1c5e-7e0b-4a43-9a53-5d1b3c1c0a11"
 
 
 @pytest.fixture(scope="module")
-def nova(keystone_demo_session, devcloud):
+def nova(keystone_demo_session: ks_session.Session, devcloud: dict[str, Any]) -> Any:
     return nova_client.Client(
         "2.1",
         session=keystone_demo_session,
@@ -22,15 +26,19 @@ def nova(keystone_demo_session, devcloud):
 
 
 @pytest.fixture(scope="module")
-def image_url(keystone_demo_session, devcloud):
-    return keystone_demo_session.get_endpoint(
+def image_url(
+    keystone_demo_session: ks_session.Session, devcloud: dict[str, Any]
+) -> str:
+    url = keystone_demo_session.get_endpoint(
         service_type="image",
         interface="public",
         region_name=devcloud["keystone"]["region"],
     )
+    assert url is not None, "no image service in the catalog"
+    return str(url)
 
 
-def test_flavors_by_id_and_by_name(nova):
+def test_flavors_by_id_and_by_name(nova: Any) -> None:
     tiny = nova.flavors.get("1")
     assert (tiny.name, tiny.ram, tiny.disk, tiny.vcpus) == ("m1.tiny", 512, 1, 1)
     assert nova.flavors.find(name="m1.small").id == "2"
@@ -40,7 +48,7 @@ def test_flavors_by_id_and_by_name(nova):
         nova.flavors.get("m1.tiny")
 
 
-def test_a_servers_interfaces(nova, devcloud):
+def test_a_servers_interfaces(nova: Any, devcloud: dict[str, Any]) -> None:
     control = devcloud["nova"]["control_url"]
     sid = str(uuid.uuid4())
     assert requests.put(f"{control}/servers/{sid}", json={}).status_code == 201
@@ -52,8 +60,10 @@ def test_a_servers_interfaces(nova, devcloud):
         nova.servers.interface_list(sid)
 
 
-def test_images_by_id_and_by_name(keystone_demo_session, image_url):
-    def get(path):
+def test_images_by_id_and_by_name(
+    keystone_demo_session: ks_session.Session, image_url: str
+) -> None:
+    def get(path: str) -> Any:
         return keystone_demo_session.get(image_url + path, raise_exc=False)
 
     shown = get(f"/v2/images/{CIRROS}")

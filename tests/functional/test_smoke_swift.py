@@ -4,27 +4,30 @@ token, and what they refuse."""
 
 import time
 import uuid
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 import requests
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
+from swiftclient import client as swift_client
 from swiftclient.utils import generate_temp_url
 
 KEY_HEADER = "x-account-meta-temp-url-key"
 
 
-def account_temp_url_key(conn):
+def account_temp_url_key(conn: swift_client.Connection) -> str:
     """The account's TempURL key, set first if the account has none (as
     Heat does: other tests may be using the same account concurrently)."""
     if KEY_HEADER not in conn.head_account():
         conn.post_account({KEY_HEADER: uuid.uuid4().hex})
-    return conn.head_account()[KEY_HEADER]
+    return str(conn.head_account()[KEY_HEADER])
 
 
 @pytest.fixture
-def container(swift_conn):
+def container(swift_conn: swift_client.Connection) -> Iterator[str]:
     name = "smoke-" + uuid.uuid4().hex
     swift_conn.put_container(name)
     yield name
@@ -33,7 +36,7 @@ def container(swift_conn):
     swift_conn.delete_container(name)
 
 
-def forge(url):
+def forge(url: str) -> str:
     """The same URL with one character of the signature changed."""
     parts = urlsplit(url)
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
@@ -42,17 +45,20 @@ def forge(url):
     return parts._replace(query=urlencode(query)).geturl()
 
 
-def test_tempurl_put_and_get_without_token(devcloud, swift_conn, container):
+def test_tempurl_put_and_get_without_token(
+    devcloud: dict[str, Any], swift_conn: swift_client.Connection, container: str
+) -> None:
     storage_url, _token = swift_conn.get_auth()
     key = account_temp_url_key(swift_conn)
     path = f"{urlsplit(storage_url).path}/{container}/deploy1"
     proxy = devcloud["swift"]["proxy_url"]
     expires = int(time.time()) + 300
 
-    def temp_url(method, when=expires, digest="sha256"):
-        return proxy + generate_temp_url(
+    def temp_url(method: str, when: int = expires, digest: str = "sha256") -> str:
+        signed = generate_temp_url(
             path, when, key, method, absolute=True, digest=digest
         )
+        return f"{proxy}{signed}"
 
     body = b'{"deploy_status_code": 0}'
     put = requests.put(
@@ -77,7 +83,9 @@ def test_tempurl_put_and_get_without_token(devcloud, swift_conn, container):
     assert [o["name"] for o in swift_conn.get_container(container)[1]] == ["deploy1"]
 
 
-def test_each_project_finds_its_account_in_the_catalog(devcloud, swift_conn):
+def test_each_project_finds_its_account_in_the_catalog(
+    devcloud: dict[str, Any], swift_conn: swift_client.Connection
+) -> None:
     ks, swift = devcloud["keystone"], devcloud["swift"]
     for who in ("demo", "admin"):
         auth = v3.Password(auth_url=ks["auth_url"], **ks[who])
@@ -94,8 +102,10 @@ def test_each_project_finds_its_account_in_the_catalog(devcloud, swift_conn):
 
 
 def test_an_account_is_its_project_members_only(
-    devcloud, keystone_admin_session, swift_conn
-):
+    devcloud: dict[str, Any],
+    keystone_admin_session: ks_session.Session,
+    swift_conn: swift_client.Connection,
+) -> None:
     """member (and admin) own their project's account; a reader of the
     project and another project's member are refused."""
     ks = devcloud["keystone"]
@@ -135,7 +145,7 @@ def test_an_account_is_its_project_members_only(
     assert swift_conn.head_account() is not None  # the demo member's own
 
 
-def test_tempauth_keeps_to_its_own_accounts(devcloud):
+def test_tempauth_keeps_to_its_own_accounts(devcloud: dict[str, Any]) -> None:
     """Swift's own auth, kept for swflows' [object_store] auth_version = v1,
     has accounts of its own prefix and no access to Keystone's."""
     auth = devcloud["swift"]["tempauth"]

@@ -2,14 +2,17 @@
 library claims and deletes."""
 
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
+from keystoneauth1 import session as ks_session
 from zaqarclient.queues.v2 import client as zaqar_client
 from zaqarclient.transport import errors as zaqar_errors
 
 
-def signed_url_client(zaqar_url, signed, **override):
+def signed_url_client(zaqar_url: str, signed: dict[str, Any], **override: Any) -> Any:
     """A client that holds nothing but the signed URL (as a server does)."""
     options = {
         "signature": signed["signature"],
@@ -27,14 +30,14 @@ def signed_url_client(zaqar_url, signed, **override):
 
 
 @pytest.fixture
-def queue(keystone_demo_session, zaqar_url):
+def queue(keystone_demo_session: ks_session.Session, zaqar_url: str) -> Iterator[Any]:
     client = zaqar_client.Client(zaqar_url, version=2, session=keystone_demo_session)
     queue = client.queue("smoke-" + uuid.uuid4().hex[:24], force_create=True)
     yield queue
     queue.delete()
 
 
-def test_signed_url_post_then_claim_and_delete(zaqar_url, queue):
+def test_signed_url_post_then_claim_and_delete(zaqar_url: str, queue: Any) -> None:
     signed = queue.signed_url(
         paths=["messages"], ttl_seconds=600, methods=["GET", "POST"]
     )
@@ -52,7 +55,9 @@ def test_signed_url_post_then_claim_and_delete(zaqar_url, queue):
     assert list(queue.messages(echo=True)) == []
 
 
-def test_tampered_signed_url_and_no_token_are_refused(zaqar_url, queue):
+def test_tampered_signed_url_and_no_token_are_refused(
+    zaqar_url: str, queue: Any
+) -> None:
     signed = queue.signed_url(
         paths=["messages"], ttl_seconds=600, methods=["GET", "POST"]
     )

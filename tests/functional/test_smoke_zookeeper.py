@@ -5,6 +5,7 @@ session, and tooz's leader election."""
 import socket
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo import client as kazoo_client
@@ -22,8 +23,10 @@ def four_letter_word(hosts: str, word: str) -> str:
 
 
 @pytest.fixture
-def kazoo(zookeeper_hosts):
-    clients = []
+def kazoo(
+    zookeeper_hosts: str,
+) -> Iterator[Callable[[], kazoo_client.KazooClient]]:
+    clients: list[kazoo_client.KazooClient] = []
 
     def make() -> kazoo_client.KazooClient:
         client = kazoo_client.KazooClient(hosts=zookeeper_hosts, timeout=4.0)
@@ -37,7 +40,7 @@ def kazoo(zookeeper_hosts):
         client.close()
 
 
-def test_four_letter_words_are_those_the_clients_need(zookeeper_hosts):
+def test_four_letter_words_are_those_the_clients_need(zookeeper_hosts: str) -> None:
     assert four_letter_word(zookeeper_hosts, "ruok") == "imok"
     assert "Mode: standalone" in four_letter_word(zookeeper_hosts, "srvr")
     # kazoo's server_version() (TaskFlow's jobboard calls it at connect)
@@ -47,7 +50,9 @@ def test_four_letter_words_are_those_the_clients_need(zookeeper_hosts):
     assert "not in the whitelist" in refused
 
 
-def test_ephemeral_node_ends_with_its_session(kazoo):
+def test_ephemeral_node_ends_with_its_session(
+    kazoo: Callable[[], kazoo_client.KazooClient],
+) -> None:
     owner, watcher = kazoo(), kazoo()
     assert owner.server_version()[:2] >= (3, 5)
     path = f"/swflows-smoke/{uuid.uuid4().hex}"
@@ -61,7 +66,7 @@ def test_ephemeral_node_ends_with_its_session(kazoo):
     watcher.delete(path.rsplit("/", 1)[0], recursive=True)
 
 
-def test_tooz_leader_election_on_zookeeper(zookeeper_hosts):
+def test_tooz_leader_election_on_zookeeper(zookeeper_hosts: str) -> None:
     group = f"swflows-smoke-{uuid.uuid4().hex[:8]}".encode()
     url = f"zookeeper://{zookeeper_hosts}?timeout=4"
     first = coordination.get_coordinator(url, b"first")
@@ -72,7 +77,7 @@ def test_tooz_leader_election_on_zookeeper(zookeeper_hosts):
         first.create_group(group).get()
         for member in (first, second):
             member.join_group(group).get()
-        elected = []
+        elected: list[bytes] = []
         first.watch_elected_as_leader(group, lambda event: elected.append(b"first"))
         first.run_watchers()
         second.watch_elected_as_leader(group, lambda event: elected.append(b"second"))

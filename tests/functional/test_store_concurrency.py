@@ -30,7 +30,7 @@ def expected_document(store: Store, live: dict[int, str]) -> list[str]:
     names = {c.id: c.name for c in store.list_configs(include_derived=True)}
     deps = {d.id: d for d in store.list_deployments(server_id=SERVER)}
     assert set(deps) == set(live.values())
-    ordered = sorted(deps.values(), key=lambda d: (names[d.config_id], seq[d.id]))
+    ordered = sorted(deps.values(), key=lambda d: (names[d.config_id or ""], seq[d.id]))
     return [d.config_id for d in ordered if d.config_id]
 
 

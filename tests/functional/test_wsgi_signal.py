@@ -4,6 +4,7 @@ other user's refused, and no secret reaches the logs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -20,6 +21,7 @@ from bench.push import authtoken, serving
 from swflows import states
 from swflows.agent import notify
 from swflows.api import Swflows
+from swflows.persistence.flow_registry import FlowRow
 from swflows.wsgi.signal import make_app
 from tests.functional import conftest, flowkit
 from tests.functional.test_flows import script_config
@@ -57,6 +59,13 @@ def waiting(sw: Swflows) -> tuple[str, dict[str, Any]]:
         wait=False,
     )
     return dep.id, signal_inputs(sw, dep.id)
+
+
+def waiting_flows(sw: Swflows, deployment_id: str) -> list[FlowRow]:
+    """The deployment's flows parked at their wait."""
+    return [
+        r for r in sw.runner.registry.find(deployment_id=deployment_id) if r.waiting
+    ]
 
 
 def post(url: str, token: str | None, body: Any) -> requests.Response:
@@ -156,12 +165,7 @@ def test_a_signal_through_the_endpoint_resumes_its_flow_without_a_poll(
     made = [waiting(sw) for _ in range(5)]
     flows = {}
     for deployment_id, _ in made:
-        until(
-            lambda d=deployment_id: [
-                r for r in sw.runner.registry.find(deployment_id=d) if r.waiting
-            ],
-            timeout=60,
-        )
+        until(functools.partial(waiting_flows, sw, deployment_id), timeout=60)
         (row,) = sw.runner.registry.find(deployment_id=deployment_id)
         flows[deployment_id] = row.id
     monkeypatch.setattr(sw.runner.watcher, "cycle", lambda: [])

@@ -10,6 +10,7 @@ webhook), so these tests run a Zaqar of their own with notifications on
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import requests
 
+from bench.push import authtoken, serving
 from bench.pushzaqar import notifying_zaqar
 from swflows import conf as sw_conf
 from swflows import states
@@ -31,7 +33,12 @@ from swflows.wsgi.signal import make_app
 from tests.functional import flowkit
 from tests.functional.test_flows import script_config
 from tests.functional.test_runner import signal_inputs, until
-from tests.functional.test_wsgi_signal import authtoken, serving
+from tests.functional.test_wsgi_signal import waiting_flows
+
+
+def ended(sw: Swflows, deployment_id: str) -> bool:
+    return sw.show(deployment_id).status != states.IN_PROGRESS
+
 
 FINAL = {"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}
 
@@ -107,12 +114,7 @@ def waiting(sw: Swflows, count: int) -> list[str]:
         for _ in range(count)
     ]
     for dep_id in made:
-        until(
-            lambda d=dep_id: [
-                r for r in sw.runner.registry.find(deployment_id=d) if r.waiting
-            ],
-            timeout=60,
-        )
+        until(functools.partial(waiting_flows, sw, dep_id), timeout=60)
     return made
 
 
@@ -143,7 +145,7 @@ def test_a_pushed_signal_completes_its_deployment_without_a_poll(
     for dep_id in made:
         sent = time.perf_counter()
         send(sw, dep_id, FINAL)
-        until(lambda d=dep_id: sw.show(d).status != states.IN_PROGRESS, timeout=10)
+        until(functools.partial(ended, sw, dep_id), timeout=10)
         delays.append(time.perf_counter() - sent)
         done = sw.wait(dep_id, timeout=30)
         assert done.status == states.COMPLETE and done.output_values["result"] == "r"

@@ -242,8 +242,9 @@ def test_swflows_uses_what_the_catalog_lists(sw: Swflows, devcloud: Any) -> None
 
     from swflows.embedding import heat as plugin
 
-    session = ks_session.Session(auth=plugin.service_auth(cfg.CONF))
-    access = session.auth.get_access(session)
+    auth = plugin.service_auth(cfg.CONF)
+    session = ks_session.Session(auth=auth)
+    access = auth.get_access(session)
     listed = {entry["type"] for entry in access.service_catalog.catalog}
     offered = {
         service

@@ -53,7 +53,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "teardown":
         return
     for name, value in report.user_properties:
-        if name == _PROPERTY:
+        if name == _PROPERTY and isinstance(value, dict):
             _totals.update(value)
 
 

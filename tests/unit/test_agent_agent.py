@@ -6,6 +6,7 @@ import dataclasses
 import json
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,7 @@ def test_an_undelivered_signal_is_tried_again_later_with_backoff(
     ag, rec, _ = make(tmp_path, doc(item("a")), recorder=rec)
     ag.config = dataclasses.replace(ag.config, interval=10.0, max_backoff=300.0)
     now = [1000.0]
-    monkeypatch.setattr(agent.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
     ag.step()
     waits = []
     for _ in range(6):

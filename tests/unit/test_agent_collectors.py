@@ -35,7 +35,7 @@ def swift_like(doc: dict[str, Any], etag: str = "e1", modified: str = MODIFIED) 
 
 class TestRequestCollector:
     def test_unchanged_costs_a_304(self, fake_http: FakeHttp) -> None:
-        doc = {"deployments": []}
+        doc: dict[str, Any] = {"deployments": []}
         fake_http.answers = [swift_like(doc), swift_like(doc), swift_like(doc, "e2")]
         collector = collectors.RequestCollector(
             f"{fake_http.url}/meta?temp_url_sig=x", session=requests.Session()
@@ -181,7 +181,7 @@ class TestZaqarCollector:
         ]
         token = {"token": {"expires_at": "2099-01-01T00:00:00Z", "catalog": catalog}}
         issued = (201, {"X-Subject-Token": "t"}, json.dumps(token).encode())
-        refused = (401, {}, b"Unauthorized")
+        refused: tuple[int, dict[str, str], bytes] = (401, {}, b"Unauthorized")
         fake_http.answers = [issued, refused, issued]
         fake_http.answers.append(refused if refusals == 2 else zaqar_page(["m1"]))
         keystone = http.Keystone(

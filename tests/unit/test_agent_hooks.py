@@ -50,7 +50,7 @@ class TestScriptHook:
             'printf %s "$foo-$n" > $heat_outputs_path.result\n'
             "exit 0\n"
         )
-        inputs = [
+        inputs: list[dict[str, Any]] = [
             {"name": "foo", "value": "bar baz"},
             {"name": "n", "type": "Number", "value": 3},
             {"name": "flag", "type": "Boolean", "value": True},

@@ -124,7 +124,8 @@ class TestParseItem:
 
     def test_item_id(self) -> None:
         assert items.item_id(item()) == "c1"
-        for raw in ({"id": ""}, {"id": None}, [], "c1"):
+        raws: tuple[object, ...] = ({"id": ""}, {"id": None}, [], "c1")
+        for raw in raws:
             assert items.item_id(raw) is None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import threading
 from typing import Any
@@ -364,7 +365,7 @@ class TestPluggable:
                 return Mine
 
         monkeypatch.setattr(
-            notify.importlib.metadata, "entry_points", lambda group: [Plugin()]
+            importlib.metadata, "entry_points", lambda group: [Plugin()]
         )
         assert isinstance(
             notify.Notifiers(session=requests.Session()).find("CFN_SIGNAL"), Mine

@@ -56,7 +56,9 @@ def parts(user_data: str) -> list[Message]:
 
 def cloud_config(part: Message) -> dict[str, Any]:
     assert part.get_content_type() == "text/cloud-config"
-    text = part.get_payload(decode=True).decode()
+    payload = part.get_payload(decode=True)
+    assert isinstance(payload, bytes)
+    text = payload.decode()
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)  # as cloud-init reads it
     assert isinstance(doc, dict)
@@ -65,7 +67,9 @@ def cloud_config(part: Message) -> dict[str, Any]:
 
 def check_script(part: Message) -> str:
     assert part.get_content_type() == "text/x-shellscript"
-    text = part.get_payload(decode=True).decode()
+    payload = part.get_payload(decode=True)
+    assert isinstance(payload, bytes)
+    text = payload.decode()
     assert text.startswith("#!/bin/sh\n")
     subprocess.run(["sh", "-n"], input=text.encode(), check=True)
     return text

@@ -59,7 +59,7 @@ def test_exit_code(dep: SimpleNamespace | None, code: ExitCode) -> None:
 
 def test_exit_codes_are_distinct() -> None:
     assert len({int(c) for c in ExitCode}) == len(ExitCode)
-    assert ExitCode.BAD_INPUT == 2
+    assert int(ExitCode.BAD_INPUT) == 2
 
 
 def test_definition_and_config_files(tmp_path: Path) -> None:

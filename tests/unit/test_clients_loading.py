@@ -120,6 +120,7 @@ class TestFullConfiguration:
         assert isinstance(auth, v3.Password)
         assert auth.auth_url == KEYSTONE
         method = auth.auth_methods[0]
+        assert isinstance(method, v3.PasswordMethod)
         assert (method.username, method.user_domain_id) == ("heat_admin", "d0main")
         assert auth.domain_id == "d0main"
         # the session options of [identity] apply to the domain admin too
@@ -135,8 +136,10 @@ class TestFullConfiguration:
         assert isinstance(auth, v3.Password)
         assert auth.auth_url == KEYSTONE
         assert auth.project_id == "p-1"
-        assert auth.auth_methods[0].user_id == "u-1"
-        assert auth.auth_methods[0].password == "derived-password"
+        method = auth.auth_methods[0]
+        assert isinstance(method, v3.PasswordMethod)
+        assert method.user_id == "u-1"
+        assert method.password == "derived-password"
 
     def test_stack_user_clients_are_reused(
         self, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
@@ -206,8 +209,11 @@ class TestPartialConfiguration:
         users = clients.stack_users
         assert users.domain_id == "resolved-id"
         auth = users.session.auth
+        assert isinstance(auth, v3.Password)
         assert auth.domain_name == "heat"
-        assert auth.auth_methods[0].user_domain_name == "heat"
+        method = auth.auth_methods[0]
+        assert isinstance(method, v3.PasswordMethod)
+        assert method.user_domain_name == "heat"
 
 
 class TestMistakes:

@@ -941,6 +941,7 @@ def test_values_nested_too_deeply_are_refused() -> None:
 @pytest.mark.parametrize("bad", ["a\x00", "\ud800x"])
 @pytest.mark.parametrize("field", ["name", "server_id", "action", "deployment_id"])
 def test_text_no_database_stores_is_refused(bad: str, field: str) -> None:
+    fields: dict[str, Any] = {field: bad}
     with pytest.raises(exceptions.ValidationError, match=r"NUL|lone surrogate") as exc:
-        make(**{field: bad})
+        make(**fields)
     assert exc.value.field == field

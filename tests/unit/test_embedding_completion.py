@@ -56,7 +56,8 @@ def test_called_once_the_flows_end(sw: Swflows) -> None:
     by_id = {c.deployment_id: c for c in seen}
     assert by_id[ended].removed  # no deployment row: as after an undeploy
     assert by_id[broken].deployment is None
-    assert by_id[broken].error is not None and "boom" in by_id[broken].error
+    error = by_id[broken].error
+    assert error is not None and "boom" in error
     assert not by_id[broken].removed
 
 

@@ -281,7 +281,7 @@ def test_commands_end_in_a_status_not_a_traceback(
     path.write_bytes(content)
     ids = [c.id for c in shared.list_configs()][:1]
     argv = data.draw(command_lines(SAFE_COMMANDS, str(path)))
-    if ids and data.draw(st.booleans()):
+    if ids and bool(data.draw(st.booleans())):
         argv.append(ids[0])
     if not data.draw(st.integers(0, 19)):
         argv = []  # global options alone

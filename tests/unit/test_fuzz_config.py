@@ -99,14 +99,14 @@ def test_coerce_value(type_: Any, value: Any) -> None:
     assert has_json_form(typed), typed
     assert model.coerce_value("f", type_, typed) == typed
     if typed is not None:
-        expected = {
+        kinds: dict[str, type | tuple[type, ...]] = {
             model.STRING: str,
             model.NUMBER: (int, float),
             model.BOOLEAN: bool,
             model.COMMA_DELIMITED_LIST: list,
             model.JSON: (dict, list),
-        }[type_]
-        assert isinstance(typed, expected)
+        }
+        assert isinstance(typed, kinds[type_])
 
 
 # -- specs and configs -------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import webob
@@ -22,8 +22,8 @@ from swflows import conf as sw_conf
 from swflows import derive, exceptions, model, outcomes, signals, states
 from swflows.api import Swflows
 from swflows.clients.cloud import Clients
-from swflows.clients.messaging import Message
-from swflows.clients.object_store import StoredObject
+from swflows.clients.messaging import Message, Messaging
+from swflows.clients.object_store import ObjectStore, StoredObject
 from swflows.persistence.store import Store
 from swflows.transports import base as transports
 from swflows.transports.impl_temp_url import TempUrlSignal
@@ -56,7 +56,7 @@ def stored_form(outcome: signals.Outcome) -> signals.Outcome:
     ``signals.storable_outcome`` exists it is the step between the two.
     """
     make = getattr(signals, "storable_outcome", None)
-    return outcome if make is None else make(outcome)  # type: ignore[no-any-return]
+    return outcome if make is None else make(outcome)
 
 
 #: until the recording path makes outcomes storable, the properties that
@@ -69,7 +69,9 @@ STORABLE_PENDING = pytest.mark.xfail(
 )
 
 
-def check_outcome(outcome: signals.Outcome, outputs: tuple[model.OutputSpec, ...]):
+def check_outcome(
+    outcome: signals.Outcome, outputs: tuple[model.OutputSpec, ...]
+) -> None:
     """What every outcome of a final signal is, whatever the payload."""
     assert outcome.status in (states.COMPLETE, states.FAILED)
     assert isinstance(outcome.status_reason, str) and outcome.status_reason
@@ -427,7 +429,11 @@ def sw(
     conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
     path = tmp_path_factory.mktemp("fuzz") / "s.sqlite"
     store = Store(f"sqlite:///{path}")
-    clients = Clients(object_store=lambda: objects, messaging=lambda: queue)
+    # the two fakes answer the only calls the signal transports make
+    clients = Clients(
+        object_store=lambda: cast(ObjectStore, objects),
+        messaging=lambda: cast(Messaging, queue),
+    )
     made = Swflows(store, clients, conf)
     try:
         yield made
@@ -477,7 +483,9 @@ def waiting(sw: Swflows) -> Any:
     return make
 
 
-def outcome_of_read(sw: Swflows, dep: model.Deployment, read: transports.SignalRead):
+def outcome_of_read(
+    sw: Swflows, dep: model.Deployment, read: transports.SignalRead
+) -> signals.Outcome | None:
     if read.payload is None:
         return None
     return outcomes.outcome_from_payload(sw.services, dep, read.payload)
@@ -576,12 +584,13 @@ def unstorable_signals(draw: st.DrawFn) -> Any:
     payload = draw(signal_payloads())
     payload.pop(signals.DEPLOY_SIGNAL, None)
     bad = draw(st.sampled_from(["\x00", "\ud800", "\udfff"]))
-    where = draw(
-        st.sampled_from(
-            [model.DEPLOY_STATUS_CODE, model.DEPLOY_STDOUT, model.DEPLOY_STDERR]
-            + [o["name"] for o in OUTPUTS]
-        )
-    )
+    fields: list[str] = [
+        model.DEPLOY_STATUS_CODE,
+        model.DEPLOY_STDOUT,
+        model.DEPLOY_STDERR,
+        *(str(o["name"]) for o in OUTPUTS),
+    ]
+    where = draw(st.sampled_from(fields))
     payload[where] = draw(st.sampled_from(["1", "", "x"])) + bad
     form = draw(st.sampled_from(["bytes", "text", "mapping"]))
     if form == "mapping":

@@ -38,7 +38,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("persistence", ("swflows.persistence",)),
     ("clients", ("swflows.clients",)),
     ("transports", ("swflows.transports",)),
-    ("services", ("swflows.services", "swflows.outcomes")),
+    (
+        "services",
+        (
+            "swflows.services",
+            "swflows.outcomes",
+            "swflows.metadata",
+            "swflows.enrollment",
+        ),
+    ),
     ("tasks", ("swflows.tasks",)),
     ("flows", ("swflows.flows",)),
     ("engine", ("swflows.engine",)),
@@ -177,6 +185,39 @@ def test_no_import_goes_up_a_layer() -> None:
         if layer_of(target) > layer_of(module)
     ]
     assert upward == []
+
+
+#: the layers whose modules may import tasks: tasks themselves, and the
+#: flows built of them.  The engine runs flows and the API has them built;
+#: what either does outside a flow (publishing a server's metadata,
+#: enrolling it, ending an action) sits below tasks, in the services layer.
+TASK_IMPORTERS = ("tasks", "flows")
+
+
+def test_tasks_are_imported_only_to_build_flows() -> None:
+    tasks = LAYERS.index(("tasks", ("swflows.tasks",)))
+    outside = [
+        f"{module}:{line} imports {target}"
+        for module in sorted(MODULES)
+        if LAYERS[layer_of(module)][0] not in TASK_IMPORTERS
+        for line, target in imports(module)
+        if layer_of(target) == tasks
+    ]
+    assert outside == []
+
+
+def test_the_api_imports_no_task() -> None:
+    """The facade reaches tasks only through the flows it has built."""
+    found = [
+        f"{module}:{line} imports {target}"
+        for module in sorted(MODULES)
+        if module.startswith("swflows.api")
+        for line, target in imports(module)
+        if target.startswith("swflows.tasks")
+    ]
+    assert found == []
+    assert "swflows.metadata" in GRAPH["swflows.api.servers"]
+    assert "swflows.enrollment" in GRAPH["swflows.api.servers"]
 
 
 def test_no_import_cycle() -> None:

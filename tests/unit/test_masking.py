@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -101,7 +102,7 @@ def test_patterns_without_known_secrets() -> None:
 
 
 def test_mask_outputs_reaches_nested_values_and_keeps_the_rest() -> None:
-    values = {
+    values: dict[str, Any] = {
         "deploy_stdout": f"my password is {PASSWORD}",
         "deploy_stderr": "",
         "deploy_status_code": 1,

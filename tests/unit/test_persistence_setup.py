@@ -12,13 +12,19 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import tenacity
 from alembic import autogenerate
 from alembic.runtime import migration
 from cryptography import fernet
 
 from swflows import exceptions, model
 from swflows.persistence import Store, crypto, database, migrations, tables
-from tests.unit.test_persistence_store import PASSWORD, deployment, derived_config
+from tests.unit.test_persistence_store import (
+    PASSWORD,
+    deployment,
+    derived_config,
+    input_of,
+)
 
 
 def table_names(engine: sa.Engine) -> set[str]:
@@ -43,7 +49,7 @@ def test_default_location_under_xdg_state_home(
     fernet.Fernet((folder / "secret.key").read_bytes().strip())
     with Store() as again:  # the same key is found again
         [config] = again.list_configs(include_derived=True)
-        assert config.input("deploy_password").value == PASSWORD
+        assert input_of(config, "deploy_password").value == PASSWORD
 
 
 def test_default_location_without_xdg(
@@ -214,9 +220,7 @@ KEY = fernet.Fernet.generate_key()
 def test_transient_errors_are_retried_then_concurrent_update(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(
-        database.tenacity, "wait_random_exponential", lambda **kw: lambda rs: 0
-    )
+    monkeypatch.setattr(tenacity, "wait_random_exponential", lambda **kw: lambda rs: 0)
     with Store("sqlite://") as store:
         calls: list[int] = []
 
@@ -367,7 +371,7 @@ def test_from_conf(tmp_path: pathlib.Path, conf: Any) -> None:
         f"sqlite:///{tmp_path}/c.sqlite", table_prefix="conf_", secret_key=key
     ) as s:
         [config] = s.list_configs(include_derived=True)
-        assert config.input("deploy_password").value == PASSWORD
+        assert input_of(config, "deploy_password").value == PASSWORD
 
 
 def test_from_conf_key_file(tmp_path: pathlib.Path, conf: Any) -> None:

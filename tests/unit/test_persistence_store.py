@@ -66,6 +66,13 @@ def deployment(
     )
 
 
+def input_of(config: model.Config, name: str) -> model.InputSpec:
+    """The config's input ``name``, which it must have."""
+    spec = config.input(name)
+    assert spec is not None, name
+    return spec
+
+
 def raw_rows(store: Store, table: sa.Table) -> list[dict[str, Any]]:
     with store.engine.connect() as conn:
         return [dict(row._mapping) for row in conn.execute(sa.select(table))]
@@ -595,8 +602,10 @@ class StoreContract:
         deployments = raw_text(store, store.tables.deployments)
         assert PASSWORD not in configs and PASSWORD not in deployments
         assert "visible" in deployments and "baz" in configs  # others stay clear
-        assert store.get_config(derived.id).input("deploy_password").value == PASSWORD
-        assert store.get_config(source.id).input("deploy_password").default == (
+        assert (
+            input_of(store.get_config(derived.id), "deploy_password").value == PASSWORD
+        )
+        assert input_of(store.get_config(source.id), "deploy_password").default == (
             PASSWORD + "-default"
         )
         assert store.get_deployment(dep.id).input_values["deploy_password"] == PASSWORD
@@ -615,7 +624,7 @@ class StoreContract:
             derived=True,
         )
         assert "0123456789abcdef" not in raw_text(store, store.tables.configs)
-        assert store.get_config(config.id).input("deploy_signal_id").value == url
+        assert input_of(store.get_config(config.id), "deploy_signal_id").value == url
 
     def test_values_shaped_like_sealed_ones_round_trip(self, store: Store) -> None:
         lookalike = {"$swflows_secret": "not a token"}
@@ -624,7 +633,7 @@ class StoreContract:
                 "json", "", inputs=[{"name": "j", "type": "Json", "value": lookalike}]
             )
         )
-        assert store.get_config(config.id).input("j").value == lookalike
+        assert input_of(store.get_config(config.id), "j").value == lookalike
         dep = store.create_deployment(deployment(input_values={"x": lookalike}))
         assert store.get_deployment(dep.id).input_values == {"x": lookalike}
 

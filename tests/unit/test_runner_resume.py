@@ -143,7 +143,7 @@ class StoppedStorage:
     """A flow's storage after a run that stopped on an error, mid-flow."""
 
     def get_flow_state(self) -> str:
-        return tf_states.RUNNING
+        return str(tf_states.RUNNING)
 
 
 def test_a_flow_failing_on_every_run_is_set_aside(runner: runner_mod.Runner) -> None:

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
-from swflows import exceptions, states
+from swflows import enrollment, exceptions, states
 from swflows.api import Swflows, servers
 from swflows.clients.cloud import Clients
 from swflows.persistence.store import Store
-from swflows.tasks import enrollment
 
 
 class RefusingNova:
@@ -86,7 +85,7 @@ def test_undeploy_all_skips_a_deployment_removed_meanwhile(
 def test_the_agent_a_server_runs(
     channel: dict[str, Any] | None, transport: str | None, agent: str
 ) -> None:
-    from swflows.tasks import metadata
+    from swflows import metadata
 
     assert metadata.channel_agent(channel, transport) == agent
     record = SimpleNamespace(channel=channel, config_transport=transport)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from swflows import model, signals, states
+from swflows import exceptions, model, signals, states
 
 OUTPUTS = (model.OutputSpec("result"), model.OutputSpec("err", error_output=True))
 UNSTORABLE = ("\x00", "\ud800", "\udfff", "\udc80")
@@ -131,5 +131,5 @@ class TestEmptyBody:
         "raw", [b"\x1c", b"\x1f", "\x0b", "\x0c", "\u2028", "\xa0", "\u3000"]
     )
     def test_other_whitespace_is_not_json(self, raw: bytes | str) -> None:
-        with pytest.raises(signals.exceptions.SignalRejected, match="not JSON"):
+        with pytest.raises(exceptions.SignalRejected, match="not JSON"):
             signals.parse_payload(raw)

@@ -99,13 +99,13 @@ def test_busy_workers_do_not_hold_a_cycle_up(
     release = threading.Event()
     assert lone.offload(lambda: release.wait(30))  # the only worker is busy
     checked: list[str] = []
+
+    def check(row: Any, read: Any, now: float) -> bool:
+        checked.append(row.id)
+        return True
+
     try:
-        _, resumed = landing(
-            lone,
-            monkeypatch,
-            3,
-            lambda row, read, now: checked.append(row.id) or True,
-        )
+        _, resumed = landing(lone, monkeypatch, 3, check)
         started = time.monotonic()
         assert len(lone.watcher.cycle()) == 3
         assert time.monotonic() - started < 5

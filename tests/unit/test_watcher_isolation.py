@@ -65,7 +65,9 @@ def test_a_broken_row_stalls_no_other_and_ends_failed(
     waiting = parked(runner)
     watcher = runner.watcher
     watcher.cycle()
-    assert status(runner, late).reason["kind"] == states.ReasonKind.TIMEOUT.value
+    assert (status(runner, late).reason or {})[
+        "kind"
+    ] == states.ReasonKind.TIMEOUT.value
     assert status(runner, broken).status == states.IN_PROGRESS
     for _ in range(watcher_mod.MAX_DATA_FAILURES - 1):
         watcher.cycle()

@@ -14,12 +14,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from swflows import bootdata, exceptions
+from swflows import bootdata, exceptions, metadata
 from swflows import transport_names as names
 from swflows.clients.identity import StackUser
 from swflows.persistence.store import ServerRecord
 from swflows.services import Services
-from swflows.tasks import metadata
 from swflows.transports import (
     impl_poll_temp_url,
     impl_zaqar_message,
@@ -245,7 +244,7 @@ def enroll(
         # (one that reads the new record after its write removes it itself)
         metadata.withdraw(services, server_id, old_name, old_channel)
     metadata.publish_server(services, server_id, name, options)
-    return store.get_server(server_id)  # type: ignore[no-any-return]
+    return store.get_server(server_id)
 
 
 def _same(options: dict[str, Any] | None, channel: dict[str, Any]) -> bool:
@@ -277,7 +276,7 @@ def unenroll(services: Services, server_id: str) -> bool:
     survives, whatever is in flight: the channel is removed, then the row,
     then what a publish may have written meanwhile (a publish that finds
     the row gone after its write removes it itself, see
-    :func:`swflows.tasks.metadata.uses_channel`).  Stopped halfway, it is
+    :func:`swflows.metadata.uses_channel`).  Stopped halfway, it is
     finished by unenrolling again: the row goes last but one.
     """
     store = services.store

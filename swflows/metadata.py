@@ -1,0 +1,220 @@
+"""Publishing a server's metadata document through its config transport."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tenacity
+
+from swflows import bootdata, derive, exceptions
+from swflows import transport_names as names
+from swflows.services import Services
+
+LOG = logging.getLogger(__name__)
+
+#: seconds a publisher keeps trying to leave the latest document published;
+#: a round is only lost to a new change of the server's deployments, so
+#: once the changes stop every writer finishes on its next round, however
+#: many there are and however slow each round is on a loaded machine
+PUBLISH_PATIENCE = 120.0
+
+
+def find_server(services: Services, server_id: str) -> Any:
+    """The server's record, or None before its first deployment."""
+    try:
+        return services.store.get_server(server_id)
+    except exceptions.ServerNotFound:
+        return None
+
+
+#: the channel's entry naming the agent the server runs (bootdata.AGENTS)
+AGENT = "agent"
+
+
+def agent_of(server: Any) -> str:
+    """The agent ``server`` (its record, or None) runs (:func:`channel_agent`)."""
+    if server is None:
+        return bootdata.SWFLOWS_AGENT
+    return channel_agent(server.channel, server.config_transport)
+
+
+def channel_agent(channel: dict[str, Any] | None, transport: str | None) -> str:
+    """The agent recorded in a server's channel when it was enrolled or
+    booted; else Heat's agents on POLL_SERVER_HEAT, which only they read;
+    else swflows' agent."""
+    recorded = (channel or {}).get(AGENT)
+    if recorded in bootdata.AGENTS:
+        return str(recorded)
+    if transport == names.POLL_SERVER_HEAT:
+        return bootdata.HEAT_AGENTS
+    return bootdata.SWFLOWS_AGENT
+
+
+def server_agent(services: Services, server_id: str) -> str:
+    """The agent the server runs (:func:`agent_of`)."""
+    return agent_of(find_server(services, server_id))
+
+
+def publish_server(
+    services: Services,
+    server_id: str,
+    transport: str,
+    options: dict[str, Any] | None = None,
+    *,
+    create: bool = True,
+) -> int:
+    """Publish ``server_id``'s current document; return the version published.
+
+    The document is read with its version, published, and then confirmed
+    with a compare-and-swap; if another writer changed the server in
+    between, it is read and published again, so the last copy published
+    always matches the store.  The server keeps the transport it was first
+    published with (or enrolled with); ``transport`` applies to new servers.
+
+    A server without a channel gets one, unless ``create`` is False (a
+    removal publishes only to a channel that exists: the server may have
+    been unenrolled since its deployment's row went; 0 is returned).  After
+    every write the store is read again: if the server is no longer there
+    (unenrolled) or no longer uses that channel (moved), what was written
+    is removed, so a publish still in flight never brings back a channel
+    that was removed.
+    """
+    store = services.store
+    server = find_server(services, server_id)
+    name = (server.config_transport if server else None) or transport
+    config_transport = services.config_transport(name, options)
+    channel = server.channel if server and server.channel is not None else None
+    if channel is None:
+        if not create:
+            return 0
+        channel = config_transport.ensure_channel(services, server_id)
+        collect = config_transport.collect_config(services, channel)
+        channel = {**channel, "os-collect-config": collect}
+        store.set_server_channel(server_id, name, channel)
+
+    agent = channel_agent(channel, name)
+
+    @tenacity.retry(
+        retry=tenacity.retry_if_exception_type(exceptions.ConcurrentUpdate),
+        stop=tenacity.stop_after_delay(PUBLISH_PATIENCE),
+        wait=tenacity.wait_random_exponential(multiplier=0.05, max=1),
+        reraise=True,
+    )
+    def attempt() -> int:
+        snapshot = store.server_metadata(server_id)
+        document = {
+            "deployments": derive.for_agent(
+                snapshot.deployments, heat_agents=agent == bootdata.HEAT_AGENTS
+            ),
+            "os-collect-config": channel.get("os-collect-config", {}),
+        }
+        config_transport.publish(services, server_id, channel, document)
+        if not uses_channel(services, server_id, name, channel):
+            LOG.info(
+                "server %s left its %s channel while it was published to: "
+                "what was written is removed",
+                server_id,
+                name,
+            )
+            withdraw(services, server_id, name, channel)
+            return snapshot.version
+        if not store.mark_published(server_id, snapshot.version):
+            if store.server_metadata(server_id).version <= snapshot.version:
+                return snapshot.version  # a concurrent publisher got there first
+            raise exceptions.ConcurrentUpdate(
+                f"server {server_id} changed while publishing", server_id=server_id
+            )
+        return snapshot.version
+
+    return attempt()
+
+
+def resources(channel: dict[str, Any] | None) -> dict[str, Any]:
+    """What names a channel's resources: the channel without the section
+    telling agents where to poll (a signed URL there is made anew)."""
+    return {k: v for k, v in (channel or {}).items() if k != "os-collect-config"}
+
+
+def uses_channel(
+    services: Services, server_id: str, name: str, channel: dict[str, Any]
+) -> bool:
+    """Whether the store still records ``channel`` as the server's.
+
+    Read after each write through it.  Unenroll removes the channel, then
+    the row, then the channel again: a write this read finds the row for
+    ended before that last removal, and a writer that finds no row removes
+    what it wrote itself.
+    """
+    record = find_server(services, server_id)
+    return (
+        record is not None
+        and record.config_transport == name
+        and resources(record.channel) == resources(channel)
+    )
+
+
+def withdraw(
+    services: Services, server_id: str, name: str, channel: dict[str, Any]
+) -> None:
+    """Remove what a publish wrote to a channel the server no longer uses.
+
+    Only what publishing writes (the object, the queue of swflows' own
+    project) is removed: a channel with a Keystone user is the enrollment's
+    to remove, and a write as that user fails once it is gone.
+    """
+    if channel.get("user"):
+        return
+    try:
+        services.config_transport(name).remove_channel(
+            services, str(channel.get("key") or server_id), resources(channel)
+        )
+    except exceptions.SwflowsError as exc:
+        LOG.warning(
+            "could not remove the %s channel of server %s (the metadata sweep "
+            "removes it): %s",
+            name,
+            server_id,
+            exc,
+        )
+
+
+def withdraw_cancelled(
+    services: Services,
+    deployment_id: str,
+    config_transport: str | None = None,
+    config_options: dict[str, Any] | None = None,
+) -> None:
+    """Publish the server's metadata without a cancelled action's config.
+
+    The store already leaves it out (:func:`swflows.states.withdrawn`);
+    this makes the server see it.  Run by the cancel itself and again by
+    the flow's wait step when it goes on, so a crash in between still
+    withdraws it.  Never raises: the action's outcome stands either way,
+    and a failure is logged with what to do.
+    """
+    try:
+        server_id = services.store.get_deployment(deployment_id).server_id
+    except exceptions.DeploymentNotFound:
+        return  # removed, and its server republished without it
+    server = find_server(services, server_id)
+    if server is None:
+        return
+    name = server.config_transport or config_transport
+    if not name:
+        return
+    if config_options is None or name != config_transport:
+        config_options = services.config_options(name)
+    try:
+        publish_server(services, server_id, name, config_options)
+    except Exception as exc:
+        LOG.warning(
+            "deployment %s was cancelled, but the metadata of server %s could "
+            "not be published without it (%s); its agent may still run it: "
+            "republish it ('swflows server enroll %s') once %s works again",
+            deployment_id,
+            server_id,
+            exc,
+            server_id,
+            name,
+        )
