@@ -287,6 +287,7 @@ def test_lifecycle_through_the_embedder(sw: Swflows, embedder_db: sa.Engine) -> 
                 "servers",
                 "groups",
                 "flows",
+                "owners",
                 "alembic_version",
                 "tf_logbooks",
                 "tf_flowdetails",
