@@ -181,10 +181,28 @@ class Deployments(Plans, Results):
             context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:delete"
         )
         self._refuse_running(current)
-        run_delete = self._runs_delete(current)
         plan = self._plan(current.server_id, current.signal_transport, None)
+        run_delete, inputs = self._undeploy_inputs(
+            current,
+            timeout=self._timeout(timeout or current.timeout),
+            generation=current.generation + 1,
+        )
+        flow_id, _ = self._start(
+            "undeploy", {**plan.to_kwargs(), "run_delete_action": run_delete}, inputs
+        )
+        if not wait:
+            return current
+        self.runner.wait(flow_id, wait_timeout)
+        return None
+
+    def _undeploy_inputs(
+        self, current: model.Deployment, *, timeout: int, generation: int
+    ) -> tuple[bool, dict[str, Any]]:
+        """Whether undeploying ``current`` runs its DELETE action, and the
+        undeploy flow's inputs (the DELETE action's, at ``generation``)."""
+        run_delete = self._runs_delete(current)
         inputs: dict[str, Any] = {
-            "deployment_id": deployment_id,
+            "deployment_id": current.id,
             "server_id": current.server_id,
             "current_config_id": current.config_id,
         }
@@ -194,17 +212,11 @@ class Deployments(Plans, Results):
                 action=model.DELETE,
                 input_values=current.input_values,
                 name=current.name,
-                timeout=self._timeout(timeout or current.timeout),
-                generation=current.generation + 1,
+                timeout=timeout,
+                generation=generation,
                 signal_transport=current.signal_transport,
             )
-        flow_id, _ = self._start(
-            "undeploy", {**plan.to_kwargs(), "run_delete_action": run_delete}, inputs
-        )
-        if not wait:
-            return current
-        self.runner.wait(flow_id, wait_timeout)
-        return None
+        return run_delete, inputs
 
     def trigger(
         self,

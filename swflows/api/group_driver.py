@@ -102,22 +102,9 @@ def launch(
         }
         return sw._start("trigger", plan, inputs)[1]
     # undeploy: DELETE runs when the config handles it, as Swflows.undeploy
-    run_delete = sw._runs_delete(current)
-    inputs = {
-        "deployment_id": deployment_id,
-        "server_id": current.server_id,
-        "current_config_id": current.config_id,
-    }
-    if run_delete:
-        inputs.update(
-            source_config_id=current.source_config_id,
-            action=model.DELETE,
-            input_values=current.input_values,
-            name=current.name,
-            timeout=timeout,
-            generation=int(member["generation"]),
-            signal_transport=current.signal_transport,
-        )
+    run_delete, inputs = sw._undeploy_inputs(
+        current, timeout=timeout, generation=int(member["generation"])
+    )
     return sw._start(
         "undeploy", {**plan.to_kwargs(), "run_delete_action": run_delete}, inputs
     )[1]

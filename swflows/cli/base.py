@@ -6,8 +6,11 @@ from __future__ import annotations
 import abc
 import argparse
 import json
+import signal
+import threading
 import traceback
 from collections.abc import Mapping
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from cliff import columns, command, lister, show
@@ -40,6 +43,19 @@ class JsonColumn(columns.FormattableColumn[Any]):
 
     def machine_readable(self) -> Any:
         return self._value
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT: how a long-running command
+    (``engine``, ``conductor``) learns to stop cleanly."""
+    stop = threading.Event()
+
+    def stopping(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopping)
+    return stop
 
 
 def cell(value: Any) -> Any:

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
-from types import FrameType
 from typing import Any
 
 from swflows.cli import base, parsing
@@ -22,13 +19,7 @@ class Conductor(base.Command):
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
         from swflows.engine import conductor
 
-        stop = threading.Event()
-
-        def stopping(signum: int, _frame: FrameType | None) -> None:
-            stop.set()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, stopping)
+        stop = base.stop_on_signals()
         sw = self.app.swflows(resume=True)
         if not sw.conf.jobboard.enabled:
             raise parsing.BadInput(

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
-from types import FrameType
 from typing import Any
 
 from swflows.cli import base
@@ -19,13 +16,7 @@ class Engine(base.Command):
     """
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
-        stop = threading.Event()
-
-        def stopping(signum: int, _frame: FrameType | None) -> None:
-            stop.set()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, stopping)
+        stop = base.stop_on_signals()
         sw = self.app.swflows(resume=True)
         self.app.stdout.write(
             f"engine {sw.runner.owner} running; "

@@ -49,22 +49,11 @@ from swflows.persistence.servers import PUBLISH_ATTEMPTS, ServerMetadata, Server
 class Store(DeploymentRows, OwnerRows):
     """Configs, deployments and server metadata in one SQL database.
 
-    ``url`` is an SQLAlchemy URL; ``None`` means the SQLite file
-    ``$XDG_STATE_HOME/swflows/swflows.sqlite`` (else
-    ``~/.local/state/swflows/swflows.sqlite``).  A missing folder of a
-    SQLite file is created with mode 0700.
-    Tables are named ``<table_prefix><name>`` (default ``swflows_``) and are
-    created or upgraded when the store opens.
-
-    Secrets are encrypted with ``secret_key`` (a Fernet key, or several
-    joined by commas: the first encrypts), else the key in
-    ``secret_key_file``; without either, a SQLite store uses ``secret.key``
-    beside its database file (created 0600), an in-memory one a throwaway
-    key, and a server database refuses to open.
-
-    ``engine`` lets an embedder share its own engine (then ``url`` is
-    ignored and ``close()`` leaves the engine open).  A SQLite engine gets
-    the store's transaction hooks; connections it made before are unchanged.
+    Opened as a :class:`~swflows.persistence.database.Database` (its
+    ``url``, ``table_prefix``, secret keys and ``engine`` say where the
+    tables are and how secrets are sealed), with each entity's rows
+    (configs, servers and their metadata, deployments, owners) composed
+    in.
     """
 
 
