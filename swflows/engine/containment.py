@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 from collections.abc import Iterable
 
 from swflows import outcomes, signals, states
@@ -44,6 +45,7 @@ class Containment:
         self._logged_steps: dict[str, str] = {}
         #: flows that failed in the current cycle
         self._failed_now: set[str] = set()
+        self._lock = threading.Lock()
 
     def new_cycle(self) -> None:
         self._failed_now.clear()
@@ -67,15 +69,19 @@ class Containment:
         """Count and log (once) a failure of ``step``, for ``row``'s flow if
         it is one flow's; end that flow's deployment once its own data
         failed :data:`MAX_DATA_FAILURES` times in a row."""
-        self.failures[step] += 1
         detail = faults.describe(exc)
         outage = faults.is_outage(exc)
-        logged = self._logged if row is not None else self._logged_steps
-        key = row.id if row is not None else step
-        if logged.get(key) != detail:
-            if len(logged) >= LOGGED_KEPT:
-                logged.clear()
-            logged[key] = detail
+        with self._lock:  # the signals of one cycle are read at once
+            self.failures[step] += 1
+            tell = self._first_time(step, detail, row)
+            strikes = 0
+            if row is not None and not outage:
+                self._failed_now.add(row.id)
+                strikes = self._strikes.get(row.id, 0) + 1
+                self._strikes[row.id] = strikes
+                if strikes >= MAX_DATA_FAILURES:
+                    self._strikes.pop(row.id, None)
+        if tell:
             where = (
                 f"flow {row.id} (deployment {row.deployment_id})"
                 if row is not None
@@ -91,14 +97,22 @@ class Containment:
             )
         else:
             LOG.debug("signal watcher: %s failed again: %s", step, detail)
-        if row is None or outage:
-            return
-        self._failed_now.add(row.id)
-        strikes = self._strikes.get(row.id, 0) + 1
-        self._strikes[row.id] = strikes
-        if strikes >= MAX_DATA_FAILURES:
-            self._strikes.pop(row.id, None)
+        if row is not None and strikes >= MAX_DATA_FAILURES:
             self._give_up(row, detail, strikes)
+
+    def _first_time(
+        self, step: str, detail: str, row: flow_rows.FlowRow | None
+    ) -> bool:
+        """Whether this failure differs from the last one logged for the
+        flow (or, for no flow, the step): each is logged once."""
+        logged = self._logged if row is not None else self._logged_steps
+        key = row.id if row is not None else step
+        if logged.get(key) == detail:
+            return False
+        if len(logged) >= LOGGED_KEPT:
+            logged.clear()
+        logged[key] = detail
+        return True
 
     def _give_up(self, row: flow_rows.FlowRow, detail: str, attempts: int) -> None:
         """End a deployment its flow's data keeps failing on (FAILED, kind

@@ -431,18 +431,29 @@ class Watcher:
                 json.dumps(waiting.get("options"), sort_keys=True),
             )
             groups.setdefault(key, []).append(row)
-        for (name, options), members in groups.items():
-            try:
-                reads = self._reads(name, json.loads(options), members)
-            except Exception as exc:
-                if faults.is_outage(exc):
-                    # the service is down: deadlines still count
-                    self.contain(f"reading {name} signals", exc)
-                    reads = {}
-                else:  # one flow's store, most likely: read each alone
-                    reads = self._reads_one_by_one(name, json.loads(options), members)
+        # each transport (and its options) is read at once with the others:
+        # a slow one (a read per Zaqar queue) holds no listing up
+        looks = [
+            functools.partial(self._read_group, name, json.loads(options), members)
+            for (name, options), members in groups.items()
+        ]
+        for members, reads in zip(groups.values(), self._run_all(looks), strict=True):
             out.extend((row, reads.get(row.id)) for row in members)
         return out
+
+    def _read_group(
+        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
+    ) -> dict[str, SignalRead]:
+        """The reads of one transport's stores; what fails is contained."""
+        try:
+            return self._reads(name, options, members)
+        except Exception as exc:
+            if faults.is_outage(exc):
+                # the service is down: deadlines still count
+                self.contain(f"reading {name} signals", exc)
+                return {}
+            # one flow's store, most likely: read each alone
+            return self._reads_one_by_one(name, options, members)
 
     def _reads(
         self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]

@@ -118,3 +118,29 @@ def test_a_row_that_cannot_be_ended_is_set_aside(
     (row,) = runner.registry.find(deployment_id=deployment_id)
     assert row.state == "BROKEN"
     assert row.note is not None and "ValueError" in row.note
+
+
+def test_each_transport_is_read_at_once_with_the_others(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow transport (a read per Zaqar queue) holds no other transport's
+    look up: each is read at once, on the runner's workers."""
+    slow = parked(runner, transport="SLOW", store={"s": 1})
+    fast = parked(runner, transport="FAST", store={"f": 1})
+    watcher = runner.watcher
+    seen: dict[str, tuple[float, float]] = {}
+
+    def reads(name: str, options: Any, members: Any) -> dict[str, Any]:
+        began = time.monotonic()
+        time.sleep(1.0 if name == "SLOW" else 0.01)
+        seen[name] = (began, time.monotonic())
+        return {}
+
+    monkeypatch.setattr(watcher, "_reads", reads)
+    watcher.cycle()
+    assert set(seen) == {"SLOW", "FAST"}
+    (slow_began, slow_ended), (fast_began, fast_ended) = seen["SLOW"], seen["FAST"]
+    # the fast one neither waited for the slow one nor was waited for
+    assert fast_began < slow_ended and slow_began < fast_ended
+    assert status(runner, slow).status == states.IN_PROGRESS
+    assert status(runner, fast).status == states.IN_PROGRESS
