@@ -190,6 +190,17 @@ class Base:
         default = self._default_project()
         return {i for i in ids if owned.get(i, default) == scope}
 
+    def _listing(
+        self, context: RequestContext | None, all_projects: bool
+    ) -> dict[str, Any]:
+        """The store's listing filters for the caller's scope: its project,
+        and whether rows with no recorded owner (the default project's)
+        are in it."""
+        scope = self._scope(context, all_projects)
+        if scope is None:
+            return {}
+        return {"project": scope, "unowned": scope == self._default_project()}
+
     def _visible_config(self, context: RequestContext | None, config_id: str) -> Any:
         """The config, if the context may read it (ConfigNotFound if not)."""
         found = self.store.get_config(config_id)

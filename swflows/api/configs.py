@@ -50,10 +50,9 @@ class Configs(Base):
     ) -> list[model.Config]:
         """Configs (with ``context``, its project's unless ``all_projects``)."""
         self._allow(context, "swflows:config:list")
-        scope = self._scope(context, all_projects)
-        found: list[model.Config] = self.store.list_configs(**kwargs)
-        kept = self._keep(context, projects.CONFIG, [c.id for c in found], scope)
-        return [c for c in found if c.id in kept]
+        listing = self._listing(context, all_projects)
+        found: list[model.Config] = self.store.list_configs(**kwargs, **listing)
+        return found
 
     def delete_config(
         self, config_id: str, *, context: RequestContext | None = None

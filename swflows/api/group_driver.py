@@ -299,13 +299,20 @@ class GroupDriver:
             and changes["status_reason"] == record.status_reason
         ):
             return  # nothing ended, nothing to start: no write
+        if (
+            decision.done
+            and operation["kind"] == DELETE
+            and changes["status"] == states.COMPLETE
+        ):
+            # gone in the write that ends it: never seen ended and still there
+            self.rows.delete(record.id, version=record.version)
+            self._held.discard(record.id)
+            LOG.info("group %s deleted", record.name)
+            return
         record = self.rows.update(record, **changes)  # written before launching
         if decision.done:
             self._held.discard(record.id)
-            if record.operation["kind"] == DELETE and record.status == states.COMPLETE:
-                self.rows.delete(record.id)
-            else:
-                self.rows.release(record.id, self.owner)
+            self.rows.release(record.id, self.owner)
             LOG.info(
                 "group %s %s: %s", record.name, record.status, record.status_reason
             )

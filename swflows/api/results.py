@@ -43,10 +43,9 @@ class Results(Base):
         """Deployments matching the filters (with ``context``, its
         project's unless ``all_projects``)."""
         self._allow(context, "swflows:deployment:list")
-        scope = self._scope(context, all_projects)
-        found: list[model.Deployment] = self.store.list_deployments(**kwargs)
-        kept = self._keep(context, projects.DEPLOYMENT, [d.id for d in found], scope)
-        return [d for d in found if d.id in kept]
+        listing = self._listing(context, all_projects)
+        found: list[model.Deployment] = self.store.list_deployments(**kwargs, **listing)
+        return found
 
     def wait(
         self, deployment_id: str, timeout: float | None = None

@@ -20,15 +20,8 @@ object whose ETag moved).  A flow may go on when:
   canceller had not ended it yet).
 
 A "started" progress signal, or the server reading its metadata through the
-API, counts as picked up.  Every ``sweep_interval`` the watcher also
-removes signal stores no flow waits on: a TempURL PUT or a queue post sent
-after its deployment ended recreates a store nobody would read.  Only
-stores of deployments in its own database are swept, never those of
-another installation sharing the account.  The same sweep removes
-metadata objects and queues that carry this installation's owner tag and
-that no server of its store has owned at any sweep for
-``channel_sweep_grace`` seconds (a crash, or a version before unenroll
-closed its race, left them).
+API, counts as picked up.  Every ``sweep_interval`` the watcher also sweeps
+what no flow or server needs any more (:mod:`swflows.engine.sweeper`).
 
 With ``[coordination] backend_url`` set, the runners sharing a database
 elect one watcher (:mod:`swflows.engine.election`): only the elected one
@@ -39,17 +32,14 @@ lease (paused, cut from the backend) stops; an outcome is recorded by
 compare-and-set and a flow resumed by one runner only, so the rare cycle
 two watchers overlap on does nothing twice.
 
-One flow never stops the others: a failure handling one of them is logged
-once, counted in :attr:`Watcher.failures`, and the cycle goes on with the
-rest.  An outage (:mod:`swflows.engine.faults`) is simply met again next
-cycle; a fault of the flow's own data, met :data:`MAX_DATA_FAILURES` times
-in a row, ends its deployment FAILED (kind ``internal_error``), or sets the
-flow aside as BROKEN when even that cannot be written.
+One flow never stops the others: a failure handling one of them is
+contained (:mod:`swflows.engine.containment`) and the cycle goes on with
+the rest.  The signals one cycle finds are handled at once on the runner's
+idle workers (:mod:`swflows.engine.fanout`).
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import hashlib
 import json
@@ -57,43 +47,31 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from swflows import enrollment, exceptions, metadata, signals, states
+from swflows import enrollment, signals, states
 from swflows import outcomes as signal_tasks
-from swflows import transport_names as names
-from swflows.engine import faults
+from swflows.engine import fanout, faults
+from swflows.engine.containment import Containment
 from swflows.engine.election import Election
+from swflows.engine.sweeper import Sweeper
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
-from swflows.transports import owner
-from swflows.transports.base import (
-    ConfigTransport,
-    FoundChannel,
-    SignalRead,
-    SignalRef,
-)
+from swflows.transports.base import SignalRead
 
 LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-#: transports whose stores a late signal can bring back (swept)
-SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
 #: seconds between two looks at Nova for deleted or broken servers
 SERVER_CHECK_INTERVAL = 2.0
-#: a flow whose own data made the watcher fail this many times in a row is
-#: ended (``internal_error``) rather than left waiting forever
-MAX_DATA_FAILURES = 3
 #: the least rest between two cycles, as a fraction of the poll interval
 MIN_REST = 0.25
 #: the interval after a cycle that found a signal, as a fraction of the
 #: poll interval (idle cycles keep to the poll interval: their cost)
 BUSY_INTERVAL = 0.5
-#: failures remembered (not to log them twice) before starting afresh
-LOGGED_KEPT = 10000
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
@@ -191,24 +169,20 @@ class Watcher:
         self.services = runner.services
         self.conf = runner.services.conf.watcher
         self._wake = threading.Event()
-        self._last_sweep = time.monotonic()
         self._last_takeover = time.monotonic()
         self._last_server_check = -SERVER_CHECK_INTERVAL
         self.server_check_interval = SERVER_CHECK_INTERVAL
-        #: orphaned metadata channels, (transport, id) -> when first seen
-        self._orphans: dict[tuple[str, str], float] = {}
         #: cycles run, and flows resumed (for tests and status)
         self.cycles = 0
         self.resumed = 0
+        self.containment = Containment(self.services, runner.registry)
+        #: contain a failure: count it, log it once, end what keeps failing
+        self.contain = self.containment.contain
         #: failures contained, by step (``check``, ``resume``, ``sweep``...)
-        self.failures: collections.Counter[str] = collections.Counter()
-        #: data faults in a row, by flow id
-        self._strikes: dict[str, int] = {}
-        #: what was last logged, by flow id and by step: each failure once
-        self._logged: dict[str, str] = {}
-        self._logged_steps: dict[str, str] = {}
-        #: flows that failed in the current cycle
-        self._failed_now: set[str] = set()
+        self.failures = self.containment.failures
+        self.sweeper = Sweeper(
+            self.services, runner.registry, self.conf, self.containment.contain
+        )
         #: the last cycle found a signal
         self.busy = False
 
@@ -331,7 +305,7 @@ class Watcher:
         contained (:meth:`contain`) and the others are looked at.
         """
         self.cycles += 1
-        self._failed_now.clear()
+        self.containment.new_cycle()
         now = time.time()
         rows = self.runner.registry.parked()
         by_id = {row.id: row for row in rows}
@@ -358,8 +332,7 @@ class Watcher:
             try:
                 if self._check(row, read, now) or self._gone(row, gone):
                     ready.append(row.id)
-                if row.id not in self._failed_now:  # a clean look: start afresh
-                    self._strikes.pop(row.id, None)
+                self.containment.looked_clean(row.id)
             except Exception as exc:
                 self.contain("check", exc, row)
         self.busy = bool(landed)
@@ -378,12 +351,13 @@ class Watcher:
         owners: list[flow_rows.FlowRow | None] = [row for row, _ in landed]
         owners.extend(by_id.get(flow_id) for flow_id in ready)
         resumed = []
-        for held, (step, result) in zip(owners, self.run_all(jobs), strict=True):
+        done = self._run_all(jobs)
+        for held, (step, result) in zip(owners, done, strict=True):
             if isinstance(result, BaseException):
                 self.contain(step, result, held)
                 continue
-            if held is not None and held.id not in self._failed_now:
-                self._strikes.pop(held.id, None)
+            if held is not None:
+                self.containment.looked_clean(held.id)
             if result and held is not None:
                 resumed.append(held.id)
         self.resumed += len(resumed)
@@ -391,9 +365,7 @@ class Watcher:
             self._housekeeping()
         except Exception as exc:
             self.contain("housekeeping", exc)
-        for gone_id in set(self._strikes).union(self._logged) - set(by_id):
-            self._strikes.pop(gone_id, None)
-            self._logged.pop(gone_id, None)
+        self.containment.forget_all_but(by_id)
         return resumed
 
     def _land(
@@ -418,128 +390,6 @@ class Watcher:
             return "resume", self.runner.resume_parked(flow_id, waiting)
         except Exception as exc:
             return "resume", exc
-
-    def run_all(self, jobs: Sequence[Callable[[], _T]]) -> list[_T]:
-        """Run ``jobs`` on this thread and, at once, on the runner's idle
-        workers; their results, in order.
-
-        This thread takes jobs too, so busy workers never hold a cycle up:
-        a worker that starts once every job is taken has nothing to do.
-        The jobs must raise nothing (an error is lost: the job's result is
-        then None).
-        """
-        if len(jobs) < 2:
-            return [job() for job in jobs]
-        results: list[Any] = [None] * len(jobs)
-        pending = collections.deque(enumerate(jobs))
-        lock = threading.Lock()
-        done = threading.Semaphore(0)
-
-        def drain() -> None:
-            while True:
-                with lock:
-                    if not pending:
-                        return
-                    index, job = pending.popleft()
-                try:
-                    results[index] = job()
-                except Exception:  # pragma: no cover - jobs raise nothing
-                    LOG.exception("signal watcher: a job failed")
-                finally:
-                    done.release()
-
-        helpers = min(len(jobs) - 1, int(self.services.conf.runner.workers))
-        for _ in range(helpers):
-            if not self.runner.offload(drain):
-                break
-        drain()
-        for _ in jobs:
-            done.acquire()
-        return results
-
-    def _read_all(self, reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
-        """:data:`~swflows.transports.base.ReadAll` on the runner's workers."""
-        outcomes = self.run_all([functools.partial(_result_or_error, r) for r in reads])
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return outcomes  # type: ignore[return-value]
-
-    # -- containing failures ----------------------------------------------
-    def contain(
-        self, step: str, exc: BaseException, row: flow_rows.FlowRow | None = None
-    ) -> None:
-        """Count and log (once) a failure of ``step``, for ``row``'s flow if
-        it is one flow's; end that flow's deployment once its own data
-        failed :data:`MAX_DATA_FAILURES` times in a row."""
-        self.failures[step] += 1
-        detail = faults.describe(exc)
-        outage = faults.is_outage(exc)
-        logged = self._logged if row is not None else self._logged_steps
-        key = row.id if row is not None else step
-        if logged.get(key) != detail:
-            if len(logged) >= LOGGED_KEPT:
-                logged.clear()
-            logged[key] = detail
-            where = (
-                f"flow {row.id} (deployment {row.deployment_id})"
-                if row is not None
-                else "the watcher"
-            )
-            LOG.log(
-                logging.WARNING if outage else logging.ERROR,
-                "signal watcher: %s failed for %s (%s, the others go on): %s",
-                step,
-                where,
-                faults.OUTAGE if outage else "its data",
-                detail,
-            )
-        else:
-            LOG.debug("signal watcher: %s failed again: %s", step, detail)
-        if row is None or outage:
-            return
-        self._failed_now.add(row.id)
-        strikes = self._strikes.get(row.id, 0) + 1
-        self._strikes[row.id] = strikes
-        if strikes >= MAX_DATA_FAILURES:
-            self._strikes.pop(row.id, None)
-            self._give_up(row, detail, strikes)
-
-    def _give_up(self, row: flow_rows.FlowRow, detail: str, attempts: int) -> None:
-        """End a deployment its flow's data keeps failing on (FAILED, kind
-        ``internal_error``), so its flow runs on; if it cannot be ended
-        (or already was), set the flow aside as BROKEN."""
-        outcome = signals.internal_error_outcome(detail, attempts)
-        ended = False
-        try:
-            generation = row.deployment_generation
-            if generation is None:
-                generation = int((row.waiting or {})["generation"])
-            ended = signal_tasks.record_outcome(
-                self.services, row.deployment_id, int(generation), outcome
-            )
-        except Exception as exc:
-            LOG.error(
-                "deployment %s could not be ended: %s",
-                row.deployment_id,
-                faults.describe(exc),
-            )
-        if ended:
-            LOG.error(
-                "deployment %s ended FAILED (%s): %s",
-                row.deployment_id,
-                states.ReasonKind.INTERNAL_ERROR.value,
-                outcome.status_reason,
-            )
-            return
-        note = f"set aside after {attempts} failures handling it: {detail}"
-        try:
-            self.runner.registry.break_flow(row.id, note)
-            LOG.error("flow %s %s", row.id, note)
-        except Exception as exc:
-            LOG.error(
-                "flow %s could not be set aside: %s", row.id, faults.describe(exc)
-            )
 
     @staticmethod
     def ended(row: flow_rows.FlowRow) -> bool:
@@ -581,18 +431,29 @@ class Watcher:
                 json.dumps(waiting.get("options"), sort_keys=True),
             )
             groups.setdefault(key, []).append(row)
-        for (name, options), members in groups.items():
-            try:
-                reads = self._reads(name, json.loads(options), members)
-            except Exception as exc:
-                if faults.is_outage(exc):
-                    # the service is down: deadlines still count
-                    self.contain(f"reading {name} signals", exc)
-                    reads = {}
-                else:  # one flow's store, most likely: read each alone
-                    reads = self._reads_one_by_one(name, json.loads(options), members)
+        # each transport (and its options) is read at once with the others:
+        # a slow one (a read per Zaqar queue) holds no listing up
+        looks = [
+            functools.partial(self._read_group, name, json.loads(options), members)
+            for (name, options), members in groups.items()
+        ]
+        for members, reads in zip(groups.values(), self._run_all(looks), strict=True):
             out.extend((row, reads.get(row.id)) for row in members)
         return out
+
+    def _read_group(
+        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
+    ) -> dict[str, SignalRead]:
+        """The reads of one transport's stores; what fails is contained."""
+        try:
+            return self._reads(name, options, members)
+        except Exception as exc:
+            if faults.is_outage(exc):
+                # the service is down: deadlines still count
+                self.contain(f"reading {name} signals", exc)
+                return {}
+            # one flow's store, most likely: read each alone
+            return self._reads_one_by_one(name, options, members)
 
     def _reads(
         self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
@@ -603,6 +464,16 @@ class Watcher:
         stores = {row.id: row.waiting["store"] for row in members if row.waiting}
         known = {row.id: (row.waiting or {}).get("seen") for row in members}
         return dict(transport.observe(self.services, stores, known, self._read_all))
+
+    def _run_all(self, jobs: Sequence[Callable[[], _T]]) -> list[_T]:
+        """Jobs run at once on this thread and the runner's idle workers."""
+        workers = int(self.services.conf.runner.workers)
+        return fanout.run_all(jobs, self.runner.offload, workers)
+
+    def _read_all(self, reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
+        """:data:`~swflows.transports.base.ReadAll` on the runner's workers."""
+        workers = int(self.services.conf.runner.workers)
+        return fanout.read_all(reads, self.runner.offload, workers)
 
     def _reads_one_by_one(
         self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
@@ -677,216 +548,13 @@ class Watcher:
     # -- housekeeping -------------------------------------------------------
     def _housekeeping(self) -> None:
         clock = time.monotonic()
-        runner_conf = self.services.conf.runner
         if (
-            runner_conf.resume_on_start
+            self.services.conf.runner.resume_on_start
             and clock - self._last_takeover >= self.runner.lease_seconds
         ):
             self._last_takeover = clock
             self.runner.resume_interrupted()
-        if clock - self._last_sweep >= float(self.conf.sweep_interval):
-            self._last_sweep = clock
-            for step, sweep in (
-                ("sweeping signal stores", self.sweep),
-                ("sweeping channels", self.sweep_channels),
-            ):
-                try:
-                    sweep()
-                except Exception as exc:
-                    self.contain(step, exc)
-
-    def sweep(self) -> list[str]:
-        """Remove signal stores no unfinished flow can read; their keys."""
-        removed: list[str] = []
-        clients = self.services.clients
-        offered = {
-            names.TEMP_URL_SIGNAL: clients.offers("object_store"),
-            names.ZAQAR_SIGNAL: clients.offers("messaging"),
-        }
-        for name in SWEPT_TRANSPORTS:
-            if not offered[name]:
-                continue
-            transport = self.services.signal_transport(
-                name, self.services.signal_options(name)
-            )
-            try:
-                # stores first, flows second: a store made after this listing
-                # belongs to a flow whose row is already written
-                existing = transport.existing_stores(self.services)
-                if not existing:
-                    continue
-                live = {row.deployment_id for row in self.runner.registry.find()}
-            except Exception as exc:
-                self.contain(f"sweeping {name} stores", exc)
-                continue
-            for key, store in existing.items():
-                try:
-                    if self._stray(key, live):
-                        transport.delete_store(self.services, store)
-                        removed.append(key)
-                except Exception as exc:  # that store only: the others go on
-                    self.contain(f"sweeping {name} store {key}", exc)
-        if removed:
-            LOG.info("removed %d signal store(s) no flow waits on", len(removed))
-        return removed
-
-    def _stray(self, key: str, live: set[str]) -> bool:
-        """Whether a store is this installation's, and nothing will read it.
-
-        A store of a deployment this database does not hold is left alone:
-        another installation sharing the Swift account or Zaqar project may
-        be waiting on it.
-        """
-        ref = _ref_of(key)
-        if ref is None or ref.deployment_id in live:
-            return False
-        try:
-            deployment = self.services.store.get_deployment(ref.deployment_id)
-        except exceptions.DeploymentNotFound:
-            return False
-        return deployment.is_terminal or deployment.generation != ref.generation
-
-    def sweep_channels(self) -> list[str]:
-        """Remove metadata channels no server of the store owns; their ids.
-
-        Only channels tagged with this installation's owner tag are
-        considered (untagged ones too with ``sweep_untagged_channels``),
-        and one goes only once every sweep for ``channel_sweep_grace``
-        seconds found it unowned, so an enrollment that has made its channel
-        and not recorded it yet keeps it.
-        """
-        grace = float(self.conf.channel_sweep_grace)
-        untagged = bool(self.conf.sweep_untagged_channels)
-        mine = owner.tag(self.services)
-        now = time.monotonic()
-        listed: list[tuple[str, ConfigTransport, dict[str, FoundChannel]]] = []
-        failed: set[str] = set()
-        for name, transport in self._channel_transports():
-            try:
-                listed.append(
-                    (name, transport, transport.existing_channels(self.services))
-                )
-            except exceptions.SwflowsError as exc:
-                LOG.warning("could not list %s channels: %s", name, exc)
-                failed.add(name)
-        # channels first, servers second: a channel recorded after its
-        # listing is owned here
-        owned = self._owned_channels() if any(found for *_, found in listed) else {}
-        # a listing that failed keeps its orphans' clocks
-        orphans = {key: t for key, t in self._orphans.items() if key[0] in failed}
-        removed: list[tuple[str, str]] = []
-        for name, transport, existing in listed:
-            due, waiting = sweep_plan(
-                existing,
-                {cid for (n, cid) in owned if n == name},
-                mine,
-                untagged=untagged,
-                seen={cid: t for (n, cid), t in self._orphans.items() if n == name},
-                now=now,
-                grace=grace,
-            )
-            orphans.update(((name, cid), t) for cid, t in waiting.items())
-            for channel_id in due:
-                try:
-                    transport.remove_channel(
-                        self.services, channel_id, existing[channel_id].channel
-                    )
-                except exceptions.SwflowsError as exc:
-                    LOG.warning("could not remove channel %s: %s", channel_id, exc)
-                    orphans[(name, channel_id)] = now - grace
-                    continue
-                removed.append((name, channel_id))
-        self._orphans = orphans
-        if removed:
-            LOG.info("removed %d metadata channel(s) no server owns", len(removed))
-            self._republish_owned(removed)
-        return [channel_id for _, channel_id in removed]
-
-    def _channel_transports(self) -> list[tuple[str, ConfigTransport]]:
-        """The config transports to list: POLL_TEMP_URL in the configured
-        container and in every container a server's channel is in."""
-        services = self.services
-        found: list[tuple[str, ConfigTransport]] = []
-        if services.clients.offers("object_store"):
-            containers = {str(services.conf.metadata_container)}
-            for record in services.store.list_servers():
-                if record.config_transport == names.POLL_TEMP_URL:
-                    container = (record.channel or {}).get("container")
-                    if container:
-                        containers.add(str(container))
-            found.extend(
-                (
-                    names.POLL_TEMP_URL,
-                    services.config_transport(
-                        names.POLL_TEMP_URL, {"container": container}
-                    ),
-                )
-                for container in sorted(containers)
-            )
-        if services.clients.offers("messaging"):
-            found.append(
-                (names.ZAQAR_MESSAGE, services.config_transport(names.ZAQAR_MESSAGE))
-            )
-        return found
-
-    def _owned_channels(self) -> dict[tuple[str, str], str]:
-        """(transport, channel id) of every server's channel -> its server."""
-        owned: dict[tuple[str, str], str] = {}
-        for record in self.services.store.list_servers():
-            if not record.config_transport or not record.channel:
-                continue
-            transport = self.services.config_transport(record.config_transport)
-            channel_id = transport.channel_id(record.channel)
-            if channel_id:
-                owned[(record.config_transport, channel_id)] = record.server_id
-        return owned
-
-    def _republish_owned(self, removed: list[tuple[str, str]]) -> None:
-        """Publish again to a channel a server recorded while it was being
-        removed (its id enrolled again at that very moment)."""
-        owned = self._owned_channels()
-        for key in removed:
-            server_id = owned.get(key)
-            if server_id is None:
-                continue
-            LOG.warning("server %s took channel %s as it was swept", server_id, key[1])
-            try:
-                metadata.publish_server(self.services, server_id, key[0], create=False)
-            except exceptions.SwflowsError as exc:
-                LOG.warning("could not publish server %s again: %s", server_id, exc)
-
-
-def sweep_plan(
-    existing: Mapping[str, FoundChannel],
-    owned: Collection[str],
-    mine: str,
-    *,
-    untagged: bool,
-    seen: Mapping[str, float],
-    now: float,
-    grace: float,
-) -> tuple[list[str], dict[str, float]]:
-    """Which listed channels to remove now, and which orphans to remember.
-
-    A channel is an orphan when no server owns it and it carries ``mine``
-    (or no tag, with ``untagged``); it is due once it has been an orphan at
-    every look since ``seen`` says it first was, ``grace`` seconds ago.
-    The orphans not due yet are returned with when they were first seen;
-    one that is owned again, or gone, is forgotten.
-    """
-    due: list[str] = []
-    waiting: dict[str, float] = {}
-    for channel_id, found in sorted(existing.items()):
-        if channel_id in owned:
-            continue
-        if found.owner != mine and not (untagged and found.owner is None):
-            continue
-        first = seen.get(channel_id, now)
-        if now - first >= grace:
-            due.append(channel_id)
-        else:
-            waiting[channel_id] = first
-    return due, waiting
+        self.sweeper.sweep_if_due()
 
 
 def _news(row: flow_rows.FlowRow, read: SignalRead | None) -> bool:
@@ -898,13 +566,6 @@ def _news(row: flow_rows.FlowRow, read: SignalRead | None) -> bool:
     )
 
 
-def _result_or_error(job: Callable[[], _T]) -> _T | BaseException:
-    try:
-        return job()
-    except Exception as exc:
-        return exc
-
-
 def _waiting_of(
     rows: dict[str, flow_rows.FlowRow], flow_id: str
 ) -> dict[str, Any] | None:
@@ -912,11 +573,4 @@ def _waiting_of(
     return dict(row.waiting) if row is not None and row.waiting else None
 
 
-def _ref_of(key: str) -> SignalRef | None:
-    deployment_id, _, generation = key.partition("/")
-    if not deployment_id or not generation.isdigit():
-        return None
-    return SignalRef(deployment_id, int(generation), 0)
-
-
-__all__ = ["Resumer", "Watcher", "sweep_plan", "waiting_of"]
+__all__ = ["Resumer", "Watcher", "waiting_of"]

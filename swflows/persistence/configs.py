@@ -7,7 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from swflows import exceptions, model
+from swflows import exceptions, model, projects
+from swflows.persistence import owners
 from swflows.persistence.database import (
     Database,
     check_id,
@@ -125,11 +126,15 @@ class ConfigRows(Database):
         limit: int | None = None,
         marker: str | None = None,
         include_derived: bool = False,
+        project: str | None = None,
+        unowned: bool = False,
     ) -> list[model.Config]:
         """Configs ordered by creation time, then id.
 
         ``marker`` is the last id of the previous page (ConfigNotFound if it
         does not exist); derived configs are left out unless asked for.
+        With ``project``, only that project's (and, with ``unowned``, those
+        with no recorded owner: see :func:`owners.in_project`).
         """
         check_limit(limit)
         t = self._tables.configs
@@ -138,6 +143,12 @@ class ConfigRows(Database):
             query = sa.select(t)
             if not include_derived:
                 query = query.where(t.c.derived.is_(sa.false()))
+            if project is not None:
+                query = query.where(
+                    owners.in_project(
+                        self._tables, projects.CONFIG, t.c.id, project, unowned=unowned
+                    )
+                )
             if marker is not None:
                 last = conn.execute(
                     sa.select(t.c.created_at, t.c.id).where(t.c.id == marker)

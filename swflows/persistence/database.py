@@ -73,24 +73,22 @@ def naive_utc(value: _dt.datetime | None) -> _dt.datetime | None:
     return value
 
 
-def check_id(field: str, value: Any) -> str:
+def _check_text(field: str, value: Any, longest: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise exceptions.ValidationError(field, "must be a non-empty string")
-    if len(value) > _tables.ID_LENGTH:
-        raise exceptions.ValidationError(
-            field, f"must be at most {_tables.ID_LENGTH} characters"
-        )
+    if len(value) > longest:
+        raise exceptions.ValidationError(field, f"must be at most {longest} characters")
     return value
+
+
+def check_id(field: str, value: Any) -> str:
+    """A non-empty id that fits an id column."""
+    return _check_text(field, value, _tables.ID_LENGTH)
 
 
 def check_str(field: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise exceptions.ValidationError(field, "must be a non-empty string")
-    if len(value) > _tables.NAME_LENGTH:
-        raise exceptions.ValidationError(
-            field, f"must be at most {_tables.NAME_LENGTH} characters"
-        )
-    return value
+    """A non-empty name that fits a name column."""
+    return _check_text(field, value, _tables.NAME_LENGTH)
 
 
 def check_limit(limit: int | None) -> int | None:

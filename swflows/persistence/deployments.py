@@ -7,7 +7,8 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from swflows import exceptions, model, states
+from swflows import exceptions, model, projects, states
+from swflows.persistence import owners
 from swflows.persistence import tables as _tables
 from swflows.persistence.database import check_id, check_limit, check_str, naive_utc
 from swflows.persistence.servers import ServerRows
@@ -289,8 +290,11 @@ class DeploymentRows(ServerRows):
         status: str | None = None,
         parent_id: str | None = None,
         limit: int | None = None,
+        project: str | None = None,
+        unowned: bool = False,
     ) -> list[model.Deployment]:
-        """Deployments matching every filter given, by creation time then id."""
+        """Deployments matching every filter given, by creation time then id
+        (``project`` and ``unowned``: see :func:`owners.in_project`)."""
         check_limit(limit)
         d = self._tables.deployments
         query = sa.select(d)
@@ -301,6 +305,12 @@ class DeploymentRows(ServerRows):
         ):
             if value is not None:
                 query = query.where(column == value)
+        if project is not None:
+            query = query.where(
+                owners.in_project(
+                    self._tables, projects.DEPLOYMENT, d.c.id, project, unowned=unowned
+                )
+            )
         query = query.order_by(d.c.created_at, d.c.id)
         if limit is not None:
             query = query.limit(limit)

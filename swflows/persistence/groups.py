@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
-from swflows import exceptions, states
+from swflows import exceptions, projects, states
 
 if TYPE_CHECKING:
     from swflows.persistence.store import Store
@@ -247,14 +247,32 @@ class GroupStore:
 
         return self._store._write("update group", op)
 
-    def delete(self, group_id: str) -> bool:
+    def delete(self, group_id: str, *, version: int | None = None) -> bool:
+        """Remove the group and its owner row; whether it was there.
+
+        With ``version``, only if the row is still at it (ConcurrentUpdate
+        otherwise): a finished delete operation removes the group in the
+        one write that ends it, so no reader sees it ended and still there.
+        """
         t = self._table
-        return self._store._write(
-            "delete group",
-            lambda conn: bool(
-                conn.execute(t.delete().where(t.c.id == group_id)).rowcount
-            ),
-        )
+
+        def op(conn: sa.Connection) -> bool:
+            query = t.delete().where(t.c.id == group_id)
+            if version is not None:
+                query = query.where(t.c.version == version)
+            if conn.execute(query).rowcount:
+                self._store._forget(conn, projects.GROUP, group_id)
+                return True
+            if version is not None and conn.scalar(
+                sa.select(t.c.id).where(t.c.id == group_id)
+            ):
+                raise exceptions.ConcurrentUpdate(
+                    f"group {group_id} changed meanwhile; read it again",
+                    group_id=group_id,
+                )
+            return False
+
+        return self._store._write("delete group", op)
 
     # -- driving ----------------------------------------------------------
     def claim(

@@ -9,7 +9,31 @@ from typing import Any
 import sqlalchemy as sa
 
 from swflows import model, projects
+from swflows.persistence import tables as _tables
 from swflows.persistence.database import Database
+
+
+def in_project(
+    tables: _tables.Tables,
+    kind: str,
+    object_id: sa.ColumnElement[Any],
+    project: str,
+    *,
+    unowned: bool,
+) -> sa.ColumnElement[bool]:
+    """A clause keeping the rows whose object (its id in ``object_id``)
+    belongs to ``project``; with ``unowned``, the rows with no recorded
+    owner too (``project`` is the default one).  Filtering in the query,
+    not after it, keeps a limited listing's pages full."""
+    o = tables.owners
+    owner = (
+        sa.select(o.c.project_id)
+        .where(o.c.kind == kind, o.c.object_id == object_id)
+        .scalar_subquery()
+    )
+    if unowned:
+        return sa.or_(owner == project, owner.is_(None))
+    return owner == project
 
 
 class OwnerRows(Database):

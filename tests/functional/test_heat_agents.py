@@ -2,7 +2,7 @@
 ``heat-config-notify``) run what swflows publishes, against the dev cloud.
 
 The scripts are heat-agents' own, from the source tree named by
-``SWFLOWS_HEAT_AGENTS``, else from its PyPI sdist (fetched once with pip
+``SWFLOWS_HEAT_AGENTS``, else from its PyPI sdist (fetched once, its hash checked,
 into ``~/.cache/swflows-tests``; the tests fail, naming what is missing,
 when neither is there).  The test plays os-collect-config's part, as the ``request``
 collector and os-apply-config would: it GETs the server's metadata URL and
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,6 +36,13 @@ from tests.functional.test_agent import isolated
 from tests.functional.test_runner import until
 
 HEAT_AGENTS_VERSION = "13.0.0"
+#: its sdist on PyPI, and the SHA-256 PyPI's index gives for it
+HEAT_AGENTS_SDIST = (
+    "https://files.pythonhosted.org/packages/85/6c/"
+    "e0131d7c6bdad4f2c6ff0ff2e4c81c742157dfbfea39987d12fc075aa8b0/"
+    f"heat_agents-{HEAT_AGENTS_VERSION}.tar.gz"
+)
+HEAT_AGENTS_SHA256 = "346099c6e9f16bd5e68913b825013acdd97b6743a1764ebcfc08d6528cefa9d6"
 CACHE = Path.home() / ".cache" / "swflows-tests"
 #: the scripts used, by their path in heat-agents' tree
 SCRIPTS = {
@@ -51,42 +58,35 @@ def _has_scripts(tree: Path) -> bool:
 
 
 def _fetched_tree() -> tuple[Path | None, str]:
-    """heat-agents' sdist, downloaded once with pip and unpacked.
+    """heat-agents' sdist, downloaded once from PyPI and unpacked.
 
-    Returns the tree, or None and why pip could not fetch it (tried three
-    times: a loaded machine or a slow index fails a single try).
+    The archive is fetched as a file, its SHA-256 checked against the one
+    PyPI publishes (no build step runs, as ``pip download`` would need for
+    an sdist's metadata).  Returns the tree, or None and why it could not
+    be fetched (tried three times: a loaded machine or a slow index fails a
+    single try).
     """
     tree = CACHE / f"heat_agents-{HEAT_AGENTS_VERSION}"
     if _has_scripts(tree):
         return tree, ""
-    pip = shutil.which("pip3") or shutil.which("pip")
-    if pip is None:
-        return None, "no pip on PATH"
     CACHE.mkdir(parents=True, exist_ok=True)
     archive = CACHE / f"heat_agents-{HEAT_AGENTS_VERSION}.tar.gz"
     why = ""
     for _ in range(3):
         try:
-            fetched = subprocess.run(
-                [
-                    pip,
-                    "download",
-                    "--no-deps",
-                    "--no-binary=:all:",
-                    f"--dest={CACHE}",
-                    f"heat-agents=={HEAT_AGENTS_VERSION}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            why = "pip download took over 600 s"
+            got = requests.get(HEAT_AGENTS_SDIST, timeout=120)
+        except requests.RequestException as exc:
+            why = f"GET {HEAT_AGENTS_SDIST}: {type(exc).__name__}: {exc}"
             continue
-        if fetched.returncode == 0 and archive.is_file():
-            break
-        why = f"pip download exited {fetched.returncode}: {fetched.stderr[-500:]}"
+        if got.status_code != 200:
+            why = f"GET {HEAT_AGENTS_SDIST}: HTTP {got.status_code}"
+            continue
+        digest = hashlib.sha256(got.content).hexdigest()
+        if digest != HEAT_AGENTS_SHA256:
+            why = f"{archive.name} has SHA-256 {digest}, not {HEAT_AGENTS_SHA256}"
+            continue
+        archive.write_bytes(got.content)
+        break
     else:
         return None, why
     with tarfile.open(archive) as tar:
@@ -104,7 +104,7 @@ def heat_agents() -> Path:
     if tree is None or not _has_scripts(tree):
         pytest.fail(
             "heat-agents' scripts not found: set SWFLOWS_HEAT_AGENTS to its "
-            f"source tree, or let pip download its sdist into {CACHE}"
+            f"source tree, or let it be downloaded from PyPI into {CACHE}"
             + (f" ({why})" if why else ""),
             pytrace=False,
         )

@@ -247,3 +247,52 @@ def test_without_a_context_nothing_changes(sw: Swflows, a_side: dict[str, Any]) 
     # a deployment removed takes its owner row with it
     sw.undeploy(dep.id)
     assert sw.store.get_owner(projects.DEPLOYMENT, dep.id) is None
+
+
+def test_a_scoped_listing_pages_full(sw: Swflows) -> None:
+    """A project's listing is filtered in the query: with other projects'
+    rows in between, a limited page still holds ``limit`` of its own, and a
+    marker pages on through them; rows with no owner are the default
+    project's."""
+    tag = uuid.uuid4().hex[:8]
+    made: dict[str, list[str]] = {"a": [], "b": [], "none": []}
+    for _ in range(3):
+        for side, context in (("a", A), ("b", B), ("b", B), ("none", None)):
+            cfg = sw.create_config(
+                f"page-{tag}-{side}", "#!/bin/sh\n", group="script", context=context
+            )
+            made[side].append(cfg.id)
+
+    def of_a(ids: list[str]) -> bool:
+        return all(
+            (
+                sw.store.get_owner(projects.CONFIG, i) or projects.Owner("", "")
+            ).project_id
+            == "proj-a"
+            for i in ids
+        )
+
+    everything = [c.id for c in sw.list_configs(context=A)]
+    assert set(made["a"]) <= set(everything) and of_a(everything)
+    first = [c.id for c in sw.list_configs(context=A, limit=2)]
+    assert first == everything[:2]
+    rest = [c.id for c in sw.list_configs(context=A, marker=first[-1])]
+    assert first + rest == everything
+    legacy = oslo_context.RequestContext(project_id="proj-legacy", roles=[])
+    mine = {c.id for c in sw.list_configs(context=legacy)}
+    assert set(made["none"]) <= mine
+    assert not mine & set(made["a"] + made["b"])
+    # deployments on one server of B's whose policy admits A
+    server = f"srv-p-{tag}"
+    sw.enroll_server(server, context=B)
+    sw.set_deploy_policy(
+        server, {"mode": "projects", "projects": ["proj-a"]}, context=B
+    )
+    ids: dict[str, list[str]] = {"a": [], "b": []}
+    for _ in range(3):
+        for side, context in (("a", A), ("b", B), ("b", B)):
+            ids[side].append(deploy(sw, server, made[side][0], context).id)
+    page = sw.list_deployments(context=A, server_id=server, limit=3)
+    assert {d.id for d in page} == set(ids["a"])
+    page = sw.list_deployments(context=B, server_id=server, limit=5)
+    assert len(page) == 5 and {d.id for d in page} <= set(ids["b"])

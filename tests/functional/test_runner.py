@@ -196,7 +196,7 @@ def test_cancel_then_late_signal_is_ignored_and_swept(
         # watcher's sweep removes the object
         requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
         assert leftovers(sw, dep.id) != {}
-        assert sw.runner.watcher.sweep() == [f"{dep.id}/1"]
+        assert sw.runner.watcher.sweeper.sweep() == [f"{dep.id}/1"]
         assert leftovers(sw, dep.id) == {}
         assert (sw.show(dep.id).reason or {})["kind"] == (
             states.ReasonKind.CANCELLED.value
@@ -449,7 +449,7 @@ def test_a_sweep_leaves_another_installations_stores(
         config = script_config(two)
         dep = two.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
         until(lambda: parked(two, dep.id), what="the flow to park")
-        assert one.runner.watcher.sweep() == []
+        assert one.runner.watcher.sweeper.sweep() == []
         assert leftovers(two, dep.id) != {}  # still there, waiting
         put_signal(two, dep.id, FINAL)
         assert two.wait(dep.id, timeout=30).status == states.COMPLETE

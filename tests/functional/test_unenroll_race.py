@@ -134,7 +134,7 @@ def test_the_sweep_removes_orphaned_channels_of_its_own_only(sw: Swflows) -> Non
     sweep once the grace period has passed; enrolled servers' channels,
     another installation's and untagged ones stay, and one recorded again
     within the grace period stays too."""
-    watcher = sw.runner.watcher
+    sweeper = sw.runner.watcher.sweeper
     swift = sw.services.clients.object_store
     messaging = sw.services.clients.messaging
     container = sw.conf.metadata_container
@@ -153,11 +153,11 @@ def test_the_sweep_removes_orphaned_channels_of_its_own_only(sw: Swflows) -> Non
     messaging.ensure_queue(other_queue, {"swflows_owner": "another-installation"})
     try:
         sw.conf.set_override("channel_sweep_grace", 3600, "watcher")
-        assert watcher.sweep_channels() == []  # seen, within the grace period
+        assert sweeper.sweep_channels() == []  # seen, within the grace period
         for transport in TRANSPORTS:  # enrolled again meanwhile
             sw.enroll_server(servers[("back", transport)], transport)
         sw.conf.set_override("channel_sweep_grace", 0, "watcher")
-        removed = watcher.sweep_channels()
+        removed = sweeper.sweep_channels()
         orphans = [servers[("orphan", t)] for t in TRANSPORTS]
         assert sorted(removed) == sorted(
             [
@@ -171,7 +171,7 @@ def test_the_sweep_removes_orphaned_channels_of_its_own_only(sw: Swflows) -> Non
             f"{container}/{foreign}",
             *zaqar_queues(other_queue),
         ]
-        assert watcher.sweep_channels() == []
+        assert sweeper.sweep_channels() == []
     finally:
         messaging.delete_queue(other_queue)
         for (role, _), server_id in servers.items():

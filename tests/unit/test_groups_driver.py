@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from swflows import model, rollout, states
+from swflows import exceptions, model, projects, rollout, states
 from swflows.api import group_driver, groups
 from swflows.persistence import Store
 from swflows.persistence import flow_registry as flow_rows
@@ -64,9 +64,14 @@ def driver(
     return group_driver.GroupDriver(sw, "me:1:x"), launched  # type: ignore[arg-type]
 
 
-def make_group(store: Store, members: dict[str, dict[str, Any]], **policy: Any) -> str:
+def make_group(
+    store: Store,
+    members: dict[str, dict[str, Any]],
+    kind: str = groups.DEPLOY,
+    **policy: Any,
+) -> str:
     operation = groups.new_operation(
-        groups.DEPLOY, "CREATE", members, rollout.Policy.from_dict(policy)
+        kind, "CREATE", members, rollout.Policy.from_dict(policy)
     )
     record = GroupRecord(
         id=model.new_id(),
@@ -207,3 +212,42 @@ def test_a_live_owner_is_left_alone(
     drive.tick()
     assert launched.names == []
     assert GroupStore(store).get(group_id).owner == alive
+
+
+def test_a_finished_delete_removes_the_group_in_the_write_that_ends_it(
+    store: Store,
+    driver: tuple[group_driver.GroupDriver, Launched],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A waiter polling the group never sees its delete ended COMPLETE and
+    the group still there: the group and its owner row go in one write."""
+    drive, _ = driver
+    undeployed = groups._member("s-a", "undeploy", model.new_id())
+    undeployed.update(state=rollout.RUNNING, launches=1)  # its deployment gone
+    group_id = make_group(store, {"a": undeployed}, kind=groups.DELETE)
+    store.set_owner(projects.GROUP, group_id, projects.Owner("p", "u"))
+    written: list[str] = []
+    update = GroupStore.update
+
+    def recording(self: GroupStore, record: Any, **changes: Any) -> Any:
+        written.append(str(changes.get("status", record.status)))
+        return update(self, record, **changes)
+
+    monkeypatch.setattr(GroupStore, "update", recording)
+    drive.tick()
+    with pytest.raises(exceptions.GroupNotFound):
+        GroupStore(store).get(group_id)
+    assert states.COMPLETE not in written
+    assert store.get_owner(projects.GROUP, group_id) is None
+
+
+def test_a_delete_compare_and_sets(store: Store) -> None:
+    rows = GroupStore(store)
+    group_id = make_group(store, {"a": running("a")})
+    stale = rows.get(group_id)
+    rows.update(stale, status_reason="moved on")
+    with pytest.raises(exceptions.ConcurrentUpdate):
+        rows.delete(group_id, version=stale.version)
+    assert rows.get(group_id).status_reason == "moved on"
+    assert rows.delete(group_id, version=stale.version + 1)
+    assert not rows.delete(group_id)

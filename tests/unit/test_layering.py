@@ -245,3 +245,20 @@ def test_the_pure_core_imports_no_framework() -> None:
                 if name.split(".")[0] in heavy
             ]
     assert found == []
+
+
+#: the most lines a class may take; a larger one holds more than one concept
+LARGEST_CLASS = 420
+
+
+def test_no_class_holds_more_than_one_concept() -> None:
+    """No class over about 400 lines: a larger one is split by concept, as
+    the store, the runner and the watcher were."""
+    large = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LARGEST_CLASS:
+                    large.append(f"{module}.{node.name}: {lines} lines")
+    assert large == []

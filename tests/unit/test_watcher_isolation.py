@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from swflows import model, outcomes, states
+from swflows.engine import containment
 from swflows.engine import runner as runner_mod
-from swflows.engine import watcher as watcher_mod
 
 
 def parked(runner: runner_mod.Runner, **waiting: Any) -> str:
@@ -69,17 +69,17 @@ def test_a_broken_row_stalls_no_other_and_ends_failed(
         "kind"
     ] == states.ReasonKind.TIMEOUT.value
     assert status(runner, broken).status == states.IN_PROGRESS
-    for _ in range(watcher_mod.MAX_DATA_FAILURES - 1):
+    for _ in range(containment.MAX_DATA_FAILURES - 1):
         watcher.cycle()
     ended = status(runner, broken)
     assert ended.status == states.FAILED
     assert ended.reason == {
         "kind": states.ReasonKind.INTERNAL_ERROR.value,
         "detail": "ValueError: could not convert string to float: 'soon'",
-        "attempts": watcher_mod.MAX_DATA_FAILURES,
+        "attempts": containment.MAX_DATA_FAILURES,
     }
     assert status(runner, waiting).status == states.IN_PROGRESS
-    assert watcher.failures["check"] == watcher_mod.MAX_DATA_FAILURES
+    assert watcher.failures["check"] == containment.MAX_DATA_FAILURES
     # logged once, on one line
     told = [r for r in caplog.records if "failed for flow" in r.getMessage()]
     assert len(told) == 1
@@ -98,9 +98,9 @@ def test_an_outage_is_not_held_against_a_flow(
         raise sa.exc.OperationalError("UPDATE", {}, Exception("refused"))
 
     monkeypatch.setattr(watcher, "_check", down)
-    for _ in range(watcher_mod.MAX_DATA_FAILURES * 2):
+    for _ in range(containment.MAX_DATA_FAILURES * 2):
         watcher.cycle()
-    assert watcher.failures["check"] == watcher_mod.MAX_DATA_FAILURES * 2
+    assert watcher.failures["check"] == containment.MAX_DATA_FAILURES * 2
     assert status(runner, deployment_id).status == states.IN_PROGRESS
 
 
@@ -113,8 +113,34 @@ def test_a_row_that_cannot_be_ended_is_set_aside(
         "record_outcome",
         lambda *args: (_ for _ in ()).throw(ValueError("refused by the database")),
     )
-    for _ in range(watcher_mod.MAX_DATA_FAILURES):
+    for _ in range(containment.MAX_DATA_FAILURES):
         runner.watcher.cycle()
     (row,) = runner.registry.find(deployment_id=deployment_id)
     assert row.state == "BROKEN"
     assert row.note is not None and "ValueError" in row.note
+
+
+def test_each_transport_is_read_at_once_with_the_others(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow transport (a read per Zaqar queue) holds no other transport's
+    look up: each is read at once, on the runner's workers."""
+    slow = parked(runner, transport="SLOW", store={"s": 1})
+    fast = parked(runner, transport="FAST", store={"f": 1})
+    watcher = runner.watcher
+    seen: dict[str, tuple[float, float]] = {}
+
+    def reads(name: str, options: Any, members: Any) -> dict[str, Any]:
+        began = time.monotonic()
+        time.sleep(1.0 if name == "SLOW" else 0.01)
+        seen[name] = (began, time.monotonic())
+        return {}
+
+    monkeypatch.setattr(watcher, "_reads", reads)
+    watcher.cycle()
+    assert set(seen) == {"SLOW", "FAST"}
+    (slow_began, slow_ended), (fast_began, fast_ended) = seen["SLOW"], seen["FAST"]
+    # the fast one neither waited for the slow one nor was waited for
+    assert fast_began < slow_ended and slow_began < fast_ended
+    assert status(runner, slow).status == states.IN_PROGRESS
+    assert status(runner, fast).status == states.IN_PROGRESS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from swflows.engine.watcher import sweep_plan
+from swflows.engine.sweeper import sweep_plan
 from swflows.transports.base import FoundChannel
 
 MINE = "mine"

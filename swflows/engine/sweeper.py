@@ -1,0 +1,271 @@
+"""Sweeping what no flow or server needs any more.
+
+Every ``sweep_interval`` the elected watcher removes signal stores no flow
+waits on: a TempURL PUT or a queue post sent after its deployment ended
+recreates a store nobody would read.  Only stores of deployments in its own
+database are swept, never those of another installation sharing the
+account.  The same sweep removes metadata objects and queues that carry
+this installation's owner tag and that no server of its store has owned at
+any sweep for ``channel_sweep_grace`` seconds (a crash, or a version before
+unenroll closed its race, left them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from swflows import exceptions, metadata
+from swflows import transport_names as names
+from swflows.persistence import flow_registry as flow_rows
+from swflows.services import Services
+from swflows.transports import owner
+from swflows.transports.base import ConfigTransport, FoundChannel, SignalRef
+
+LOG = logging.getLogger(__name__)
+
+#: transports whose stores a late signal can bring back (swept)
+SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
+
+#: how a sweep reports a failure it contained: ``(step, error)``
+Contain = Callable[[str, BaseException], None]
+
+
+class Sweeper:
+    """Removes stray signal stores and orphaned metadata channels."""
+
+    def __init__(
+        self,
+        services: Services,
+        registry: flow_rows.FlowRegistry,
+        conf: Any,
+        contain: Contain,
+    ) -> None:
+        self.services = services
+        self.registry = registry
+        self.conf = conf
+        self.contain = contain
+        self._last_sweep = time.monotonic()
+        #: orphaned metadata channels, (transport, id) -> when first seen
+        self._orphans: dict[tuple[str, str], float] = {}
+
+    def sweep_if_due(self) -> None:
+        """Sweep stores and channels once ``sweep_interval`` has passed
+        since the last time; what fails is contained."""
+        clock = time.monotonic()
+        if clock - self._last_sweep < float(self.conf.sweep_interval):
+            return
+        self._last_sweep = clock
+        for step, sweep in (
+            ("sweeping signal stores", self.sweep),
+            ("sweeping channels", self.sweep_channels),
+        ):
+            try:
+                sweep()
+            except Exception as exc:
+                self.contain(step, exc)
+
+    def sweep(self) -> list[str]:
+        """Remove signal stores no unfinished flow can read; their keys."""
+        removed: list[str] = []
+        clients = self.services.clients
+        offered = {
+            names.TEMP_URL_SIGNAL: clients.offers("object_store"),
+            names.ZAQAR_SIGNAL: clients.offers("messaging"),
+        }
+        for name in SWEPT_TRANSPORTS:
+            if not offered[name]:
+                continue
+            transport = self.services.signal_transport(
+                name, self.services.signal_options(name)
+            )
+            try:
+                # stores first, flows second: a store made after this listing
+                # belongs to a flow whose row is already written
+                existing = transport.existing_stores(self.services)
+                if not existing:
+                    continue
+                live = {row.deployment_id for row in self.registry.find()}
+            except Exception as exc:
+                self.contain(f"sweeping {name} stores", exc)
+                continue
+            for key, store in existing.items():
+                try:
+                    if self._stray(key, live):
+                        transport.delete_store(self.services, store)
+                        removed.append(key)
+                except Exception as exc:  # that store only: the others go on
+                    self.contain(f"sweeping {name} store {key}", exc)
+        if removed:
+            LOG.info("removed %d signal store(s) no flow waits on", len(removed))
+        return removed
+
+    def _stray(self, key: str, live: set[str]) -> bool:
+        """Whether a store is this installation's, and nothing will read it.
+
+        A store of a deployment this database does not hold is left alone:
+        another installation sharing the Swift account or Zaqar project may
+        be waiting on it.
+        """
+        ref = _ref_of(key)
+        if ref is None or ref.deployment_id in live:
+            return False
+        try:
+            deployment = self.services.store.get_deployment(ref.deployment_id)
+        except exceptions.DeploymentNotFound:
+            return False
+        return deployment.is_terminal or deployment.generation != ref.generation
+
+    def sweep_channels(self) -> list[str]:
+        """Remove metadata channels no server of the store owns; their ids.
+
+        Only channels tagged with this installation's owner tag are
+        considered (untagged ones too with ``sweep_untagged_channels``),
+        and one goes only once every sweep for ``channel_sweep_grace``
+        seconds found it unowned, so an enrollment that has made its channel
+        and not recorded it yet keeps it.
+        """
+        grace = float(self.conf.channel_sweep_grace)
+        untagged = bool(self.conf.sweep_untagged_channels)
+        mine = owner.tag(self.services)
+        now = time.monotonic()
+        listed: list[tuple[str, ConfigTransport, dict[str, FoundChannel]]] = []
+        failed: set[str] = set()
+        for name, transport in self._channel_transports():
+            try:
+                listed.append(
+                    (name, transport, transport.existing_channels(self.services))
+                )
+            except exceptions.SwflowsError as exc:
+                LOG.warning("could not list %s channels: %s", name, exc)
+                failed.add(name)
+        # channels first, servers second: a channel recorded after its
+        # listing is owned here
+        owned = self._owned_channels() if any(found for *_, found in listed) else {}
+        # a listing that failed keeps its orphans' clocks
+        orphans = {key: t for key, t in self._orphans.items() if key[0] in failed}
+        removed: list[tuple[str, str]] = []
+        for name, transport, existing in listed:
+            due, waiting = sweep_plan(
+                existing,
+                {cid for (n, cid) in owned if n == name},
+                mine,
+                untagged=untagged,
+                seen={cid: t for (n, cid), t in self._orphans.items() if n == name},
+                now=now,
+                grace=grace,
+            )
+            orphans.update(((name, cid), t) for cid, t in waiting.items())
+            for channel_id in due:
+                try:
+                    transport.remove_channel(
+                        self.services, channel_id, existing[channel_id].channel
+                    )
+                except exceptions.SwflowsError as exc:
+                    LOG.warning("could not remove channel %s: %s", channel_id, exc)
+                    orphans[(name, channel_id)] = now - grace
+                    continue
+                removed.append((name, channel_id))
+        self._orphans = orphans
+        if removed:
+            LOG.info("removed %d metadata channel(s) no server owns", len(removed))
+            self._republish_owned(removed)
+        return [channel_id for _, channel_id in removed]
+
+    def _channel_transports(self) -> list[tuple[str, ConfigTransport]]:
+        """The config transports to list: POLL_TEMP_URL in the configured
+        container and in every container a server's channel is in."""
+        services = self.services
+        found: list[tuple[str, ConfigTransport]] = []
+        if services.clients.offers("object_store"):
+            containers = {str(services.conf.metadata_container)}
+            for record in services.store.list_servers():
+                if record.config_transport == names.POLL_TEMP_URL:
+                    container = (record.channel or {}).get("container")
+                    if container:
+                        containers.add(str(container))
+            found.extend(
+                (
+                    names.POLL_TEMP_URL,
+                    services.config_transport(
+                        names.POLL_TEMP_URL, {"container": container}
+                    ),
+                )
+                for container in sorted(containers)
+            )
+        if services.clients.offers("messaging"):
+            found.append(
+                (names.ZAQAR_MESSAGE, services.config_transport(names.ZAQAR_MESSAGE))
+            )
+        return found
+
+    def _owned_channels(self) -> dict[tuple[str, str], str]:
+        """(transport, channel id) of every server's channel -> its server."""
+        owned: dict[tuple[str, str], str] = {}
+        for record in self.services.store.list_servers():
+            if not record.config_transport or not record.channel:
+                continue
+            transport = self.services.config_transport(record.config_transport)
+            channel_id = transport.channel_id(record.channel)
+            if channel_id:
+                owned[(record.config_transport, channel_id)] = record.server_id
+        return owned
+
+    def _republish_owned(self, removed: list[tuple[str, str]]) -> None:
+        """Publish again to a channel a server recorded while it was being
+        removed (its id enrolled again at that very moment)."""
+        owned = self._owned_channels()
+        for key in removed:
+            server_id = owned.get(key)
+            if server_id is None:
+                continue
+            LOG.warning("server %s took channel %s as it was swept", server_id, key[1])
+            try:
+                metadata.publish_server(self.services, server_id, key[0], create=False)
+            except exceptions.SwflowsError as exc:
+                LOG.warning("could not publish server %s again: %s", server_id, exc)
+
+
+def sweep_plan(
+    existing: Mapping[str, FoundChannel],
+    owned: Collection[str],
+    mine: str,
+    *,
+    untagged: bool,
+    seen: Mapping[str, float],
+    now: float,
+    grace: float,
+) -> tuple[list[str], dict[str, float]]:
+    """Which listed channels to remove now, and which orphans to remember.
+
+    A channel is an orphan when no server owns it and it carries ``mine``
+    (or no tag, with ``untagged``); it is due once it has been an orphan at
+    every look since ``seen`` says it first was, ``grace`` seconds ago.
+    The orphans not due yet are returned with when they were first seen;
+    one that is owned again, or gone, is forgotten.
+    """
+    due: list[str] = []
+    waiting: dict[str, float] = {}
+    for channel_id, found in sorted(existing.items()):
+        if channel_id in owned:
+            continue
+        if found.owner != mine and not (untagged and found.owner is None):
+            continue
+        first = seen.get(channel_id, now)
+        if now - first >= grace:
+            due.append(channel_id)
+        else:
+            waiting[channel_id] = first
+    return due, waiting
+
+
+def _ref_of(key: str) -> SignalRef | None:
+    deployment_id, _, generation = key.partition("/")
+    if not deployment_id or not generation.isdigit():
+        return None
+    return SignalRef(deployment_id, int(generation), 0)
+
+
+__all__ = ["SWEPT_TRANSPORTS", "Sweeper", "sweep_plan"]
