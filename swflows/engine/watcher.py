@@ -62,7 +62,7 @@ from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from swflows import enrollment, exceptions, metadata, signals, states
+from swflows import enrollment, exceptions, metadata, projects, signals, states
 from swflows import outcomes as signal_tasks
 from swflows import transport_names as names
 from swflows.engine import faults
@@ -569,8 +569,10 @@ class Watcher:
         self, rows: Iterable[flow_rows.FlowRow]
     ) -> list[tuple[flow_rows.FlowRow, SignalRead | None]]:
         """Each row with its store's read (None: nothing to read)."""
-        groups: dict[tuple[str, str], list[flow_rows.FlowRow]] = {}
+        rows = list(rows)
+        groups: dict[tuple[str, str, str], list[flow_rows.FlowRow]] = {}
         out: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
+        trusts = self._trusts(rows)
         for row in rows:
             waiting = row.waiting or {}
             if not waiting.get("store"):
@@ -579,38 +581,60 @@ class Watcher:
             key = (
                 waiting["transport"],
                 json.dumps(waiting.get("options"), sort_keys=True),
+                # a store made through a trust is read through it
+                trusts.get(row.deployment_id, ""),
             )
             groups.setdefault(key, []).append(row)
-        for (name, options), members in groups.items():
+        for (name, options, trust), members in groups.items():
             try:
-                reads = self._reads(name, json.loads(options), members)
+                services = self.services.for_trust(trust or None)
+                reads = self._reads(services, name, json.loads(options), members)
             except Exception as exc:
                 if faults.is_outage(exc):
                     # the service is down: deadlines still count
                     self.contain(f"reading {name} signals", exc)
                     reads = {}
                 else:  # one flow's store, most likely: read each alone
-                    reads = self._reads_one_by_one(name, json.loads(options), members)
+                    reads = self._reads_one_by_one(
+                        trust, name, json.loads(options), members
+                    )
             out.extend((row, reads.get(row.id)) for row in members)
         return out
 
+    def _trusts(self, rows: list[flow_rows.FlowRow]) -> dict[str, str]:
+        """Deployment id -> the trust its store is reached through."""
+        if self.services.clients.trustee is None:
+            return {}
+        return self.services.store.trusts(
+            projects.DEPLOYMENT, (row.deployment_id for row in rows)
+        )
+
     def _reads(
-        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
+        self,
+        services: Services,
+        name: str,
+        options: dict[str, Any],
+        members: list[flow_rows.FlowRow],
     ) -> dict[str, SignalRead]:
-        transport = self.services.signal_transport(name, options)
+        transport = services.signal_transport(name, options)
         if not transport.pulled:
             return {}
         stores = {row.id: row.waiting["store"] for row in members if row.waiting}
         known = {row.id: (row.waiting or {}).get("seen") for row in members}
-        return dict(transport.observe(self.services, stores, known, self._read_all))
+        return dict(transport.observe(services, stores, known, self._read_all))
 
     def _reads_one_by_one(
-        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
+        self,
+        trust: str,
+        name: str,
+        options: dict[str, Any],
+        members: list[flow_rows.FlowRow],
     ) -> dict[str, SignalRead]:
         reads: dict[str, SignalRead] = {}
         for row in members:
             try:
-                reads.update(self._reads(name, options, [row]))
+                services = self.services.for_trust(trust or None)
+                reads.update(self._reads(services, name, options, [row]))
             except Exception as exc:
                 self.contain("read", exc, row)
         return reads
