@@ -1,0 +1,231 @@
+"""Deferred work through a Keystone trust, on PostgreSQL with the dev cloud.
+
+A deployment made with the token of project demo2's user gets a trust
+from that user to swflows' trustee; its signal store lives in demo2's
+Swift account.  The token is then revoked: a new engine still resumes
+the parked flows, one deployment times out, another completes on its
+signal, and both are undeployed through the trust, which is deleted with
+them, leaving no trust, user, object or queue behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import sqlalchemy as sa
+from keystoneauth1 import session as ksa_session
+from keystoneauth1.identity import v3
+from oslo_context import context as oslo_context
+
+from swflows import conf as sw_conf
+from swflows import exceptions, projects, states
+from swflows.api import Swflows
+from swflows.clients.object_store import ObjectStore
+from tests.functional import flowkit
+from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
+from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
+from tests.functional.test_flows import SCRIPT
+from tests.functional.test_runner import FINAL, parked, put_signal, until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from devcloud_lib import keystone as devcloud_keystone  # noqa: E402
+
+def login(cloud: dict[str, Any], who: str) -> tuple[str, dict[str, Any]]:
+    """A project-scoped token of ``who`` (admin, demo2), and its body."""
+    ks = cloud["keystone"]
+    user = ks[who]
+    resp = requests.post(
+        ks["auth_url"] + "/auth/tokens",
+        json={
+            "auth": {
+                "identity": {
+                    "methods": ["password"],
+                    "password": {
+                        "user": {
+                            "name": user["username"],
+                            "password": user["password"],
+                            "domain": {"id": user["user_domain_id"]},
+                        }
+                    },
+                },
+                "scope": {
+                    "project": {
+                        "name": user["project_name"],
+                        "domain": {"id": user["project_domain_id"]},
+                    }
+                },
+            }
+        },
+        timeout=30,
+    )
+    resp.raise_for_status()
+    return resp.headers["X-Subject-Token"], resp.json()["token"]
+
+
+def trusts_of(cloud: dict[str, Any], trustor_id: str) -> set[str]:
+    """The ids of the trusts ``trustor_id`` made, as the admin lists them."""
+    token, _ = login(cloud, "admin")
+    resp = requests.get(
+        cloud["keystone"]["auth_url"] + "/OS-TRUST/trusts",
+        params={"trustor_user_id": trustor_id},
+        headers={"X-Auth-Token": token},
+        timeout=30,
+    )
+    resp.raise_for_status()
+    return {t["id"] for t in resp.json()["trusts"]}
+
+
+def revoke(cloud: dict[str, Any], token: str) -> None:
+    admin, _ = login(cloud, "admin")
+    url = cloud["keystone"]["auth_url"] + "/auth/tokens"
+    headers = {"X-Auth-Token": admin, "X-Subject-Token": token}
+    assert requests.delete(url, headers=headers, timeout=30).status_code == 204
+    assert requests.get(url, headers=headers, timeout=30).status_code == 404
+
+
+def project_objects(cloud: dict[str, Any], who: str, *ids: str) -> list[str]:
+    """Objects naming one of ``ids`` in the Swift account of ``who``'s project."""
+    ks = cloud["keystone"]
+    user = ks[who]
+    swift = ObjectStore.from_session(
+        ksa_session.Session(
+            auth=v3.Password(
+                auth_url=ks["auth_url"],
+                username=user["username"],
+                password=user["password"],
+                user_domain_id=user["user_domain_id"],
+                project_name=user["project_name"],
+                project_domain_id=user["project_domain_id"],
+            )
+        )
+    )
+    return [
+        f"{container}/{o.name}"
+        for container in swift.list_containers()
+        for o in swift.list_objects(container)
+        if any(i in o.name for i in ids)
+    ]
+
+
+@pytest.fixture(scope="module")
+def trustee(devcloud: dict[str, Any]) -> dict[str, str]:
+    """swflows' trustee user, made on a cloud started before it existed."""
+    ks = devcloud["keystone"]
+    found: dict[str, str] = devcloud_keystone.ensure_trustee(
+        ks["auth_url"], ks["admin"]["password"]
+    )
+    return found
+
+
+@contextlib.contextmanager
+def engine(
+    cloud: dict[str, Any],
+    trustee: dict[str, str],
+    folder: Path,
+    database: str,
+    prefix: str,
+) -> Iterator[Swflows]:
+    """A Swflows whose deferred work acts through trusts."""
+    path = folder / "swflows.conf"
+    path.touch(mode=0o600)
+    path.write_text(
+        flowkit.swflowsconf.conf_text(
+            cloud,
+            database=database,
+            extra={
+                "DEFAULT": ["deferred_auth_method = trusts"],
+                "database": [
+                    f"table_prefix = {prefix}",
+                    f"secret_key = {SECRET_KEY.decode()}",
+                ],
+                "watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"],
+                "trustee": [
+                    "auth_type = password",
+                    *(f"{key} = {value}" for key, value in trustee.items()),
+                ],
+            },
+        )
+    )
+    made = Swflows.from_conf(sw_conf.get_conf(config_files=[str(path)]))
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    token, body = login(devcloud, "demo2")
+    caller = oslo_context.RequestContext(
+        auth_token=token,
+        user_id=body["user"]["id"],
+        project_id=body["project"]["id"],
+        roles=[r["name"] for r in body["roles"]],
+    )
+    before = trusts_of(devcloud, caller.user_id)
+    prefix = unique_prefix()
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as first:
+        config = first.create_config(
+            "app",
+            SCRIPT,
+            group="script",
+            outputs=[{"name": "result"}],
+            context=caller,
+        )
+        late = first.deploy(
+            str(uuid.uuid4()), config.id, timeout=8, wait=False, context=caller
+        )
+        answered = first.deploy(
+            str(uuid.uuid4()), config.id, timeout=120, wait=False, context=caller
+        )
+        for dep in (late, answered):
+            until(lambda d=dep: parked(first, d.id), what="the flow to park")
+        made = {
+            first.store.get_trust(projects.DEPLOYMENT, d.id) for d in (late, answered)
+        }
+        assert None not in made and len(made) == 2
+        assert made <= trusts_of(devcloud, caller.user_id) - before
+        # sealed at rest: the id is nowhere in clear
+        with first.store.engine.connect() as conn:
+            stored = conn.execute(
+                sa.text(f"SELECT trust FROM {prefix}owners WHERE trust IS NOT NULL")
+            ).all()
+        assert len(stored) == 2
+        assert not any(t in str(row) for row in stored for t in made if t)
+        # the signal stores live in the caller's project, not swflows' own
+        assert len(project_objects(devcloud, "demo2", late.id, answered.id)) == 2
+        assert flowkit.leftovers(first, late.id, answered.id) == {}
+    revoke(devcloud, token)
+
+    # a new engine: the caller's token is gone, the trust is not
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as second:
+        assert parked(second, answered.id) is not None
+        put_signal(second, answered.id, FINAL)
+        done = second.wait(answered.id, timeout=60)
+        assert done.status == states.COMPLETE
+        assert done.output_values["result"] == "r"
+        timed_out = second.wait(late.id, timeout=60)
+        assert timed_out.status == states.FAILED
+        assert (timed_out.reason or {})["kind"] == states.ReasonKind.TIMEOUT.value
+        assert second.list_flows() == []
+
+        for dep in (late, answered):
+            second.undeploy(dep.id)
+            with pytest.raises(exceptions.DeploymentNotFound):
+                second.show(dep.id)
+        assert flowkit.leftovers(second, late.id, answered.id) == {}
+    assert project_objects(devcloud, "demo2", late.id, answered.id) == []
+    assert not made & trusts_of(devcloud, caller.user_id)
+
