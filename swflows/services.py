@@ -54,7 +54,9 @@ class Services:
     def for_trust(self, trust_id: str | None) -> Services:
         """These services acting through ``trust_id`` (None: as they are)."""
         if trust_id is None:
-            return self if self.acting is None else dataclasses.replace(self, acting=None)
+            return (
+                self if self.acting is None else dataclasses.replace(self, acting=None)
+            )
         return dataclasses.replace(self, acting=self.clients.for_trust(trust_id))
 
     def __repr__(self) -> str:  # never show the secret

@@ -112,7 +112,9 @@ class Trustee:
                 try:
                     self._user_id = str(session.get_user_id())
                 except ksa_exc.ClientException as exc:
-                    raise client_base.ksa_error("identity", "trustee login", exc) from None
+                    raise client_base.ksa_error(
+                        "identity", "trustee login", exc
+                    ) from None
             return self._user_id
 
     def login(self, trust_id: str) -> Any:
@@ -145,9 +147,7 @@ class Trustee:
             )
         )
         try:
-            resp = caller.post(
-                self.auth_url + TRUSTS_PATH, json=body, raise_exc=False
-            )
+            resp = caller.post(self.auth_url + TRUSTS_PATH, json=body, raise_exc=False)
         except ksa_exc.ClientException as exc:
             raise client_base.ksa_error("identity", "create trust", exc) from None
         if resp.status_code != 201:

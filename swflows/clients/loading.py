@@ -310,9 +310,7 @@ def _trusted(
     zaqar = _Endpoint.of(conf, "messaging")
     nova = _Endpoint.of(conf, "compute")
 
-    def build(
-        trustee: Trustee, trust_id: str
-    ) -> dict[str, Callable[[], Any] | None]:
+    def build(trustee: Trustee, trust_id: str) -> dict[str, Callable[[], Any] | None]:
         login = trustee.login(trust_id)  # one token for the three services
 
         def object_store() -> ObjectStore:

@@ -37,7 +37,9 @@ class TempUrlSignal(base.SignalTransport):
     def create_store(
         self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
-        services.project_clients.object_store.create_object(self.container, ref.key, b"")
+        services.project_clients.object_store.create_object(
+            self.container, ref.key, b""
+        )
         grace = int(self.options.get("grace", DEFAULT_GRACE))
         return {
             "container": self.container,
@@ -117,7 +119,9 @@ class TempUrlSignal(base.SignalTransport):
         return found
 
     def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
-        services.project_clients.object_store.delete_object(store["container"], store["object"])
+        services.project_clients.object_store.delete_object(
+            store["container"], store["object"]
+        )
 
     def leftovers(self, services: base.Context, ref: base.SignalRef) -> list[str]:
         swift = services.project_clients.object_store

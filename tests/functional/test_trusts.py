@@ -11,7 +11,7 @@ them, leaving no trust, user, object or queue behind.
 from __future__ import annotations
 
 import contextlib
-import sys
+import functools
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,11 +31,10 @@ from swflows.clients.object_store import ObjectStore
 from tests.functional import flowkit
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
+from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_flows import SCRIPT
 from tests.functional.test_runner import FINAL, parked, put_signal, until
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from devcloud_lib import keystone as devcloud_keystone  # noqa: E402
 
 def login(cloud: dict[str, Any], who: str) -> tuple[str, dict[str, Any]]:
     """A project-scoped token of ``who`` (admin, demo2), and its body."""
@@ -168,13 +167,14 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
     tmp_path: Path,
 ) -> None:
     token, body = login(devcloud, "demo2")
+    trustor: str = body["user"]["id"]
     caller = oslo_context.RequestContext(
         auth_token=token,
-        user_id=body["user"]["id"],
+        user_id=trustor,
         project_id=body["project"]["id"],
         roles=[r["name"] for r in body["roles"]],
     )
-    before = trusts_of(devcloud, caller.user_id)
+    before = trusts_of(devcloud, trustor)
     prefix = unique_prefix()
     with engine(devcloud, trustee, tmp_path, pg_url, prefix) as first:
         config = first.create_config(
@@ -190,17 +190,18 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
         answered = first.deploy(
             str(uuid.uuid4()), config.id, timeout=120, wait=False, context=caller
         )
-        for dep in (late, answered):
-            until(lambda d=dep: parked(first, d.id), what="the flow to park")
+        for dep_id in (late.id, answered.id):
+            until(functools.partial(parked, first, dep_id), what="the flow to park")
         made = {
             first.store.get_trust(projects.DEPLOYMENT, d.id) for d in (late, answered)
         }
         assert None not in made and len(made) == 2
-        assert made <= trusts_of(devcloud, caller.user_id) - before
+        assert made <= trusts_of(devcloud, trustor) - before
         # sealed at rest: the id is nowhere in clear
         with first.store.engine.connect() as conn:
+            owners = sa.table(f"{prefix}owners", sa.column("trust"))
             stored = conn.execute(
-                sa.text(f"SELECT trust FROM {prefix}owners WHERE trust IS NOT NULL")
+                sa.select(owners.c.trust).where(owners.c.trust.is_not(None))
             ).all()
         assert len(stored) == 2
         assert not any(t in str(row) for row in stored for t in made if t)
@@ -227,5 +228,4 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
                 second.show(dep.id)
         assert flowkit.leftovers(second, late.id, answered.id) == {}
     assert project_objects(devcloud, "demo2", late.id, answered.id) == []
-    assert not made & trusts_of(devcloud, caller.user_id)
-
+    assert not made & trusts_of(devcloud, trustor)
