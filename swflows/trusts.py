@@ -34,6 +34,8 @@ LOG = logging.getLogger(__name__)
 
 #: Keystone's trusts, under its v3 URL
 TRUSTS_PATH: Final = "/OS-TRUST/trusts"
+#: the owners' kind of a Mistral action's pending result (its execution id)
+CALLBACK: Final = "callback"
 
 
 def delegated_roles(
@@ -156,6 +158,35 @@ class Trustee:
             )
         return str(resp.json()["trust"]["id"])
 
+    def caller(self, token: str) -> oslo_context.RequestContext:
+        """The request context of a caller known by its token alone (a
+        Mistral action's): Keystone says whose token it is (a token may
+        read itself)."""
+        from oslo_context import context as oslo_context
+
+        session = self._session_for(None)
+        headers = {"X-Auth-Token": token, "X-Subject-Token": token}
+        try:
+            resp = session.get(
+                self.auth_url + "/auth/tokens",
+                headers=headers,
+                authenticated=False,
+                raise_exc=False,
+            )
+        except ksa_exc.ClientException as exc:
+            raise client_base.ksa_error("identity", "validate token", exc) from None
+        if resp.status_code != 200:
+            raise client_base.http_error(
+                "identity", "validate token", resp.status_code, resp.reason
+            )
+        body = resp.json()["token"]
+        return oslo_context.RequestContext(
+            auth_token=token,
+            user_id=body["user"]["id"],
+            project_id=(body.get("project") or {}).get("id"),
+            roles=[role["name"] for role in body.get("roles") or ()],
+        )
+
     def delete(self, trust_id: str) -> bool:
         """Delete the trust, logged in through it (the trustor may delete its
         trust); False when it was gone already."""
@@ -208,6 +239,7 @@ def release(services: Services, kind: str, object_id: str) -> bool:
 
 
 __all__ = [
+    "CALLBACK",
     "Trustee",
     "carries_token",
     "delegated_roles",

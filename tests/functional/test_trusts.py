@@ -25,15 +25,20 @@ from keystoneauth1.identity import v3
 from oslo_context import context as oslo_context
 
 from swflows import conf as sw_conf
-from swflows import exceptions, projects, states
+from swflows import exceptions, projects, states, trusts
 from swflows.api import Swflows
 from swflows.clients.object_store import ObjectStore
+from swflows.embedding import mistral
 from tests.functional import flowkit
+from tests.functional import test_embedding_mistral as mistral_tests
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
 from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_flows import SCRIPT
 from tests.functional.test_runner import FINAL, parked, put_signal, until
+
+#: the Mistral actions' descriptors, as a fixture of that name
+mistral_descriptors = mistral_tests.descriptors
 
 
 def login(cloud: dict[str, Any], who: str) -> tuple[str, dict[str, Any]]:
@@ -132,6 +137,24 @@ def engine(
     prefix: str,
 ) -> Iterator[Swflows]:
     """A Swflows whose deferred work acts through trusts."""
+    path = write_engine_conf(cloud, trustee, folder, database, prefix)
+    made = Swflows.from_conf(sw_conf.get_conf(config_files=[str(path)]))
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def write_engine_conf(
+    cloud: dict[str, Any],
+    trustee: dict[str, str],
+    folder: Path,
+    database: str,
+    prefix: str,
+) -> Path:
+    """The configuration of a Swflows whose deferred work acts through
+    trusts, on ``database`` under table ``prefix``."""
     path = folder / "swflows.conf"
     path.touch(mode=0o600)
     path.write_text(
@@ -152,12 +175,7 @@ def engine(
             },
         )
     )
-    made = Swflows.from_conf(sw_conf.get_conf(config_files=[str(path)]))
-    try:
-        yield made
-    finally:
-        made.close()
-        made.store.close()
+    return path
 
 
 def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
@@ -229,3 +247,61 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
         assert flowkit.leftovers(second, late.id, answered.id) == {}
     assert project_objects(devcloud, "demo2", late.id, answered.id) == []
     assert not made & trusts_of(devcloud, trustor)
+
+
+def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mistral_descriptors: dict[str, Any],
+) -> None:
+    token, body = login(devcloud, "demo2")
+    trustor: str = body["user"]["id"]
+    before = trusts_of(devcloud, trustor)
+    path = write_engine_conf(devcloud, trustee, tmp_path, pg_url, unique_prefix())
+    monkeypatch.setenv(mistral.CONFIG_DIRS_ENV, str(tmp_path))
+    try:
+        sw = mistral.instance(str(path))[0]
+        config = sw.create_config("app", SCRIPT, group="script")
+        with mistral_tests.Receiver() as receiver:
+            action_id = str(uuid.uuid4())
+            ctx = receiver.context(action_id)
+            ctx.security.auth_token = token
+            _, started = mistral_tests.run(
+                mistral_descriptors,
+                "swflows.deploy",
+                {
+                    "server_id": str(uuid.uuid4()),
+                    "config_id": config.id,
+                    "timeout": 5,
+                    "wait": False,
+                    "config_file": str(path),
+                },
+                ctx,
+            )
+            assert started is None  # asynchronous
+            [held] = trusts_of(devcloud, trustor) - before
+            revoke(devcloud, token)
+            put = receiver.next()
+        assert put["path"] == f"/v2/action_executions/{action_id}"
+        assert put["body"]["state"] == "ERROR"  # it timed out
+        assert put["token"] not in (None, token)
+        # the token Mistral got acts as the caller, through the trust
+        admin, _ = login(devcloud, "admin")
+        seen = requests.get(
+            devcloud["keystone"]["auth_url"] + "/auth/tokens",
+            headers={"X-Auth-Token": admin, "X-Subject-Token": put["token"]},
+            timeout=30,
+        )
+        assert seen.status_code == 200
+        assert seen.json()["token"]["user"]["id"] == trustor
+        assert seen.json()["token"]["OS-TRUST:trust"]["id"] == held
+        until(
+            lambda: held not in trusts_of(devcloud, trustor),
+            what="the trust to be deleted",
+        )
+        assert sw.store.get_owner(trusts.CALLBACK, held) is None
+    finally:
+        mistral.close_all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Final
 
 from mistral_lib import actions
@@ -11,7 +12,13 @@ from mistral_lib.actions import types
 from swflows import exceptions, model
 from swflows.api import Swflows
 from swflows.embedding.completion import Completion
-from swflows.embedding.mistral.callback import callback_url, report
+from swflows.embedding.mistral.callback import (
+    callback_url,
+    drop_trust,
+    hold_trust,
+    report,
+    report_through_trust,
+)
 from swflows.embedding.mistral.instances import instance
 from swflows.embedding.mistral.results import error_of, outcome_of
 
@@ -91,11 +98,24 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             url = callback_url(context, self.callback_base_url)
             security = getattr(context, "security", None)
             token = getattr(security, "auth_token", None)
-            started = self.call(sw, False)
-            deployment_id = started.data["id"]
+            # the result goes back through a trust when swflows makes them:
+            # the caller's token may be gone by then
+            key = uuid.uuid4().hex
+            if not hold_trust(sw, token, key):
+                started = self.call(sw, False)
+                completions.add(
+                    started.data["id"],
+                    lambda done: report(url, self.finished(done), token),
+                )
+                return None
+            try:
+                started = self.call(sw, False)
+            except BaseException:
+                drop_trust(sw, key)
+                raise
             completions.add(
-                deployment_id,
-                lambda done: report(url, self.finished(done), token),
+                started.data["id"],
+                lambda done: report_through_trust(sw, key, url, self.finished(done)),
             )
             return None
         except Exception as exc:
