@@ -159,9 +159,7 @@ def drop_trust(sw: Swflows, key: str) -> None:
     sw.store.forget_owner(trusts.CALLBACK, key)
 
 
-def report_through_trust(
-    sw: Swflows, key: str, url: str, result: types.Result
-) -> None:
+def report_through_trust(sw: Swflows, key: str, url: str, result: types.Result) -> None:
     """:func:`report` with a token of the trust kept under ``key``, which
     is deleted afterwards (delivered or not)."""
     try:
