@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from swflows.clients.identity import StackUser, StackUsers
     from swflows.clients.messaging import Messaging
     from swflows.clients.object_store import ObjectStore
-    from swflows.trusts import Trustee
+    from swflows.clients.trustee import Trustee
 
 #: trust-scoped clients kept for reuse (one per deployment with a trust)
 TRUSTED_CLIENTS = 256

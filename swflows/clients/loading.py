@@ -47,7 +47,7 @@ from swflows.clients.compute import Compute
 from swflows.clients.identity import StackUser, StackUsers
 from swflows.clients.messaging import Messaging
 from swflows.clients.object_store import ObjectStore
-from swflows.trusts import Trustee
+from swflows.clients.trustee import Trustee
 
 #: session timeout (seconds) when a group sets none: never wait forever
 DEFAULT_TIMEOUT: Final = 30.0
