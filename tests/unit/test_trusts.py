@@ -3,6 +3,7 @@ acting through one, and the trust kept sealed beside an owner."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,18 @@ def test_services_act_through_a_deployments_trust(tmp_path: Path) -> None:
         assert acting.clients is clients  # server-wide work stays swflows' own
         assert acting.project_clients is clients.for_trust("t1")
         assert acting.for_trust(None).project_clients is clients
+
+
+def test_the_readme_configuration_makes_a_trustee(tmp_path: Path) -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("**Deferred work acts through", 1)[1]
+    match = re.search(r"```ini\n(.*?)```", section, re.S)
+    assert match, "README shows no [trustee] configuration"
+    path = tmp_path / "swflows.conf"
+    path.write_text(match.group(1))
+    conf = sw_conf.get_conf(config_files=[str(path)])
+    trustee = loading.client_factories(conf)["trustee"]
+    assert isinstance(trustee, trusts.Trustee)
+    assert trustee.auth_url == "http://keystone:5000/v3"
+    scope = trustee.login("t1").get_cache_id_elements()
+    assert scope["trust_id"] == "t1" and scope["project_name"] is None
