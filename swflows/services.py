@@ -45,11 +45,11 @@ class Services:
 
     def for_deployment(self, deployment_id: str) -> Services:
         """These services as the deployment's work sees them: acting through
-        its trust when it has one (see :mod:`swflows.trusts`)."""
-        from swflows import projects
+        its trust (or its group's) when it has one (see :mod:`swflows.trusts`)."""
+        from swflows import trusts
 
-        trust_id = self.store.get_trust(projects.DEPLOYMENT, deployment_id)
-        return self.for_trust(trust_id)
+        found = trusts.acting_trusts(self.store, [deployment_id])
+        return self.for_trust(found.get(deployment_id))
 
     def for_trust(self, trust_id: str | None) -> Services:
         """These services acting through ``trust_id`` (None: as they are)."""

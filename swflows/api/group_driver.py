@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from swflows import derive, exceptions, model, rollout, states
+from swflows import derive, exceptions, model, projects, rollout, states, trusts
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
 
@@ -299,6 +299,13 @@ class GroupDriver:
             and changes["status_reason"] == record.status_reason
         ):
             return  # nothing ended, nothing to start: no write
+        if (
+            decision.done
+            and operation["kind"] == DELETE
+            and changes.get("status") == states.COMPLETE
+        ):
+            # its members are gone: the last thing that needed the trust
+            self._release_trust(record.id)
         record = self.rows.update(record, **changes)  # written before launching
         if decision.done:
             self._held.discard(record.id)
@@ -330,6 +337,14 @@ class GroupDriver:
         if failures:
             self._fail_members(record.id, failures)
             self.wake()
+
+    def _release_trust(self, group_id: str) -> None:
+        """Delete the trust the group's members acted through, once they
+        are gone (see :mod:`swflows.trusts`); an error leaves it recorded."""
+        try:
+            trusts.release(self.sw.services, projects.GROUP, group_id)
+        except exceptions.SwflowsError as exc:
+            LOG.error("group %s: its trust could not be deleted: %s", group_id, exc)
 
     def _renew(self, group_id: str) -> bool:
         return self.rows.claim(

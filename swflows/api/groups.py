@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenacity
 
-from swflows import derive, exceptions, model, projects, rollout, states
+from swflows import derive, exceptions, model, projects, rollout, states, trusts
 from swflows.api.deployments import Deployments
 from swflows.api.group_driver import GroupDriver
 from swflows.persistence.groups import (
@@ -341,8 +341,14 @@ class Groups(Deployments):
             status_reason=f"0 done, 0 running, 0 failed, {len(members)} left",
         )
         self._own(context, projects.GROUP, record.id)
-        self._own_members(context, operation)
-        GroupStore(self.store).create(record)
+        delegated = self._delegate(context, projects.GROUP, record.id)
+        try:
+            self._own_members(context, operation, record.id)
+            GroupStore(self.store).create(record)
+        except BaseException:
+            if delegated is not None:
+                self._undelegate(projects.GROUP, record.id)
+            raise
         return self._group_started(record.id, wait, wait_timeout)
 
     def redeploy_group(
@@ -611,11 +617,24 @@ class Groups(Deployments):
         return record
 
     def _own_members(
-        self, context: RequestContext | None, operation: Mapping[str, Any]
+        self,
+        context: RequestContext | None,
+        operation: Mapping[str, Any],
+        group_id: str,
     ) -> None:
-        """The deployments an operation makes are the caller's."""
+        """The deployments an operation makes are the caller's, and act
+        through the group's trust when it has one."""
+        delegated = self.store.get_trust(projects.GROUP, group_id) is not None
         for member in operation["members"].values():
-            self._own(context, projects.DEPLOYMENT, str(member["deployment_id"]))
+            deployment_id = str(member["deployment_id"])
+            self._own(context, projects.DEPLOYMENT, deployment_id)
+            if (
+                delegated
+                and self.store.get_trust(projects.DEPLOYMENT, deployment_id) is None
+            ):
+                self.store.set_trust(
+                    projects.DEPLOYMENT, deployment_id, trusts.group_ref(group_id)
+                )
 
     def _idle_group(
         self,
@@ -637,7 +656,7 @@ class Groups(Deployments):
         context: RequestContext | None = None,
         **changes: Any,
     ) -> dict[str, Any]:
-        self._own_members(context, operation)
+        self._own_members(context, operation, record.id)
         count = len(operation["members"])
         GroupStore(self.store).update(
             record,

@@ -62,7 +62,7 @@ from typing import Any, Protocol, TypeVar
 
 import tenacity
 
-from swflows import enrollment, exceptions, metadata, projects, signals, states
+from swflows import enrollment, exceptions, metadata, signals, states, trusts
 from swflows import outcomes as signal_tasks
 from swflows import transport_names as names
 from swflows.engine import faults
@@ -605,8 +605,8 @@ class Watcher:
         """Deployment id -> the trust its store is reached through."""
         if self.services.clients.trustee is None:
             return {}
-        return self.services.store.trusts(
-            projects.DEPLOYMENT, (row.deployment_id for row in rows)
+        return trusts.acting_trusts(
+            self.services.store, (row.deployment_id for row in rows)
         )
 
     def _reads(

@@ -34,6 +34,7 @@ from tests.functional import flowkit
 from tests.functional import test_embedding_mistral as mistral_tests
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
+from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_flows import SCRIPT
 from tests.functional.test_runner import FINAL, parked, put_signal, until
@@ -322,3 +323,59 @@ def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
         assert kept == []  # nor its sealed record
     finally:
         mistral.close_all()
+
+
+def test_a_groups_later_batches_go_on_through_its_trust_after_a_restart(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    token, body = login(devcloud, "demo2")
+    trustor: str = body["user"]["id"]
+    caller = oslo_context.RequestContext(
+        auth_token=token,
+        user_id=trustor,
+        project_id=body["project"]["id"],
+        roles=[r["name"] for r in body["roles"]],
+    )
+    before = trusts_of(devcloud, trustor)
+    prefix = unique_prefix()
+    servers = {f"m{i}": str(uuid.uuid4()) for i in range(3)}
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as first:
+        config = first.create_config(
+            "app", SCRIPT, group="script", outputs=[{"name": "result"}], context=caller
+        )
+        shown = first.create_group(
+            "batched",
+            config.id,
+            servers,
+            policy={"max_concurrency": 1},
+            timeout=120,
+            wait=False,
+            context=caller,
+        )
+        group_id = shown["id"]
+        [held] = trusts_of(devcloud, trustor) - before
+        assert first.store.get_trust(projects.GROUP, group_id) == held
+    revoke(devcloud, token)
+
+    # a new engine answers the servers: every batch after the first starts
+    # there, through the group's trust
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as second:
+        fakes = [FakeServer(second, server) for server in servers.values()]
+        with contextlib.ExitStack() as stack:
+            for fake in fakes:
+                stack.enter_context(fake)
+            shown = second.wait_group(group_id, 120)
+        assert shown["status"] == states.COMPLETE, shown["status_reason"]
+        assert all(len(fake.handled) == 1 for fake in fakes)
+        ids = [m["deployment_id"] for m in shown["members"].values()]
+        assert trusts.acting_trusts(second.store, ids) == dict.fromkeys(ids, held)
+        assert second.delete_group(group_id, wait_timeout=120) is None
+        assert flowkit.leftovers(second, *ids) == {}
+    assert project_objects(devcloud, "demo2", *ids) == []
+    until(
+        lambda: held not in trusts_of(devcloud, trustor),
+        what="the group's trust to be deleted",
+    )
