@@ -281,7 +281,11 @@ def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
 
     try:
         sw = mistral.instance(str(path))[0]
-        config = sw.create_config("app", SCRIPT, group="script")
+        caller = oslo_context.RequestContext(
+            user_id=trustor, project_id=body["project"]["id"], roles=["member"]
+        )
+        config = sw.create_config("app", SCRIPT, group="script", context=caller)
+        deployment_id = str(uuid.uuid4())
         with mistral_tests.Receiver() as receiver:
             received: queue.Queue[dict[str, Any]] = queue.Queue()
             setattr(receiver.received, "put", validate)  # noqa: B010
@@ -296,12 +300,18 @@ def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
                     "config_id": config.id,
                     "timeout": 5,
                     "wait": False,
+                    "deployment_id": deployment_id,
                     "config_file": str(path),
                 },
                 ctx,
             )
             assert started is None  # asynchronous
-            [held] = trusts_of(devcloud, trustor) - before
+            # the action acts as its caller: the deployment is demo2's, with
+            # a trust of its own beside the one the result goes back through
+            owner = sw.store.get_owner(projects.DEPLOYMENT, deployment_id)
+            assert owner == projects.Owner(body["project"]["id"], trustor)
+            own = sw.store.get_trust(projects.DEPLOYMENT, deployment_id)
+            [held] = trusts_of(devcloud, trustor) - before - {own}
             revoke(devcloud, token)
             put = received.get(timeout=90)
         assert put["path"] == f"/v2/action_executions/{action_id}"
@@ -315,6 +325,9 @@ def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
             lambda: held not in trusts_of(devcloud, trustor),
             what="the trust to be deleted",
         )
+        assert own in trusts_of(devcloud, trustor)  # until it is undeployed
+        sw.undeploy(deployment_id)
+        assert not trusts_of(devcloud, trustor) - before
         with sw.store.engine.connect() as conn:
             owners = sa.table(f"{prefix}owners", sa.column("kind"))
             kept = conn.execute(

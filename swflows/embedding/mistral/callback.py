@@ -6,7 +6,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import requests
 import tenacity
@@ -14,6 +14,9 @@ from mistral_lib.actions import types
 
 from swflows import exceptions, projects, trusts
 from swflows.api import Swflows
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
 
 LOG = logging.getLogger(__name__)
 
@@ -127,16 +130,25 @@ def report(url: str, result: types.Result, token: str | None) -> None:
         LOG.error("result of %s not delivered: %s", url, type(exc).__name__)
 
 
-def hold_trust(sw: Swflows, token: str | None, key: str) -> bool:
-    """With ``deferred_auth_method = trusts``, have the caller of ``token``
-    delegate the trust its result is reported through, kept (sealed) under
-    ``key`` (the action execution's id) until :func:`report_through_trust`;
-    whether it did.  The result then reaches Mistral after the caller's
-    token expired or was revoked."""
+def caller_context(sw: Swflows, token: str | None) -> RequestContext | None:
+    """With ``deferred_auth_method = trusts``, the request context of the
+    action's caller, read from Keystone by its token (its user, project
+    and roles: Mistral's context names no roles); None otherwise, and the
+    action is swflows' own, as without projects."""
     trustee = sw.services.clients.trustee
     if trustee is None or not token:
+        return None
+    return trustee.caller(token)
+
+
+def hold_trust(sw: Swflows, caller: RequestContext, key: str) -> bool:
+    """Have the caller delegate the trust its result is reported through,
+    kept (sealed) under ``key`` until :func:`report_through_trust`; whether
+    it did (only when swflows makes trusts).  The result then reaches
+    Mistral after the caller's token expired or was revoked."""
+    trustee = sw.services.clients.trustee
+    if trustee is None or not trusts.carries_token(caller):
         return False
-    caller = trustee.caller(token)
     sw.store.set_owner(trusts.CALLBACK, key, projects.owner_of(caller))
     trust_id = trustee.create(caller)
     try:
