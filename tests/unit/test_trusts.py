@@ -153,3 +153,66 @@ def test_the_readme_configuration_makes_a_trustee(tmp_path: Path) -> None:
     assert trustee.auth_url == "http://keystone:5000/v3"
     scope = trustee.login("t1").get_cache_id_elements()
     assert scope["trust_id"] == "t1" and scope["project_name"] is None
+
+
+class _Deleting(_Trustee):
+    """A trustee that records the trusts it deletes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: list[str] = []
+
+    def delete(self, trust_id: str) -> bool:
+        self.deleted.append(trust_id)
+        return True
+
+
+def test_group_members_act_through_the_groups_trust(tmp_path: Path) -> None:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        owner = projects.Owner("p1", "u1")
+        for kind, ident in (
+            (projects.GROUP, "g1"),
+            (projects.DEPLOYMENT, "own"),
+            (projects.DEPLOYMENT, "member"),
+            (projects.DEPLOYMENT, "orphan"),
+            (projects.DEPLOYMENT, "plain"),
+        ):
+            store.set_owner(kind, ident, owner)
+        store.set_trust(projects.GROUP, "g1", "group-trust")
+        store.set_trust(projects.DEPLOYMENT, "own", "own-trust")
+        store.set_trust(projects.DEPLOYMENT, "member", trusts.group_ref("g1"))
+        store.set_trust(projects.DEPLOYMENT, "orphan", trusts.group_ref("gone"))
+        found = trusts.acting_trusts(store, ["own", "member", "orphan", "plain"])
+        assert found == {"own": "own-trust", "member": "group-trust"}
+
+
+def test_a_release_deletes_a_trust_once_and_a_members_reference_only_goes(
+    tmp_path: Path,
+) -> None:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        trustee = _Deleting()
+        clients = Clients(
+            trustee=trustee, trusted=lambda trustee, trust_id: {"compute": None}
+        )
+        services = Services(
+            store, sw_conf.get_conf(config_files=[]), clients, secret=b"k" * 32
+        )
+        kind = projects.DEPLOYMENT
+        for ident in ("d1", "m1"):
+            store.set_owner(kind, ident, projects.Owner("p1"))
+        store.set_trust(kind, "d1", "t1")
+        store.set_trust(kind, "m1", trusts.group_ref("g1"))
+        kept = clients.for_trust("t1")
+        assert trusts.release(services, kind, "m1")
+        assert trustee.deleted == [] and store.get_trust(kind, "m1") is None
+        assert trusts.release(services, kind, "d1")
+        assert trustee.deleted == ["t1"] and store.get_trust(kind, "d1") is None
+        assert clients.for_trust("t1") is not kept  # not kept past its end
+        assert not trusts.release(services, kind, "d1")  # nothing left
+        store.set_trust(kind, "d1", "t2")
+        without = Services(
+            store, sw_conf.get_conf(config_files=[]), Clients(), secret=b"k" * 32
+        )
+        with pytest.raises(exceptions.NotSupported):
+            trusts.release(without, kind, "d1")
+        assert store.get_trust(kind, "d1") == "t2"  # still recorded
