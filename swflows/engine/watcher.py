@@ -572,7 +572,7 @@ class Watcher:
         rows = list(rows)
         groups: dict[tuple[str, str, str], list[flow_rows.FlowRow]] = {}
         out: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
-        trusts = self._trusts(rows)
+        through = self._trusts(rows)
         for row in rows:
             waiting = row.waiting or {}
             if not waiting.get("store"):
@@ -582,7 +582,7 @@ class Watcher:
                 waiting["transport"],
                 json.dumps(waiting.get("options"), sort_keys=True),
                 # a store made through a trust is read through it
-                trusts.get(row.deployment_id, ""),
+                through.get(row.deployment_id, ""),
             )
             groups.setdefault(key, []).append(row)
         for (name, options, trust), members in groups.items():
