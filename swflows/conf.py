@@ -29,6 +29,10 @@ PROJECT: Final = "swflows"
 CLIENT_GROUPS: Final = ("identity", "object_store", "messaging", "compute")
 
 
+#: ``deferred_auth_method`` choices
+DEFERRED_SERVICE: Final = "service"
+DEFERRED_TRUSTS: Final = "trusts"
+
 _SIGNAL_CHOICES: Final = {
     names.TEMP_URL_SIGNAL: "the agent PUTs to a Swift TempURL; no Keystone user",
     names.ZAQAR_SIGNAL: "the agent posts to a Zaqar queue",
@@ -186,6 +190,32 @@ default_opts: Final[list[cfg.Opt]] = [
             ),
         ],
         help="How a ZAQAR_MESSAGE server reads its metadata queue.",
+    ),
+    cfg.StrOpt(
+        "deferred_auth_method",
+        default=DEFERRED_SERVICE,
+        choices=[
+            (
+                DEFERRED_SERVICE,
+                "swflows' own identity does everything (the client groups)",
+            ),
+            (
+                DEFERRED_TRUSTS,
+                "a request that carries the caller's token delegates the "
+                "caller's roles on its project to the [trustee] user through a "
+                "Keystone trust; that deployment's signal stores live in the "
+                "caller's project and its flows reach them through the trust",
+            ),
+        ],
+        help="How work that outlives a request (a resume after a restart, a "
+        "timeout, an undeploy) acts on the caller's project. The trust is "
+        "deleted with the deployment.",
+    ),
+    cfg.ListOpt(
+        "trusts_delegated_roles",
+        default=[],
+        help="Roles a trust delegates (with deferred_auth_method = trusts); "
+        "empty: every role of the caller's request context.",
     ),
     cfg.IntOpt(
         "max_signal_bytes",
@@ -363,6 +393,14 @@ stack_user_opts: Final[list[cfg.Opt]] = [
     ),
 ]
 
+#: swflows' own Keystone user, the trustee of the trusts callers make
+TRUSTEE_GROUP: Final = "trustee"
+_TRUSTEE_HELP: Final = (
+    "The Keystone user callers delegate to with deferred_auth_method = "
+    "trusts (keystoneauth1 auth options, usually auth_type = password). It "
+    "must name no project: each login is scoped by a trust."
+)
+
 jobboard_group: Final = cfg.OptGroup(
     "jobboard", help="Running flows on several hosts through a TaskFlow jobboard."
 )
@@ -501,6 +539,9 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         # so a shared group would share option state (and overrides)
         conf.register_group(cfg.OptGroup(group.name, help=group.help))
         conf.register_opts(opts, group=group.name)
+    conf.register_group(cfg.OptGroup(TRUSTEE_GROUP, help=_TRUSTEE_HELP))
+    loading.register_session_conf_options(conf, TRUSTEE_GROUP)
+    loading.register_auth_conf_options(conf, TRUSTEE_GROUP)
     for name in CLIENT_GROUPS:
         group = _client_group(name)
         conf.register_group(group)
@@ -534,6 +575,16 @@ def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:
             *_EXTRA_CLIENT_OPTS.get(name, []),
         ]
         listed.append((_client_group(name), opts))
+    listed.append(
+        (
+            cfg.OptGroup(TRUSTEE_GROUP, help=_TRUSTEE_HELP),
+            [
+                *loading.get_session_conf_options(),
+                *loading.get_auth_common_conf_options(),
+                *loading.get_auth_plugin_conf_options("password"),
+            ],
+        )
+    )
     return listed
 
 

@@ -32,6 +32,32 @@ class Services:
     clients: Clients
     #: key material for values swflows re-derives instead of storing
     secret: bytes
+    #: the clients acting for one deployment's project, through its trust
+    #: (see :meth:`for_deployment`); None: swflows' own
+    acting: Clients | None = None
+
+    @property
+    def project_clients(self) -> Clients:
+        """The clients a deployment's own cloud resources (its signal store)
+        are made, read and removed with: through its trust when it has one,
+        else swflows' own; server-wide resources always use :attr:`clients`."""
+        return self.acting if self.acting is not None else self.clients
+
+    def for_deployment(self, deployment_id: str) -> Services:
+        """These services as the deployment's work sees them: acting through
+        its trust (or its group's) when it has one (see :mod:`swflows.trusts`)."""
+        from swflows import trusts
+
+        found = trusts.acting_trusts(self.store, [deployment_id])
+        return self.for_trust(found.get(deployment_id))
+
+    def for_trust(self, trust_id: str | None) -> Services:
+        """These services acting through ``trust_id`` (None: as they are)."""
+        if trust_id is None:
+            return (
+                self if self.acting is None else dataclasses.replace(self, acting=None)
+            )
+        return dataclasses.replace(self, acting=self.clients.for_trust(trust_id))
 
     def __repr__(self) -> str:  # never show the secret
         return f"Services(store={self.store!r})"

@@ -8,10 +8,11 @@ module of this package and each built on :class:`Base`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
-from swflows import exceptions, policies, projects
+from swflows import exceptions, policies, projects, trusts
 from swflows.clients.cloud import Clients
 from swflows.services import Services
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     # TaskFlow loads at first use: a command that only reads the store
     # starts without it
     from swflows.engine import Runner
+
+LOG = logging.getLogger(__name__)
 
 #: the not-found error of each kind of owned object
 _NOT_FOUND: dict[str, type[exceptions.NotFound]] = {
@@ -211,6 +214,34 @@ class Base:
         """Record the context's project and user as the object's owner."""
         if context is not None:
             self.store.set_owner(kind, object_id, projects.owner_of(context))
+
+    def _delegate(
+        self, context: RequestContext | None, kind: str, object_id: str
+    ) -> str | None:
+        """Have the context's caller delegate to swflows the trust the
+        object's deferred work acts through (see :mod:`swflows.trusts`),
+        when trusts are configured and the context carries a token; the
+        trust's id, recorded with the object's owner."""
+        trustee = self.services.clients.trustee
+        if trustee is None or context is None or not trusts.carries_token(context):
+            return None
+        trust_id = trustee.create(context)
+        try:
+            if not self.store.set_trust(kind, object_id, trust_id):
+                raise exceptions.SwflowsError(f"{kind} {object_id} has no owner")
+        except BaseException:
+            trustee.delete(trust_id)
+            raise
+        return trust_id
+
+    def _undelegate(self, kind: str, object_id: str) -> None:
+        """Delete the object's trust after its work failed to start."""
+        try:
+            trusts.release(self.services, kind, object_id)
+        except Exception:
+            LOG.warning(
+                "%s %s: its trust could not be deleted", kind, object_id, exc_info=True
+            )
 
     def _check_deploy_policy(
         self, context: RequestContext | None, server_id: str, config_id: str

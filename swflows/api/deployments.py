@@ -81,7 +81,7 @@ class Deployments(Plans, Results):
         if actions is not None:
             inputs["actions"] = list(actions)
         self._own(context, projects.DEPLOYMENT, deployment_id)
-        started = self._start("deploy", plan, inputs)
+        started = self._start_delegated(context, deployment_id, "deploy", plan, inputs)
         return self._result(deployment_id, started, wait, wait_timeout)
 
     def redeploy(
@@ -270,7 +270,7 @@ class Deployments(Plans, Results):
             "parent_id": deployment_id,
         }
         self._own(context, projects.DEPLOYMENT, new_id)
-        started = self._start("trigger", plan, inputs)
+        started = self._start_delegated(context, new_id, "trigger", plan, inputs)
         return self._result(new_id, started, wait, wait_timeout)
 
     def server_metadata(self, server_id: str) -> list[dict[str, Any]]:
@@ -383,6 +383,25 @@ class Deployments(Plans, Results):
             raise exceptions.InvalidTransition(
                 current.id, current.status, states.IN_PROGRESS
             )
+
+    def _start_delegated(
+        self,
+        context: RequestContext | None,
+        deployment_id: str,
+        kind: str,
+        plan: common.Plan | dict[str, Any],
+        inputs: dict[str, Any],
+    ) -> tuple[str, concurrent.futures.Future[str]]:
+        """Start a new deployment's first flow, its work acting through a
+        trust of the caller's when trusts are configured (see
+        :mod:`swflows.trusts`)."""
+        if self._delegate(context, projects.DEPLOYMENT, deployment_id) is None:
+            return self._start(kind, plan, inputs)
+        try:
+            return self._start(kind, plan, inputs)
+        except BaseException:
+            self._undelegate(projects.DEPLOYMENT, deployment_id)
+            raise
 
     def _start(
         self,

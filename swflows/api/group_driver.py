@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from swflows import derive, exceptions, model, rollout, states
+from swflows import derive, exceptions, model, projects, rollout, states, trusts
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
 
@@ -304,7 +304,11 @@ class GroupDriver:
             and operation["kind"] == DELETE
             and changes["status"] == states.COMPLETE
         ):
-            # gone in the write that ends it: never seen ended and still there
+            # its members are gone: the last thing that needed the trust;
+            # then the group goes in the write that ends it (never seen
+            # ended and still there), its owner row and trust record with it
+            if not self._release_trust(record.id):
+                return  # Keystone out of reach: tried again at the next pass
             self.rows.delete(record.id, version=record.version)
             self._held.discard(record.id)
             LOG.info("group %s deleted", record.name)
@@ -337,6 +341,20 @@ class GroupDriver:
         if failures:
             self._fail_members(record.id, failures)
             self.wake()
+
+    def _release_trust(self, group_id: str) -> bool:
+        """Delete the trust the group's members acted through, once they
+        are gone (see :mod:`swflows.trusts`); False when Keystone is out of
+        reach for now (the trust stays recorded, and the group with it)."""
+        try:
+            trusts.release(self.sw.services, projects.GROUP, group_id)
+        except exceptions.SwflowsError as exc:
+            # the engine is loaded by then (the driver runs beside a runner)
+            from swflows.engine import faults
+
+            LOG.error("group %s: its trust could not be deleted: %s", group_id, exc)
+            return not faults.is_outage(exc)
+        return True
 
     def _renew(self, group_id: str) -> bool:
         return self.rows.claim(

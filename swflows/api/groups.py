@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenacity
 
-from swflows import derive, exceptions, model, projects, rollout, states
+from swflows import derive, exceptions, model, projects, rollout, states, trusts
 from swflows.api.deployments import Deployments
 from swflows.api.group_driver import GroupDriver
 from swflows.persistence.groups import (
@@ -266,6 +266,64 @@ def members_of(
     return out
 
 
+def plan_redeploy(
+    record: GroupRecord,
+    current: Mapping[str, model.Deployment],
+    members: Mapping[str, str],
+    inputs: Mapping[str, Mapping[str, Any]],
+    source_id: str,
+    action: str,
+    *,
+    membership_only: bool,
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """A redeploy's members, and the group's deployments after it.
+
+    Members that stay on their server are redeployed (left alone when only
+    the membership changed, ``membership_only``, and their inputs, config
+    and COMPLETE status are unchanged); new ones, and those moved to
+    another server, are deployed (the moved one's old deployment
+    undeployed); those no longer wanted are undeployed.
+    """
+    deployments = dict(record.deployments)
+    planned: dict[str, dict[str, Any]] = {}
+    for name, server_id in members.items():
+        found = current.get(name)
+        if found is not None and found.server_id == server_id:
+            changed = (
+                not membership_only
+                or action != model.UPDATE
+                or source_id != found.source_config_id
+                or found.status != states.COMPLETE
+                or dict(inputs[name]) != found.input_values
+            )
+            if not changed:
+                continue  # only the membership changed: left alone
+            planned[name] = _member(
+                server_id,
+                "redeploy",
+                found.id,
+                generation=found.generation + 1,
+                serving=found.status == states.COMPLETE,
+            )
+        else:
+            deployments[name] = model.new_id()
+            planned[name] = _member(server_id, "deploy", deployments[name])
+            if found is not None:  # moved to another server
+                planned[f"{name}.old"] = _member(
+                    found.server_id,
+                    "undeploy",
+                    found.id,
+                    generation=found.generation + 1,
+                )
+                deployments[f"{name}.old"] = found.id
+    for name, found in current.items():
+        if name not in members:
+            planned[name] = _member(
+                found.server_id, "undeploy", found.id, generation=found.generation + 1
+            )
+    return planned, deployments
+
+
 class Groups(Deployments):
     """Deployment groups: one config to many servers, by a rollout policy."""
 
@@ -341,8 +399,14 @@ class Groups(Deployments):
             status_reason=f"0 done, 0 running, 0 failed, {len(members)} left",
         )
         self._own(context, projects.GROUP, record.id)
-        self._own_members(context, operation)
-        GroupStore(self.store).create(record)
+        delegated = self._delegate(context, projects.GROUP, record.id)
+        try:
+            self._own_members(context, operation, record.id)
+            GroupStore(self.store).create(record)
+        except BaseException:
+            if delegated is not None:
+                self._undelegate(projects.GROUP, record.id)
+            raise
         return self._group_started(record.id, wait, wait_timeout)
 
     def redeploy_group(
@@ -384,47 +448,16 @@ class Groups(Deployments):
         source = self.store.get_config(source_id)
         derive.check_action(source, action, record.actions)
         current = members_of(self, record, list(record.deployments))
-        deployments = dict(record.deployments)
         shared = {**record.input_values, **dict(input_values or {})}
-        planned: dict[str, dict[str, Any]] = {}
-        for name, server_id in members.items():
-            found = current.get(name)
-            if found is not None and found.server_id == server_id:
-                changed = (
-                    servers is None
-                    or action != model.UPDATE
-                    or source_id != found.source_config_id
-                    or found.status != states.COMPLETE
-                    or {**shared, **own.get(name, {})} != found.input_values
-                )
-                if not changed:
-                    continue  # only the membership changed: left alone
-                planned[name] = _member(
-                    server_id,
-                    "redeploy",
-                    found.id,
-                    generation=found.generation + 1,
-                    serving=found.status == states.COMPLETE,
-                )
-            else:
-                deployments[name] = model.new_id()
-                planned[name] = _member(server_id, "deploy", deployments[name])
-                if found is not None:  # moved to another server
-                    planned[f"{name}.old"] = _member(
-                        found.server_id,
-                        "undeploy",
-                        found.id,
-                        generation=found.generation + 1,
-                    )
-                    deployments[f"{name}.old"] = found.id
-        for name, found in current.items():
-            if name not in members:
-                planned[name] = _member(
-                    found.server_id,
-                    "undeploy",
-                    found.id,
-                    generation=found.generation + 1,
-                )
+        planned, deployments = plan_redeploy(
+            record,
+            current,
+            members,
+            {name: {**shared, **own.get(name, {})} for name in members},
+            source_id,
+            action,
+            membership_only=servers is not None,
+        )
         operation = new_operation(REDEPLOY, action, planned, parsed)
         if source_id != record.config_id:
             self._visible_config(context, source_id)
@@ -611,11 +644,24 @@ class Groups(Deployments):
         return record
 
     def _own_members(
-        self, context: RequestContext | None, operation: Mapping[str, Any]
+        self,
+        context: RequestContext | None,
+        operation: Mapping[str, Any],
+        group_id: str,
     ) -> None:
-        """The deployments an operation makes are the caller's."""
+        """The deployments an operation makes are the caller's, and act
+        through the group's trust when it has one."""
+        delegated = self.store.get_trust(projects.GROUP, group_id) is not None
         for member in operation["members"].values():
-            self._own(context, projects.DEPLOYMENT, str(member["deployment_id"]))
+            deployment_id = str(member["deployment_id"])
+            self._own(context, projects.DEPLOYMENT, deployment_id)
+            if (
+                delegated
+                and self.store.get_trust(projects.DEPLOYMENT, deployment_id) is None
+            ):
+                self.store.set_trust(
+                    projects.DEPLOYMENT, deployment_id, trusts.group_ref(group_id)
+                )
 
     def _idle_group(
         self,
@@ -637,7 +683,7 @@ class Groups(Deployments):
         context: RequestContext | None = None,
         **changes: Any,
     ) -> dict[str, Any]:
-        self._own_members(context, operation)
+        self._own_members(context, operation, record.id)
         count = len(operation["members"])
         GroupStore(self.store).update(
             record,

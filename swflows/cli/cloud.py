@@ -20,7 +20,8 @@ GROUP = "identity"
 
 def request_context(conf: cfg.ConfigOpts) -> Any:
     """The oslo.context of ``[identity]``'s login: its token's project,
-    user and roles."""
+    user and roles, and the token (a deployment's trust is made with it,
+    see :mod:`swflows.trusts`)."""
     from oslo_context import context as oslo_context
 
     from swflows.clients import loading as client_loading
@@ -45,6 +46,7 @@ def request_context(conf: cfg.ConfigOpts) -> Any:
         project_name=access.project_name,
         user_name=access.username,
         roles=list(access.role_names or ()),
+        auth_token=access.auth_token,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
     from swflows.clients.identity import StackUser, StackUsers
     from swflows.clients.messaging import Messaging
     from swflows.clients.object_store import ObjectStore
+    from swflows.clients.trustee import Trustee
+
+#: trust-scoped clients kept for reuse (one per deployment with a trust)
+TRUSTED_CLIENTS = 256
 
 
 class Clients:
@@ -33,6 +38,9 @@ class Clients:
         compute: Callable[[], Compute] | None = None,
         messaging_for: Callable[[StackUser, str], Messaging] | None = None,
         identity_url: str | None = None,
+        trustee: Trustee | None = None,
+        trusted: Callable[[Trustee, str], dict[str, Callable[[], Any] | None]]
+        | None = None,
     ) -> None:
         self._factories: dict[str, Callable[[], Any] | None] = {
             "object_store": object_store,
@@ -45,6 +53,12 @@ class Clients:
         self._lock = threading.Lock()
         #: the Keystone URL agents authenticate against (``deploy_auth_url``)
         self.identity_url = identity_url
+        #: swflows' own user callers delegate to (None: no trusts are made)
+        self.trustee = trustee
+        self._trusted = trusted
+        self._by_trust: collections.OrderedDict[str, Clients] = (
+            collections.OrderedDict()
+        )
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> Clients:
@@ -56,6 +70,41 @@ class Clients:
         from swflows.clients import loading
 
         return cls(**loading.client_factories(conf))
+
+    def for_trust(self, trust_id: str) -> Clients:
+        """Clients acting through ``trust_id`` (as its trustor, on its
+        project) for the object store, messaging and compute; stack users
+        and the identity URL are these clients' own.  Kept for reuse."""
+        if self.trustee is None or self._trusted is None:
+            raise exceptions.NotSupported(
+                "no [trustee] is configured to act through a trust"
+            )
+        with self._lock:
+            if trust_id in self._by_trust:
+                self._by_trust.move_to_end(trust_id)
+                return self._by_trust[trust_id]
+        factories = self._trusted(self.trustee, trust_id)
+        made = Clients(
+            object_store=factories.get("object_store"),
+            messaging=factories.get("messaging"),
+            compute=factories.get("compute"),
+            stack_users=(lambda: self.stack_users)
+            if self.offers("stack_users")
+            else None,
+            messaging_for=self._messaging_for,
+            identity_url=self.identity_url,
+            trustee=self.trustee,
+        )
+        with self._lock:
+            self._by_trust[trust_id] = made
+            while len(self._by_trust) > TRUSTED_CLIENTS:
+                self._by_trust.popitem(last=False)
+        return made
+
+    def forget_trust(self, trust_id: str) -> None:
+        """Drop the clients kept for a trust that was deleted."""
+        with self._lock:
+            self._by_trust.pop(trust_id, None)
 
     def offers(self, name: str) -> bool:
         return self._factories.get(name) is not None

@@ -17,6 +17,10 @@ using it raises :class:`~swflows.exceptions.NotSupported` naming it.
   keystoneauth1 cannot load; else the group's keystoneauth1 session.
 * ``[messaging]`` and ``[compute]``: the group's session; endpoints come
   from ``endpoint_override`` or the catalog.
+* ``[trustee]``: with ``deferred_auth_method = trusts``, swflows' own user
+  that callers' trusts delegate to; clients acting through a trust log in
+  as it, scoped by the trust, with each group's session options and
+  endpoint (Swift's always from the catalog: it names the trustor's account).
 
 Options are read and auth plugins loaded when the clients are built, so a
 bad configuration fails at once; the services themselves are only reached
@@ -43,6 +47,7 @@ from swflows.clients.compute import Compute
 from swflows.clients.identity import StackUser, StackUsers
 from swflows.clients.messaging import Messaging
 from swflows.clients.object_store import ObjectStore
+from swflows.clients.trustee import Trustee
 
 #: session timeout (seconds) when a group sets none: never wait forever
 DEFAULT_TIMEOUT: Final = 30.0
@@ -263,6 +268,85 @@ def _compute(conf: cfg.ConfigOpts) -> Callable[[], Compute] | None:
     )
 
 
+def _trustee(conf: cfg.ConfigOpts, auth_url: str | None) -> Trustee | None:
+    """swflows' own user callers delegate to (None unless trusts are on)."""
+    if conf.deferred_auth_method != swconf.DEFERRED_TRUSTS:
+        return None
+    group = swconf.TRUSTEE_GROUP
+    auth = load_auth(conf, group)
+    if auth is None:
+        raise _invalid(
+            group, "auth_type", "is needed with deferred_auth_method = trusts"
+        )
+    url = getattr(auth, "auth_url", None) or auth_url
+    if not url:
+        raise _invalid(group, "auth_url", "is needed to make trusts")
+
+    def auth_for(trust_id: str | None) -> Any:
+        if trust_id is None:
+            return auth
+        return loading.load_auth_from_conf_options(conf, group, trust_id=trust_id)
+
+    return Trustee(
+        str(url),
+        auth_for,
+        lambda login: load_session(conf, group, login),
+        roles=conf.trusts_delegated_roles,
+    )
+
+
+def _trusted(
+    conf: cfg.ConfigOpts,
+) -> Callable[[Trustee, str], dict[str, Callable[[], Any] | None]]:
+    """Factories of the clients acting through a trust, for each service
+    swflows' own clients offer (Swift only through Keystone)."""
+    offered = {
+        "object_store": conf.object_store.auth_version != "v1"
+        and load_auth(conf, "object_store") is not None,
+        "messaging": load_auth(conf, "messaging") is not None,
+        "compute": load_auth(conf, "compute") is not None,
+    }
+    swift = _Endpoint.of(conf, "object_store")
+    zaqar = _Endpoint.of(conf, "messaging")
+    nova = _Endpoint.of(conf, "compute")
+
+    def build(trustee: Trustee, trust_id: str) -> dict[str, Callable[[], Any] | None]:
+        login = trustee.login(trust_id)  # one token for the three services
+
+        def object_store() -> ObjectStore:
+            return ObjectStore.from_session(
+                load_session(conf, "object_store", login),
+                region_name=swift.region_name,
+                interface=swift.interface,
+                timeout=float(conf.object_store.timeout or DEFAULT_TIMEOUT),
+            )
+
+        def messaging() -> Messaging:
+            return Messaging.from_session(
+                load_session(conf, "messaging", login),
+                url=zaqar.endpoint_override,
+                interface=zaqar.interface,
+                region_name=zaqar.region_name,
+            )
+
+        def compute() -> Compute:
+            return Compute.from_session(
+                load_session(conf, "compute", login),
+                endpoint_override=nova.endpoint_override,
+                interface=nova.interface,
+                region_name=nova.region_name,
+            )
+
+        made: dict[str, Callable[[], Any]] = {
+            "object_store": object_store,
+            "messaging": messaging,
+            "compute": compute,
+        }
+        return {name: made[name] if offered[name] else None for name in made}
+
+    return build
+
+
 def client_factories(conf: cfg.ConfigOpts) -> dict[str, Any]:
     """The arguments of :class:`~swflows.clients.cloud.Clients` for every
     client ``conf`` configures; see the module's description."""
@@ -276,6 +360,8 @@ def client_factories(conf: cfg.ConfigOpts) -> dict[str, Any]:
         "compute": _compute(conf),
         "messaging_for": _messaging_for(conf, auth_url),
         "identity_url": auth_url,
+        "trustee": _trustee(conf, auth_url),
+        "trusted": _trusted(conf),
     }
 
 

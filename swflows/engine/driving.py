@@ -108,6 +108,13 @@ class Driving(Results):
         #: failures contained, by step (``record end``, ``resume``...)
         self.failures: collections.Counter[str] = collections.Counter()
 
+    def services_for(self, deployment_id: str) -> Services:
+        """The services a deployment's flow runs with: acting through the
+        deployment's trust when it has one (see :mod:`swflows.trusts`)."""
+        if not deployment_id or self.services.clients.trustee is None:
+            return self.services
+        return self.services.for_deployment(deployment_id)
+
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
@@ -124,8 +131,11 @@ class Driving(Results):
         *,
         resumed: bool = False,
         custom: bool = False,
+        deployment_id: str = "",
     ) -> None:
-        engine.storage.inject({SERVICES_KEY: self.services}, transient=True)
+        engine.storage.inject(
+            {SERVICES_KEY: self.services_for(deployment_id)}, transient=True
+        )
         drive = _Drive(flow_id, engine, parks_after(flow))
         drive.resumed = resumed
         drive.custom = custom

@@ -151,7 +151,13 @@ class Launching(Driving):
         if self.jobs is not None:
             return flow_id, concurrent.futures.Future()
         future = self._future(flow_id)
-        self._submit(flow_id, engine, flow, custom=kind == CUSTOM)
+        self._submit(
+            flow_id,
+            engine,
+            flow,
+            custom=kind == CUSTOM,
+            deployment_id=str(meta.get("deployment_id") or ""),
+        )
         return flow_id, future
 
 

@@ -221,7 +221,13 @@ class Takeover(Driving):
         flow = engines.flow_from_detail(detail)
         engine = engines.load(flow, flow_detail=detail, backend=self.backend)
         self._future(flow_id)
-        self._submit(flow_id, engine, flow, resumed=True)
+        self._submit(
+            flow_id,
+            engine,
+            flow,
+            resumed=True,
+            deployment_id=str(meta.get("deployment_id") or ""),
+        )
         return True
 
     def _reverted_by(self, flow_id: str, detail: Any) -> str | None:

@@ -42,21 +42,21 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import tenacity
 
 from swflows import enrollment, signals, states
 from swflows import outcomes as signal_tasks
-from swflows.engine import fanout, faults
+from swflows.engine import faults
 from swflows.engine.containment import Containment
 from swflows.engine.election import Election
+from swflows.engine.reading import SignalReader
 from swflows.engine.sweeper import Sweeper
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
@@ -180,6 +180,9 @@ class Watcher:
         self.contain = self.containment.contain
         #: failures contained, by step (``check``, ``resume``, ``sweep``...)
         self.failures = self.containment.failures
+        self.reader = SignalReader(
+            self.services, runner.offload, self.containment.contain
+        )
         self.sweeper = Sweeper(
             self.services, runner.registry, self.conf, self.containment.contain
         )
@@ -325,7 +328,7 @@ class Watcher:
             self.contain("server check", exc)
             gone = {}
         landed: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
-        for row, read in self._observe(waiting):
+        for row, read in self.reader.observe(waiting):
             if _news(row, read):  # handled below, all at once
                 landed.append((row, read))
                 continue
@@ -351,7 +354,7 @@ class Watcher:
         owners: list[flow_rows.FlowRow | None] = [row for row, _ in landed]
         owners.extend(by_id.get(flow_id) for flow_id in ready)
         resumed = []
-        done = self._run_all(jobs)
+        done = self.reader.run_all(jobs)
         for held, (step, result) in zip(owners, done, strict=True):
             if isinstance(result, BaseException):
                 self.contain(step, result, held)
@@ -414,77 +417,6 @@ class Watcher:
             signals.cancelled_outcome(note),
         )
         return True
-
-    def _observe(
-        self, rows: Iterable[flow_rows.FlowRow]
-    ) -> list[tuple[flow_rows.FlowRow, SignalRead | None]]:
-        """Each row with its store's read (None: nothing to read)."""
-        groups: dict[tuple[str, str], list[flow_rows.FlowRow]] = {}
-        out: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
-        for row in rows:
-            waiting = row.waiting or {}
-            if not waiting.get("store"):
-                out.append((row, None))
-                continue
-            key = (
-                waiting["transport"],
-                json.dumps(waiting.get("options"), sort_keys=True),
-            )
-            groups.setdefault(key, []).append(row)
-        # each transport (and its options) is read at once with the others:
-        # a slow one (a read per Zaqar queue) holds no listing up
-        looks = [
-            functools.partial(self._read_group, name, json.loads(options), members)
-            for (name, options), members in groups.items()
-        ]
-        for members, reads in zip(groups.values(), self._run_all(looks), strict=True):
-            out.extend((row, reads.get(row.id)) for row in members)
-        return out
-
-    def _read_group(
-        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
-    ) -> dict[str, SignalRead]:
-        """The reads of one transport's stores; what fails is contained."""
-        try:
-            return self._reads(name, options, members)
-        except Exception as exc:
-            if faults.is_outage(exc):
-                # the service is down: deadlines still count
-                self.contain(f"reading {name} signals", exc)
-                return {}
-            # one flow's store, most likely: read each alone
-            return self._reads_one_by_one(name, options, members)
-
-    def _reads(
-        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
-    ) -> dict[str, SignalRead]:
-        transport = self.services.signal_transport(name, options)
-        if not transport.pulled:
-            return {}
-        stores = {row.id: row.waiting["store"] for row in members if row.waiting}
-        known = {row.id: (row.waiting or {}).get("seen") for row in members}
-        return dict(transport.observe(self.services, stores, known, self._read_all))
-
-    def _run_all(self, jobs: Sequence[Callable[[], _T]]) -> list[_T]:
-        """Jobs run at once on this thread and the runner's idle workers."""
-        workers = int(self.services.conf.runner.workers)
-        return fanout.run_all(jobs, self.runner.offload, workers)
-
-    def _read_all(self, reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
-        """:data:`~swflows.transports.base.ReadAll` on the runner's workers."""
-        workers = int(self.services.conf.runner.workers)
-        return fanout.read_all(reads, self.runner.offload, workers)
-
-    def _reads_one_by_one(
-        self, name: str, options: dict[str, Any], members: list[flow_rows.FlowRow]
-    ) -> dict[str, SignalRead]:
-        reads: dict[str, SignalRead] = {}
-        for row in members:
-            try:
-                reads.update(self._reads(name, options, [row]))
-            except Exception as exc:
-                self.contain("read", exc, row)
-        return reads
 
     def _check(
         self, row: flow_rows.FlowRow, read: SignalRead | None, now: float

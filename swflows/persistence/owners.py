@@ -96,6 +96,48 @@ class OwnerRows(Database):
 
         return self._read("list owners", op) if wanted else {}
 
+    def set_trust(self, kind: str, object_id: str, trust_id: str | None) -> bool:
+        """Record (or with None, clear) the Keystone trust the object's
+        deferred work acts through, sealed; False when the object has no
+        owner row to keep it with."""
+        o = self._tables.owners
+        value = None if trust_id is None else self._seal(trust_id)
+
+        def op(conn: sa.Connection) -> bool:
+            done = conn.execute(
+                sa.update(o)
+                .where(o.c.kind == kind, o.c.object_id == object_id)
+                .values(trust=value)
+            )
+            return bool(done.rowcount)
+
+        return self._write("set trust", op)
+
+    def get_trust(self, kind: str, object_id: str) -> str | None:
+        """The object's trust id; None when it has none."""
+        return self.trusts(kind, [object_id]).get(object_id)
+
+    def trusts(self, kind: str, object_ids: Iterable[str]) -> dict[str, str]:
+        """Object id -> trust id, for those of ``object_ids`` with a trust."""
+        wanted = list(dict.fromkeys(object_ids))
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                for row in conn.execute(
+                    sa.select(o.c.object_id, o.c.trust).where(
+                        o.c.kind == kind,
+                        o.c.object_id.in_(chunk),
+                        o.c.trust.is_not(None),
+                    )
+                ):
+                    found[row.object_id] = str(self._open(row.trust))
+            return found
+
+        return self._read("list trusts", op) if wanted else {}
+
     def forget_owner(self, kind: str, object_id: str) -> None:
         """Remove the object's owner (and a server's policy) with it."""
         o = self._tables.owners

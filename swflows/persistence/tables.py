@@ -287,6 +287,9 @@ def owner_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("policy_changed_by", sa.String(NAME_LENGTH), nullable=True),
         sa.Column("policy_changed_at", timestamp(), nullable=True),
         sa.Column("created_at", timestamp(), nullable=False),
+        # the Keystone trust deferred work acts through (swflows.trusts),
+        # sealed like every secret; removed with the row
+        sa.Column("trust", json_type(), nullable=True),
         sa.Index(f"ix_{p}owners_kind_project_id", "kind", "project_id"),
     )
 

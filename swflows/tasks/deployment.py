@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from swflows import derive, exceptions, metadata, model, states
+from swflows import derive, exceptions, metadata, model, projects, states, trusts
 from swflows.services import Services
 from swflows.tasks import base, config, identity
 
@@ -126,6 +126,7 @@ class CreateDeployment(_PublishingTask):
             except exceptions.DeploymentNotFound:
                 return
             if row.generation == generation:
+                trusts.release(services, projects.DEPLOYMENT, deployment_id)
                 services.store.delete_deployment(deployment_id, missing_ok=True)
 
         base.revert_quietly(f"deployment {deployment_id}", remove)
@@ -259,6 +260,8 @@ class DeleteDeployment(_PublishingTask):
         server_id: str,
         config_id: str | None,
     ) -> None:
+        # its signal stores are gone: the last thing that needed its trust
+        trusts.release(services, projects.DEPLOYMENT, deployment_id)
         services.store.delete_deployment(deployment_id, missing_ok=True)
         # the server may be unenrolled as soon as the row is gone: no
         # channel is made for it, and one removed meanwhile stays removed

@@ -42,6 +42,10 @@ class Context(Protocol):
     #: key material for values re-derived instead of stored
     secret: bytes
 
+    @property
+    def project_clients(self) -> Clients:
+        """The clients of a deployment's own resources (through its trust)."""
+
 
 def read_in_turn(reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
     """:data:`ReadAll` one after the other, in the calling thread."""

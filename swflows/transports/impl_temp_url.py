@@ -37,7 +37,9 @@ class TempUrlSignal(base.SignalTransport):
     def create_store(
         self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
-        services.clients.object_store.create_object(self.container, ref.key, b"")
+        services.project_clients.object_store.create_object(
+            self.container, ref.key, b""
+        )
         grace = int(self.options.get("grace", DEFAULT_GRACE))
         return {
             "container": self.container,
@@ -52,7 +54,7 @@ class TempUrlSignal(base.SignalTransport):
         store: base.JsonDict,
         user: StackUser | None,
     ) -> base.InputPairs:
-        url = services.clients.object_store.temp_url(
+        url = services.project_clients.object_store.temp_url(
             store["container"],
             store["object"],
             "PUT",
@@ -62,7 +64,7 @@ class TempUrlSignal(base.SignalTransport):
         return list(derive.temp_url_signal_inputs(url))
 
     def read(self, services: base.Context, store: base.JsonDict) -> base.SignalRead:
-        found = services.clients.object_store.get_object(
+        found = services.project_clients.object_store.get_object(
             store["container"], store["object"]
         )
         if found is None or not found.body:
@@ -85,7 +87,7 @@ class TempUrlSignal(base.SignalTransport):
         by_container: dict[str, dict[str, str]] = {}
         for key, store in stores.items():
             by_container.setdefault(store["container"], {})[store["object"]] = key
-        swift = services.clients.object_store
+        swift = services.project_clients.object_store
         reads: dict[str, base.SignalRead] = {}
         changed: list[str] = []
         for container, objects in by_container.items():
@@ -110,17 +112,19 @@ class TempUrlSignal(base.SignalTransport):
 
     def existing_stores(self, services: base.Context) -> dict[str, base.JsonDict]:
         found: dict[str, base.JsonDict] = {}
-        for item in services.clients.object_store.list_objects(self.container):
+        for item in services.project_clients.object_store.list_objects(self.container):
             dep, _, gen = item.name.partition("/")
             if dep and gen.isdigit():
                 found[item.name] = {"container": self.container, "object": item.name}
         return found
 
     def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
-        services.clients.object_store.delete_object(store["container"], store["object"])
+        services.project_clients.object_store.delete_object(
+            store["container"], store["object"]
+        )
 
     def leftovers(self, services: base.Context, ref: base.SignalRef) -> list[str]:
-        swift = services.clients.object_store
+        swift = services.project_clients.object_store
         if swift.head_object(self.container, ref.key) is None:
             return []
         return [f"{self.container}/{ref.key}"]

@@ -85,9 +85,9 @@ class ZaqarSignal(base.SignalTransport):
     def _client(self, services: base.Context, store: base.JsonDict) -> Messaging:
         user = StackUser.from_dict(store.get("user"))
         if user is None:
-            return services.clients.messaging
+            return services.project_clients.messaging
         password = impl_heat.stack_user_password(services, store["deployment_id"])
-        return services.clients.messaging_for(user, password)
+        return services.project_clients.messaging_for(user, password)
 
     def describe_store(
         self, ref: base.SignalRef, user: StackUser | None
@@ -113,7 +113,7 @@ class ZaqarSignal(base.SignalTransport):
         if url and self.auth == SIGNED_URL:
             queue = store["queue"]
             try:
-                services.clients.messaging.subscribe(
+                services.project_clients.messaging.subscribe(
                     queue,
                     f"{url}{PUSH_PATH}{queue}",
                     ttl=ref.timeout + int(self.options.get("grace", DEFAULT_GRACE)),
@@ -135,7 +135,7 @@ class ZaqarSignal(base.SignalTransport):
             pairs = impl_heat.credential_inputs(services, ref, user)
             return [*pairs, *derive.zaqar_signal_inputs(store["queue"])]
         grace = int(self.options.get("grace", DEFAULT_GRACE))
-        signed = services.clients.messaging.signed_url(
+        signed = services.project_clients.messaging.signed_url(
             store["queue"],
             paths=("messages",),
             methods=("POST",),
@@ -159,7 +159,7 @@ class ZaqarSignal(base.SignalTransport):
             # those queues live in stack users' projects, gone with the users
             return {}
         found: dict[str, base.JsonDict] = {}
-        for queue in services.clients.messaging.list_queues():
+        for queue in services.project_clients.messaging.list_queues():
             ref = parse_queue_name(queue)
             if ref is not None:
                 found[f"{ref[0]}/{ref[1]}"] = {"queue": queue, "deployment_id": ref[0]}
@@ -168,14 +168,14 @@ class ZaqarSignal(base.SignalTransport):
     def delete_store(self, services: base.Context, store: base.JsonDict) -> None:
         if store.get("push") or (push_url(services) and not store.get("user")):
             # a subscription outlives its queue
-            messaging = services.clients.messaging
+            messaging = services.project_clients.messaging
             for subscription in messaging.subscriptions(store["queue"]):
                 messaging.unsubscribe(store["queue"], subscription)
         self._client(services, store).delete_queue(store["queue"])
 
     def leftovers(self, services: base.Context, ref: base.SignalRef) -> list[str]:
         name = queue_name(ref)
-        messaging = services.clients.messaging
+        messaging = services.project_clients.messaging
         found = [name] if messaging.queue_exists(name) else []
         if push_url(services):
             found += [f"{name} subscription {s}" for s in messaging.subscriptions(name)]

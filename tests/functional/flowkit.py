@@ -15,6 +15,7 @@ from swflows import conf as sw_conf
 from swflows.api import Swflows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from devcloud_lib import keystone as keystone  # also for the tests
 from devcloud_lib import swflowsconf as swflowsconf  # also for the tests
 
 #: the service groups :func:`conf_text` may leave out

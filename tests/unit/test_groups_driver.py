@@ -60,7 +60,8 @@ def driver(
         runner=types.SimpleNamespace(lease_seconds=30),
         watcher=types.SimpleNamespace(poll_interval=0.1),
     )
-    sw = types.SimpleNamespace(store=store, conf=conf)
+    services = types.SimpleNamespace(store=store)
+    sw = types.SimpleNamespace(store=store, conf=conf, services=services)
     return group_driver.GroupDriver(sw, "me:1:x"), launched  # type: ignore[arg-type]
 
 

@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "swflows.outcomes",
             "swflows.metadata",
             "swflows.enrollment",
+            "swflows.trusts",
         ),
     ),
     ("tasks", ("swflows.tasks",)),

@@ -68,7 +68,7 @@ def landing(
             resumed.append(flow_id)
         return True
 
-    monkeypatch.setattr(watcher, "_observe", observe)
+    monkeypatch.setattr(watcher.reader, "observe", observe)
     monkeypatch.setattr(watcher, "_check", check)
     monkeypatch.setattr(runner, "resume_parked", resume)
     return ids, resumed

@@ -130,13 +130,13 @@ def test_each_transport_is_read_at_once_with_the_others(
     watcher = runner.watcher
     seen: dict[str, tuple[float, float]] = {}
 
-    def reads(name: str, options: Any, members: Any) -> dict[str, Any]:
+    def reads(services: Any, name: str, options: Any, members: Any) -> dict[str, Any]:
         began = time.monotonic()
         time.sleep(1.0 if name == "SLOW" else 0.01)
         seen[name] = (began, time.monotonic())
         return {}
 
-    monkeypatch.setattr(watcher, "_reads", reads)
+    monkeypatch.setattr(watcher.reader, "_reads", reads)
     watcher.cycle()
     assert set(seen) == {"SLOW", "FAST"}
     (slow_began, slow_ended), (fast_began, fast_ended) = seen["SLOW"], seen["FAST"]

@@ -184,6 +184,12 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
             "demo": user("demo"),
             # a second project with its own member user (project scoping)
             "demo2": user("demo2"),
+            # swflows' own user, trustee of callers' trusts (no project)
+            "trustee": {
+                "username": keystone.TRUSTEE,
+                "password": keystone.trustee_password(cloud.password("admin")),
+                "user_domain_id": "default",
+            },
             "stack_user_domain_id": cloud.ids["stack_user_domain"],
             "stack_user_domain_name": keystone.STACK_DOMAIN,
             "stack_domain_admin": keystone.STACK_DOMAIN_ADMIN,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import grp
+import hashlib
+import hmac
 import os
 import pwd
 
@@ -14,6 +16,8 @@ REGION = "RegionOne"
 STACK_DOMAIN = "swflows_stack"
 STACK_DOMAIN_ADMIN = "swflows_domain_admin"
 STACK_USER_ROLE = "heat_stack_user"
+#: swflows' own service user, the trustee of the trusts callers delegate
+TRUSTEE = "swflows_trustee"
 
 CONF = """\
 [DEFAULT]
@@ -170,6 +174,7 @@ def register(cloud: Cloud) -> None:
     service = api.create("project", name="service", domain_id="default")
     for name in ("zaqar", swift.SERVICE_USER, "nova"):
         user(name, project=service, role="service")
+    ensure_trustee(cloud.auth_url, cloud.password("admin"))
 
     for kind, name, url in (
         ("messaging", "zaqar", cloud.url("zaqar")),
@@ -199,6 +204,41 @@ def register(cloud: Cloud) -> None:
     cloud.demo_token = password_token(
         cloud.auth_url, "demo", cloud.password("demo"), "demo"
     )
+
+
+def trustee_password(admin_password: str) -> str:
+    """The trustee's password, derived from the admin's: making the user
+    again (a running cloud, a test) is idempotent and needs no new secret."""
+    digest = hmac.new(admin_password.encode(), TRUSTEE.encode(), hashlib.sha256)
+    return digest.hexdigest()[:32]
+
+
+def ensure_trustee(auth_url: str, admin_password: str) -> dict[str, str]:
+    """Make swflows' trustee user (role ``service`` on project ``service``)
+    unless it exists, through Keystone's API as the admin; its credentials
+    for a ``[trustee]`` group (no project: trusts scope its logins)."""
+    api = Api(auth_url, password_token(auth_url, "admin", admin_password, "admin"))
+    password = trustee_password(admin_password)
+    query = f"/users?name={TRUSTEE}&domain_id=default"
+    found = api("GET", query)["users"]
+    if found:  # made here, with this password (a new cloud has a new admin's)
+        user_id = found[0]["id"]
+    else:
+        try:
+            user_id = api.create(
+                "user", name=TRUSTEE, password=password, domain_id="default"
+            )
+        except RuntimeError:  # made meanwhile by another caller
+            user_id = api("GET", query)["users"][0]["id"]
+    [service] = api("GET", "/projects?name=service&domain_id=default")["projects"]
+    [role] = api("GET", "/roles?name=service")["roles"]
+    api("PUT", f"/projects/{service['id']}/users/{user_id}/roles/{role['id']}")
+    return {
+        "auth_url": auth_url,
+        "username": TRUSTEE,
+        "password": password,
+        "user_domain_id": "default",
+    }
 
 
 def service_credentials(cloud: Cloud, name: str) -> dict[str, str]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+import uuid
+from typing import TYPE_CHECKING, Any, Final
 
 from mistral_lib import actions
 from mistral_lib.actions import types
@@ -11,9 +12,19 @@ from mistral_lib.actions import types
 from swflows import exceptions, model
 from swflows.api import Swflows
 from swflows.embedding.completion import Completion
-from swflows.embedding.mistral.callback import callback_url, report
+from swflows.embedding.mistral.callback import (
+    callback_url,
+    caller_context,
+    drop_trust,
+    hold_trust,
+    report,
+    report_through_trust,
+)
 from swflows.embedding.mistral.instances import instance
 from swflows.embedding.mistral.results import error_of, outcome_of
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
 
 LOG = logging.getLogger(__name__)
 
@@ -76,6 +87,8 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
         self.wait = wait
         self.wait_timeout = wait_timeout
         self.callback_base_url = callback_base_url
+        #: the caller's request context, when swflows makes trusts (see run)
+        self.request_context: RequestContext | None = None
 
     def is_sync(self) -> bool:
         return bool(self.wait) or not self.can_wait
@@ -86,16 +99,32 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
                 raise exceptions.ValidationError("wait", "must be true or false")
             _check_inputs(self)
             sw, completions = instance(self.config_file)
+            security = getattr(context, "security", None)
+            token = getattr(security, "auth_token", None)
+            self.request_context = caller_context(sw, token)
             if self.is_sync():
                 return self.call(sw, True)
             url = callback_url(context, self.callback_base_url)
-            security = getattr(context, "security", None)
-            token = getattr(security, "auth_token", None)
-            started = self.call(sw, False)
-            deployment_id = started.data["id"]
+            # the result goes back through a trust when swflows makes them:
+            # the caller's token may be gone by then
+            key = uuid.uuid4().hex
+            if self.request_context is None or not hold_trust(
+                sw, self.request_context, key
+            ):
+                started = self.call(sw, False)
+                completions.add(
+                    started.data["id"],
+                    lambda done: report(url, self.finished(done), token),
+                )
+                return None
+            try:
+                started = self.call(sw, False)
+            except BaseException:
+                drop_trust(sw, key)
+                raise
             completions.add(
-                deployment_id,
-                lambda done: report(url, self.finished(done), token),
+                started.data["id"],
+                lambda done: report_through_trust(sw, key, url, self.finished(done)),
             )
             return None
         except Exception as exc:
@@ -179,14 +208,14 @@ class DeployAction(_SwflowsAction):
         limit = self._wait_timeout(sw, self.timeout)
         if self.deployment_id is not None:
             try:
-                sw.show(self.deployment_id)
+                sw.show(self.deployment_id, context=self.request_context)
             except exceptions.DeploymentNotFound:
                 pass
             else:
                 found = (
                     sw.wait(self.deployment_id, limit)
                     if wait
-                    else sw.show(self.deployment_id)
+                    else sw.show(self.deployment_id, context=self.request_context)
                 )
                 return self._result(found, wait, limit)
         made = sw.deploy(
@@ -202,6 +231,7 @@ class DeployAction(_SwflowsAction):
             deployment_id=self.deployment_id,
             wait=wait,
             wait_timeout=limit,
+            context=self.request_context,
         )
         return self._result(made, wait, limit)
 
@@ -238,6 +268,7 @@ class RedeployAction(_SwflowsAction):
             timeout=self.timeout,
             wait=wait,
             wait_timeout=limit,
+            context=self.request_context,
         )
         return self._result(made, wait, limit)
 
@@ -274,6 +305,7 @@ class TriggerAction(_SwflowsAction):
             timeout=self.timeout,
             wait=wait,
             wait_timeout=limit,
+            context=self.request_context,
         )
         return self._result(made, wait, limit)
 
@@ -297,7 +329,11 @@ class UndeployAction(_SwflowsAction):
     def call(self, sw: Swflows, wait: bool) -> types.Result:
         limit = self._wait_timeout(sw, self.timeout)
         sw.undeploy(
-            self.deployment_id, timeout=self.timeout, wait=wait, wait_timeout=limit
+            self.deployment_id,
+            timeout=self.timeout,
+            wait=wait,
+            wait_timeout=limit,
+            context=self.request_context,
         )
         if not wait:
             return types.Result(data={"id": self.deployment_id})
@@ -331,7 +367,9 @@ class ShowAction(_SwflowsAction):
         self.deployment_id = deployment_id
 
     def call(self, sw: Swflows, wait: bool) -> types.Result:
-        return types.Result(data=sw.show(self.deployment_id).to_dict())
+        return types.Result(
+            data=sw.show(self.deployment_id, context=self.request_context).to_dict()
+        )
 
 
 class CancelAction(_SwflowsAction):
@@ -351,4 +389,8 @@ class CancelAction(_SwflowsAction):
         self.reason = reason
 
     def call(self, sw: Swflows, wait: bool) -> types.Result:
-        return types.Result(data=sw.cancel(self.deployment_id, self.reason).to_dict())
+        return types.Result(
+            data=sw.cancel(
+                self.deployment_id, self.reason, context=self.request_context
+            ).to_dict()
+        )

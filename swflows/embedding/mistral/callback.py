@@ -6,13 +6,17 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import requests
 import tenacity
 from mistral_lib.actions import types
 
-from swflows import exceptions
+from swflows import exceptions, projects, trusts
+from swflows.api import Swflows
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
 
 LOG = logging.getLogger(__name__)
 
@@ -124,3 +128,58 @@ def report(url: str, result: types.Result, token: str | None) -> None:
                     )
     except (_Retry, requests.RequestException) as exc:
         LOG.error("result of %s not delivered: %s", url, type(exc).__name__)
+
+
+def caller_context(sw: Swflows, token: str | None) -> RequestContext | None:
+    """With ``deferred_auth_method = trusts``, the request context of the
+    action's caller, read from Keystone by its token (its user, project
+    and roles: Mistral's context names no roles); None otherwise, and the
+    action is swflows' own, as without projects."""
+    trustee = sw.services.clients.trustee
+    if trustee is None or not token:
+        return None
+    return trustee.caller(token)
+
+
+def hold_trust(sw: Swflows, caller: RequestContext, key: str) -> bool:
+    """Have the caller delegate the trust its result is reported through,
+    kept (sealed) under ``key`` until :func:`report_through_trust`; whether
+    it did (only when swflows makes trusts).  The result then reaches
+    Mistral after the caller's token expired or was revoked."""
+    trustee = sw.services.clients.trustee
+    if trustee is None or not trusts.carries_token(caller):
+        return False
+    sw.store.set_owner(trusts.CALLBACK, key, projects.owner_of(caller))
+    trust_id = trustee.create(caller)
+    try:
+        if not sw.store.set_trust(trusts.CALLBACK, key, trust_id):
+            raise exceptions.SwflowsError(f"result {key} has no owner")
+    except BaseException:
+        trustee.delete(trust_id)
+        sw.store.forget_owner(trusts.CALLBACK, key)
+        raise
+    return True
+
+
+def drop_trust(sw: Swflows, key: str) -> None:
+    """Delete the trust :func:`hold_trust` kept under ``key``, and its record."""
+    try:
+        trusts.release(sw.services, trusts.CALLBACK, key)
+    except exceptions.SwflowsError as exc:
+        LOG.error("the trust of result %s could not be deleted: %s", key, exc)
+        return
+    sw.store.forget_owner(trusts.CALLBACK, key)
+
+
+def report_through_trust(sw: Swflows, key: str, url: str, result: types.Result) -> None:
+    """:func:`report` with a token of the trust kept under ``key``, which
+    is deleted afterwards (delivered or not)."""
+    try:
+        trust_id = sw.store.get_trust(trusts.CALLBACK, key)
+        trustee = sw.services.clients.trustee
+        token = None
+        if trust_id is not None and trustee is not None:
+            token = trustee.session(trust_id).get_token()
+        report(url, result, token)
+    finally:
+        drop_trust(sw, key)

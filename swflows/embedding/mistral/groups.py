@@ -46,7 +46,7 @@ class _GroupAction(_SwflowsAction):
 
     def _outcome(self, sw: Swflows, group: str) -> types.Result:
         if not self.wait:
-            return types.Result(data=sw.show_group(group))
+            return types.Result(data=sw.show_group(group, context=self.request_context))
         shown = sw.wait_group(group, self._limit())
         return group_outcome(shown)
 
@@ -94,7 +94,7 @@ class GroupDeployAction(_GroupAction):
             if value is not None and not isinstance(value, dict):
                 raise exceptions.ValidationError(field, "must be an object")
         try:
-            current = sw.show_group(self.name)
+            current = sw.show_group(self.name, context=self.request_context)
         except exceptions.GroupNotFound:
             sw.create_group(
                 self.name,
@@ -107,6 +107,7 @@ class GroupDeployAction(_GroupAction):
                 timeout=self.timeout,
                 actions=self.actions,
                 wait=False,
+                context=self.request_context,
             )
         else:
             sw.redeploy_group(
@@ -117,6 +118,7 @@ class GroupDeployAction(_GroupAction):
                 config_id=self.config_id,
                 policy=self.policy,
                 wait=False,
+                context=self.request_context,
             )
         return self._outcome(sw, self.name)
 
@@ -129,7 +131,7 @@ class GroupShowAction(_GroupAction):
         self.name = name
 
     def call(self, sw: Swflows, wait: bool) -> types.Result:
-        return types.Result(data=sw.show_group(self.name))
+        return types.Result(data=sw.show_group(self.name, context=self.request_context))
 
 
 class GroupDeleteAction(_GroupAction):
@@ -157,6 +159,7 @@ class GroupDeleteAction(_GroupAction):
             policy=self.policy,
             wait=bool(self.wait),
             wait_timeout=self._limit(),
+            context=self.request_context,
         )
         if left is None:
             return types.Result(data={"name": self.name, "deleted": True})

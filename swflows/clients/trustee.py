@@ -1,0 +1,210 @@
+"""swflows' own Keystone user, the trustee of the trusts callers delegate
+(see :mod:`swflows.trusts`), and the requests that make and end a trust."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from keystoneauth1 import exceptions as ksa_exc
+from keystoneauth1 import session as ksa_session
+from keystoneauth1.identity import v3
+
+from swflows import exceptions
+from swflows.clients import base as client_base
+
+if TYPE_CHECKING:
+    from oslo_context import context as oslo_context
+
+
+#: Keystone's trusts, under its v3 URL
+TRUSTS_PATH: Final = "/OS-TRUST/trusts"
+
+
+def delegated_roles(
+    context_roles: Sequence[str], configured: Sequence[str] = ()
+) -> list[str]:
+    """The role names a trust delegates: ``configured``, else the caller's.
+
+    ValidationError when there is none (a trust without roles grants nothing).
+    """
+    roles = list(dict.fromkeys(r for r in (configured or context_roles) if r))
+    if not roles:
+        raise exceptions.ValidationError(
+            "context", "the request context names no role to delegate"
+        )
+    return roles
+
+
+def trust_request(
+    trustor_user_id: str, trustee_user_id: str, project_id: str, roles: Sequence[str]
+) -> dict[str, Any]:
+    """The body of Keystone's ``POST /v3/OS-TRUST/trusts``: the trustor's
+    ``roles`` on ``project_id``, impersonating the trustor, never expiring
+    (the trust is deleted with the deployment)."""
+    return {
+        "trust": {
+            "trustor_user_id": trustor_user_id,
+            "trustee_user_id": trustee_user_id,
+            "project_id": project_id,
+            "impersonation": True,
+            "roles": [{"name": role} for role in roles],
+        }
+    }
+
+
+def carries_token(context: oslo_context.RequestContext | None) -> bool:
+    """Whether ``context`` can delegate: it names a user, a project and a token."""
+    return bool(
+        context is not None
+        and context.auth_token
+        and context.user_id
+        and context.project_id
+    )
+
+
+class Trustee:
+    """swflows' own Keystone user, the trustee of callers' trusts.
+
+    ``auth_for(trust_id)`` is the trustee's login scoped by that trust (by
+    nothing with None); ``session_for(auth)`` a keystoneauth1 session with
+    it.  ``auth_url`` is Keystone's v3 URL.
+    """
+
+    def __init__(
+        self,
+        auth_url: str,
+        auth_for: Callable[[str | None], Any],
+        session_for: Callable[[Any], ksa_session.Session],
+        roles: Sequence[str] = (),
+    ) -> None:
+        self.auth_url = auth_url.rstrip("/")
+        self._auth_for = auth_for
+        self._session_for = session_for
+        self.roles = tuple(roles)
+        self._user_id: str | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Trustee(auth_url={self.auth_url!r})"
+
+    @property
+    def user_id(self) -> str:
+        """The trustee's user id (one login, then kept)."""
+        with self._lock:
+            if self._user_id is None:
+                session = self._session_for(self._auth_for(None))
+                try:
+                    self._user_id = str(session.get_user_id())
+                except ksa_exc.ClientException as exc:
+                    raise client_base.ksa_error(
+                        "identity", "trustee login", exc
+                    ) from None
+            return self._user_id
+
+    def login(self, trust_id: str) -> Any:
+        """The trustee's auth plugin scoped by ``trust_id``: its tokens act
+        as the trustor, with the delegated roles on the trustor's project."""
+        return self._auth_for(trust_id)
+
+    def session(self, trust_id: str) -> ksa_session.Session:
+        """A session of the trustee scoped by ``trust_id`` (see :meth:`login`)."""
+        return self._session_for(self.login(trust_id))
+
+    def create(self, context: oslo_context.RequestContext) -> str:
+        """A new trust from the caller of ``context`` (its token) to the
+        trustee; its id."""
+        if not carries_token(context):
+            raise exceptions.ValidationError(
+                "context", "a trust needs the caller's user, project and token"
+            )
+        body = trust_request(
+            str(context.user_id),
+            self.user_id,
+            str(context.project_id),
+            delegated_roles(list(context.roles or ()), self.roles),
+        )
+        caller = self._session_for(
+            v3.Token(
+                auth_url=self.auth_url,
+                token=str(context.auth_token),
+                project_id=context.project_id,
+            )
+        )
+        try:
+            resp = caller.post(self.auth_url + TRUSTS_PATH, json=body, raise_exc=False)
+        except ksa_exc.ClientException as exc:
+            raise client_base.ksa_error("identity", "create trust", exc) from None
+        if resp.status_code != 201:
+            raise client_base.http_error(
+                "identity", "create trust", resp.status_code, resp.reason
+            )
+        return str(resp.json()["trust"]["id"])
+
+    def caller(self, token: str) -> oslo_context.RequestContext:
+        """The request context of a caller known by its token alone (a
+        Mistral action's): Keystone says whose token it is (a token may
+        read itself)."""
+        from oslo_context import context as oslo_context
+
+        session = self._session_for(None)
+        headers = {"X-Auth-Token": token, "X-Subject-Token": token}
+        try:
+            resp = session.get(
+                self.auth_url + "/auth/tokens",
+                headers=headers,
+                authenticated=False,
+                raise_exc=False,
+            )
+        except ksa_exc.ClientException as exc:
+            raise client_base.ksa_error("identity", "validate token", exc) from None
+        if resp.status_code != 200:
+            raise client_base.http_error(
+                "identity", "validate token", resp.status_code, resp.reason
+            )
+        body = resp.json()["token"]
+        return oslo_context.RequestContext(
+            auth_token=token,
+            user_id=body["user"]["id"],
+            project_id=(body.get("project") or {}).get("id"),
+            roles=[role["name"] for role in body.get("roles") or ()],
+        )
+
+    def delete(self, trust_id: str) -> bool:
+        """Delete the trust, logged in through it (the trustor may delete its
+        trust); False when it was gone already."""
+        try:
+            resp = self.session(trust_id).delete(
+                f"{self.auth_url}{TRUSTS_PATH}/{trust_id}", raise_exc=False
+            )
+        except (ksa_exc.NotFound, ksa_exc.Unauthorized) as exc:
+            # Keystone refuses a login through a trust it no longer has;
+            # the trustee's own login tells that from a wrong password
+            if not self._trustee_logs_in():
+                raise client_base.ksa_error("identity", "delete trust", exc) from None
+            return False
+        except ksa_exc.ClientException as exc:
+            raise client_base.ksa_error("identity", "delete trust", exc) from None
+        if resp.status_code == 404:
+            return False
+        if resp.status_code not in (200, 204):
+            raise client_base.http_error(
+                "identity", "delete trust", resp.status_code, resp.reason
+            )
+        return True
+
+    def _trustee_logs_in(self) -> bool:
+        try:
+            self._session_for(self._auth_for(None)).get_token()
+        except ksa_exc.Unauthorized:
+            return False
+        return True
+
+
+__all__ = [
+    "Trustee",
+    "carries_token",
+    "delegated_roles",
+    "trust_request",
+]

@@ -1,0 +1,100 @@
+"""Keystone trusts: work that outlives a request acts through one.
+
+With ``deferred_auth_method = trusts``, a deployment made by a request
+carrying the caller's token gets a trust from the caller (trustor) to
+swflows' own user (the ``[trustee]`` options), delegating the caller's
+roles on its project with impersonation, as Heat does for deferred stack
+actions.  Its flows, the watcher reading its signal store and its undeploy
+then log in as the trustee scoped by that trust, so they go on after the
+caller's token expired or was revoked; only the trust id is kept (sealed,
+beside the deployment's owner), never a password.  The trust is deleted
+when the deployment is.  A group's members act through the group's
+trust, made when the group is and deleted with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from swflows import exceptions, projects
+from swflows.clients.trustee import (
+    Trustee,
+    carries_token,
+    delegated_roles,
+    trust_request,
+)
+
+if TYPE_CHECKING:
+    from swflows.persistence.store import Store
+    from swflows.transports.base import Context
+
+LOG = logging.getLogger(__name__)
+
+#: the owners' kind of a Mistral action's pending result (its execution id)
+CALLBACK: Final = "callback"
+#: a group member's record of its group's trust (see :func:`group_ref`)
+GROUP_REF: Final = "group:"
+
+
+def group_ref(group_id: str) -> str:
+    """What a group member records instead of a trust of its own: its
+    work acts through its group's trust, deleted with the group."""
+    return GROUP_REF + group_id
+
+
+def acting_trusts(store: Store, deployment_ids: Iterable[str]) -> dict[str, str]:
+    """Deployment id -> the trust its work acts through (its own, or its
+    group's), for those of ``deployment_ids`` that have one."""
+    found = store.trusts(projects.DEPLOYMENT, deployment_ids)
+    groups = {
+        ident: value[len(GROUP_REF) :]
+        for ident, value in found.items()
+        if value.startswith(GROUP_REF)
+    }
+    if groups:
+        of_groups = store.trusts(projects.GROUP, set(groups.values()))
+        for ident, group_id in groups.items():
+            if group_id in of_groups:
+                found[ident] = of_groups[group_id]
+            else:  # the group's trust is gone: nothing to act through
+                del found[ident]
+    return found
+
+
+def release(services: Context, kind: str, object_id: str) -> bool:
+    """Delete the object's trust in Keystone, then forget it; whether it
+    had one.  A group member's reference to its group's trust is only
+    forgotten.  Errors (Keystone unreachable) propagate with the trust
+    still recorded, so a later attempt deletes it."""
+    trust_id = services.store.get_trust(kind, object_id)
+    if trust_id is None:
+        return False
+    if trust_id.startswith(GROUP_REF):
+        services.store.set_trust(kind, object_id, None)
+        return True
+    trustee = services.clients.trustee
+    if trustee is None:
+        raise exceptions.NotSupported(
+            f"{kind} {object_id} acts through a trust, and no [trustee] is "
+            "configured to delete it"
+        )
+    if not trustee.delete(trust_id):
+        LOG.info("%s %s: its trust was gone already", kind, object_id)
+    services.store.set_trust(kind, object_id, None)
+    services.clients.forget_trust(trust_id)
+    return True
+
+
+__all__ = [
+    "CALLBACK",
+    "GROUP_REF",
+    "Trustee",
+    "acting_trusts",
+    "carries_token",
+    "delegated_roles",
+    "group_ref",
+    "release",
+    "trust_request",
+]

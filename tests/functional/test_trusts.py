@@ -1,0 +1,394 @@
+"""Deferred work through a Keystone trust, on PostgreSQL with the dev cloud.
+
+A deployment made with the token of project demo2's user gets a trust
+from that user to swflows' trustee; its signal store lives in demo2's
+Swift account.  The token is then revoked: a new engine still resumes
+the parked flows, one deployment times out, another completes on its
+signal, and both are undeployed through the trust, which is deleted with
+them, leaving no trust, user, object or queue behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import queue
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import sqlalchemy as sa
+from keystoneauth1 import session as ksa_session
+from keystoneauth1.identity import v3
+from oslo_context import context as oslo_context
+
+from swflows import conf as sw_conf
+from swflows import exceptions, projects, states, trusts
+from swflows.api import Swflows
+from swflows.clients.object_store import ObjectStore
+from swflows.embedding import mistral
+from tests.functional import flowkit
+from tests.functional import test_embedding_mistral as mistral_tests
+from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
+from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
+from tests.functional.fakeserver import FakeServer
+from tests.functional.flowkit import keystone as devcloud_keystone
+from tests.functional.test_flows import SCRIPT
+from tests.functional.test_runner import FINAL, parked, put_signal, until
+
+#: the Mistral actions' descriptors, as a fixture of that name
+mistral_descriptors = mistral_tests.descriptors
+
+
+def login(cloud: dict[str, Any], who: str) -> tuple[str, dict[str, Any]]:
+    """A project-scoped token of ``who`` (admin, demo2), and its body."""
+    ks = cloud["keystone"]
+    user = ks[who]
+    resp = requests.post(
+        ks["auth_url"] + "/auth/tokens",
+        json={
+            "auth": {
+                "identity": {
+                    "methods": ["password"],
+                    "password": {
+                        "user": {
+                            "name": user["username"],
+                            "password": user["password"],
+                            "domain": {"id": user["user_domain_id"]},
+                        }
+                    },
+                },
+                "scope": {
+                    "project": {
+                        "name": user["project_name"],
+                        "domain": {"id": user["project_domain_id"]},
+                    }
+                },
+            }
+        },
+        timeout=30,
+    )
+    resp.raise_for_status()
+    return resp.headers["X-Subject-Token"], resp.json()["token"]
+
+
+def trusts_of(cloud: dict[str, Any], trustor_id: str) -> set[str]:
+    """The ids of the trusts ``trustor_id`` made, as the admin lists them."""
+    token, _ = login(cloud, "admin")
+    resp = requests.get(
+        cloud["keystone"]["auth_url"] + "/OS-TRUST/trusts",
+        params={"trustor_user_id": trustor_id},
+        headers={"X-Auth-Token": token},
+        timeout=30,
+    )
+    resp.raise_for_status()
+    return {t["id"] for t in resp.json()["trusts"]}
+
+
+def revoke(cloud: dict[str, Any], token: str) -> None:
+    admin, _ = login(cloud, "admin")
+    url = cloud["keystone"]["auth_url"] + "/auth/tokens"
+    headers = {"X-Auth-Token": admin, "X-Subject-Token": token}
+    assert requests.delete(url, headers=headers, timeout=30).status_code == 204
+    assert requests.get(url, headers=headers, timeout=30).status_code == 404
+
+
+def project_objects(cloud: dict[str, Any], who: str, *ids: str) -> list[str]:
+    """Objects naming one of ``ids`` in the Swift account of ``who``'s project."""
+    ks = cloud["keystone"]
+    user = ks[who]
+    swift = ObjectStore.from_session(
+        ksa_session.Session(
+            auth=v3.Password(
+                auth_url=ks["auth_url"],
+                username=user["username"],
+                password=user["password"],
+                user_domain_id=user["user_domain_id"],
+                project_name=user["project_name"],
+                project_domain_id=user["project_domain_id"],
+            )
+        )
+    )
+    return [
+        f"{container}/{o.name}"
+        for container in swift.list_containers()
+        for o in swift.list_objects(container)
+        if any(i in o.name for i in ids)
+    ]
+
+
+@pytest.fixture(scope="module")
+def trustee(devcloud: dict[str, Any]) -> dict[str, str]:
+    """swflows' trustee user, made on a cloud started before it existed."""
+    ks = devcloud["keystone"]
+    found: dict[str, str] = devcloud_keystone.ensure_trustee(
+        ks["auth_url"], ks["admin"]["password"]
+    )
+    return found
+
+
+@contextlib.contextmanager
+def engine(
+    cloud: dict[str, Any],
+    trustee: dict[str, str],
+    folder: Path,
+    database: str,
+    prefix: str,
+) -> Iterator[Swflows]:
+    """A Swflows whose deferred work acts through trusts."""
+    path = write_engine_conf(cloud, trustee, folder, database, prefix)
+    made = Swflows.from_conf(sw_conf.get_conf(config_files=[str(path)]))
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def write_engine_conf(
+    cloud: dict[str, Any],
+    trustee: dict[str, str],
+    folder: Path,
+    database: str,
+    prefix: str,
+) -> Path:
+    """The configuration of a Swflows whose deferred work acts through
+    trusts, on ``database`` under table ``prefix``."""
+    path = folder / "swflows.conf"
+    path.touch(mode=0o600)
+    path.write_text(
+        flowkit.swflowsconf.conf_text(
+            cloud,
+            database=database,
+            extra={
+                "DEFAULT": ["deferred_auth_method = trusts"],
+                "database": [
+                    f"table_prefix = {prefix}",
+                    f"secret_key = {SECRET_KEY.decode()}",
+                ],
+                "watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"],
+                "trustee": [
+                    "auth_type = password",
+                    *(f"{key} = {value}" for key, value in trustee.items()),
+                ],
+            },
+        )
+    )
+    return path
+
+
+def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    token, body = login(devcloud, "demo2")
+    trustor: str = body["user"]["id"]
+    caller = oslo_context.RequestContext(
+        auth_token=token,
+        user_id=trustor,
+        project_id=body["project"]["id"],
+        roles=[r["name"] for r in body["roles"]],
+    )
+    before = trusts_of(devcloud, trustor)
+    prefix = unique_prefix()
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as first:
+        config = first.create_config(
+            "app",
+            SCRIPT,
+            group="script",
+            outputs=[{"name": "result"}],
+            context=caller,
+        )
+        late = first.deploy(
+            str(uuid.uuid4()), config.id, timeout=8, wait=False, context=caller
+        )
+        answered = first.deploy(
+            str(uuid.uuid4()), config.id, timeout=120, wait=False, context=caller
+        )
+        for dep_id in (late.id, answered.id):
+            until(functools.partial(parked, first, dep_id), what="the flow to park")
+        made = {
+            first.store.get_trust(projects.DEPLOYMENT, d.id) for d in (late, answered)
+        }
+        assert None not in made and len(made) == 2
+        assert made <= trusts_of(devcloud, trustor) - before
+        # sealed at rest: the id is nowhere in clear
+        with first.store.engine.connect() as conn:
+            owners = sa.table(f"{prefix}owners", sa.column("trust"))
+            stored = conn.execute(
+                sa.select(owners.c.trust).where(owners.c.trust.is_not(None))
+            ).all()
+        assert len(stored) == 2
+        assert not any(t in str(row) for row in stored for t in made if t)
+        # the signal stores live in the caller's project, not swflows' own
+        assert len(project_objects(devcloud, "demo2", late.id, answered.id)) == 2
+        assert flowkit.leftovers(first, late.id, answered.id) == {}
+    revoke(devcloud, token)
+
+    # a new engine: the caller's token is gone, the trust is not
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as second:
+        assert parked(second, answered.id) is not None
+        put_signal(second, answered.id, FINAL)
+        done = second.wait(answered.id, timeout=60)
+        assert done.status == states.COMPLETE
+        assert done.output_values["result"] == "r"
+        timed_out = second.wait(late.id, timeout=60)
+        assert timed_out.status == states.FAILED
+        assert (timed_out.reason or {})["kind"] == states.ReasonKind.TIMEOUT.value
+        assert second.list_flows() == []
+
+        for dep in (late, answered):
+            second.undeploy(dep.id)
+            with pytest.raises(exceptions.DeploymentNotFound):
+                second.show(dep.id)
+        assert flowkit.leftovers(second, late.id, answered.id) == {}
+    assert project_objects(devcloud, "demo2", late.id, answered.id) == []
+    assert not made & trusts_of(devcloud, trustor)
+
+
+def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mistral_descriptors: dict[str, Any],
+) -> None:
+    token, body = login(devcloud, "demo2")
+    trustor: str = body["user"]["id"]
+    before = trusts_of(devcloud, trustor)
+    prefix = unique_prefix()
+    path = write_engine_conf(devcloud, trustee, tmp_path, pg_url, prefix)
+    monkeypatch.setenv(mistral.CONFIG_DIRS_ENV, str(tmp_path))
+    admin, _ = login(devcloud, "admin")
+    seen: list[dict[str, Any]] = []
+
+    def validate(put: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        """What Keystone says of the token Mistral is sent, while it is sent
+        (the trust, and so its tokens, are deleted once it was)."""
+        found = requests.get(
+            devcloud["keystone"]["auth_url"] + "/auth/tokens",
+            headers={"X-Auth-Token": admin, "X-Subject-Token": put["token"] or ""},
+            timeout=30,
+        )
+        seen.append(found.json()["token"] if found.status_code == 200 else {})
+        received.put(put)
+
+    try:
+        sw = mistral.instance(str(path))[0]
+        caller = oslo_context.RequestContext(
+            user_id=trustor, project_id=body["project"]["id"], roles=["member"]
+        )
+        config = sw.create_config("app", SCRIPT, group="script", context=caller)
+        deployment_id = str(uuid.uuid4())
+        with mistral_tests.Receiver() as receiver:
+            received: queue.Queue[dict[str, Any]] = queue.Queue()
+            setattr(receiver.received, "put", validate)  # noqa: B010
+            action_id = str(uuid.uuid4())
+            ctx = receiver.context(action_id)
+            ctx.security.auth_token = token
+            _, started = mistral_tests.run(
+                mistral_descriptors,
+                "swflows.deploy",
+                {
+                    "server_id": str(uuid.uuid4()),
+                    "config_id": config.id,
+                    "timeout": 5,
+                    "wait": False,
+                    "deployment_id": deployment_id,
+                    "config_file": str(path),
+                },
+                ctx,
+            )
+            assert started is None  # asynchronous
+            # the action acts as its caller: the deployment is demo2's, with
+            # a trust of its own beside the one the result goes back through
+            owner = sw.store.get_owner(projects.DEPLOYMENT, deployment_id)
+            assert owner == projects.Owner(body["project"]["id"], trustor)
+            own = sw.store.get_trust(projects.DEPLOYMENT, deployment_id)
+            [held] = trusts_of(devcloud, trustor) - before - {own}
+            revoke(devcloud, token)
+            put = received.get(timeout=90)
+        assert put["path"] == f"/v2/action_executions/{action_id}"
+        assert put["body"]["state"] == "ERROR"  # it timed out
+        assert put["token"] not in (None, token)
+        # the token Mistral got acted as the caller, through the trust
+        [acting] = seen
+        assert acting["user"]["id"] == trustor
+        assert acting["OS-TRUST:trust"]["id"] == held
+        until(
+            lambda: held not in trusts_of(devcloud, trustor),
+            what="the trust to be deleted",
+        )
+        assert own in trusts_of(devcloud, trustor)  # until it is undeployed
+        sw.undeploy(deployment_id)
+        assert not trusts_of(devcloud, trustor) - before
+        with sw.store.engine.connect() as conn:
+            owners = sa.table(f"{prefix}owners", sa.column("kind"))
+            kept = conn.execute(
+                sa.select(owners.c.kind).where(owners.c.kind == trusts.CALLBACK)
+            ).all()
+        assert kept == []  # nor its sealed record
+    finally:
+        mistral.close_all()
+
+
+def test_a_groups_later_batches_go_on_through_its_trust_after_a_restart(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    token, body = login(devcloud, "demo2")
+    trustor: str = body["user"]["id"]
+    caller = oslo_context.RequestContext(
+        auth_token=token,
+        user_id=trustor,
+        project_id=body["project"]["id"],
+        roles=[r["name"] for r in body["roles"]],
+    )
+    before = trusts_of(devcloud, trustor)
+    prefix = unique_prefix()
+    servers = {f"m{i}": str(uuid.uuid4()) for i in range(3)}
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as first:
+        config = first.create_config(
+            "app", SCRIPT, group="script", outputs=[{"name": "result"}], context=caller
+        )
+        shown = first.create_group(
+            "batched",
+            config.id,
+            servers,
+            policy={"max_concurrency": 1},
+            timeout=120,
+            wait=False,
+            context=caller,
+        )
+        group_id = shown["id"]
+        [held] = trusts_of(devcloud, trustor) - before
+        assert first.store.get_trust(projects.GROUP, group_id) == held
+    revoke(devcloud, token)
+
+    # a new engine answers the servers: every batch after the first starts
+    # there, through the group's trust
+    with engine(devcloud, trustee, tmp_path, pg_url, prefix) as second:
+        fakes = [FakeServer(second, server) for server in servers.values()]
+        with contextlib.ExitStack() as stack:
+            for fake in fakes:
+                stack.enter_context(fake)
+            shown = second.wait_group(group_id, 120)
+        assert shown["status"] == states.COMPLETE, shown["status_reason"]
+        assert all(len(fake.handled) == 1 for fake in fakes)
+        ids = [m["deployment_id"] for m in shown["members"].values()]
+        assert trusts.acting_trusts(second.store, ids) == dict.fromkeys(ids, held)
+        assert second.delete_group(group_id, wait_timeout=120) is None
+        assert flowkit.leftovers(second, *ids) == {}
+    assert project_objects(devcloud, "demo2", *ids) == []
+    until(
+        lambda: held not in trusts_of(devcloud, trustor),
+        what="the group's trust to be deleted",
+    )
