@@ -79,22 +79,37 @@ class OwnerRows(Database):
 
     def owners(self, kind: str, object_ids: Iterable[str]) -> dict[str, str]:
         """Object id -> project id, for those of ``object_ids`` with an owner."""
-        wanted = list(object_ids)
+        o = self._tables.owners
+        found = self._column_of("list owners", kind, object_ids, o.c.project_id)
+        return {object_id: str(project) for object_id, project in found.items()}
+
+    def _column_of(
+        self,
+        what: str,
+        kind: str,
+        object_ids: Iterable[str],
+        column: sa.Column[Any],
+    ) -> dict[str, Any]:
+        """Object id -> ``column``, for those of ``object_ids`` whose row
+        has a value there (read 500 ids at a time)."""
+        wanted = list(dict.fromkeys(object_ids))
         o = self._tables.owners
 
-        def op(conn: sa.Connection) -> dict[str, str]:
-            found: dict[str, str] = {}
+        def op(conn: sa.Connection) -> dict[str, Any]:
+            found: dict[str, Any] = {}
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
                 for row in conn.execute(
-                    sa.select(o.c.object_id, o.c.project_id).where(
-                        o.c.kind == kind, o.c.object_id.in_(chunk)
+                    sa.select(o.c.object_id, column).where(
+                        o.c.kind == kind,
+                        o.c.object_id.in_(chunk),
+                        column.is_not(None),
                     )
                 ):
-                    found[row.object_id] = row.project_id
+                    found[row[0]] = row[1]
             return found
 
-        return self._read("list owners", op) if wanted else {}
+        return self._read(what, op) if wanted else {}
 
     def set_trust(self, kind: str, object_id: str, trust_id: str | None) -> bool:
         """Record (or with None, clear) the Keystone trust the object's
@@ -119,24 +134,11 @@ class OwnerRows(Database):
 
     def trusts(self, kind: str, object_ids: Iterable[str]) -> dict[str, str]:
         """Object id -> trust id, for those of ``object_ids`` with a trust."""
-        wanted = list(dict.fromkeys(object_ids))
         o = self._tables.owners
-
-        def op(conn: sa.Connection) -> dict[str, str]:
-            found: dict[str, str] = {}
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
-                for row in conn.execute(
-                    sa.select(o.c.object_id, o.c.trust).where(
-                        o.c.kind == kind,
-                        o.c.object_id.in_(chunk),
-                        o.c.trust.is_not(None),
-                    )
-                ):
-                    found[row.object_id] = str(self._open(row.trust))
-            return found
-
-        return self._read("list trusts", op) if wanted else {}
+        found = self._column_of("list trusts", kind, object_ids, o.c.trust)
+        return {
+            object_id: str(self._open(sealed)) for object_id, sealed in found.items()
+        }
 
     def forget_owner(self, kind: str, object_id: str) -> None:
         """Remove the object's owner (and a server's policy) with it."""

@@ -180,20 +180,25 @@ def write_engine_conf(
     return path
 
 
+def demo2_caller(devcloud: dict[str, Any]) -> tuple[str, Any]:
+    """A token of demo2's user, and the request context it makes."""
+    token, body = login(devcloud, "demo2")
+    return token, oslo_context.RequestContext(
+        auth_token=token,
+        user_id=body["user"]["id"],
+        project_id=body["project"]["id"],
+        roles=[r["name"] for r in body["roles"]],
+    )
+
+
 def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
     devcloud: dict[str, Any],
     trustee: dict[str, str],
     pg_url: str,
     tmp_path: Path,
 ) -> None:
-    token, body = login(devcloud, "demo2")
-    trustor: str = body["user"]["id"]
-    caller = oslo_context.RequestContext(
-        auth_token=token,
-        user_id=trustor,
-        project_id=body["project"]["id"],
-        roles=[r["name"] for r in body["roles"]],
-    )
+    token, caller = demo2_caller(devcloud)
+    trustor = str(caller.user_id)
     before = trusts_of(devcloud, trustor)
     prefix = unique_prefix()
     with engine(devcloud, trustee, tmp_path, pg_url, prefix) as first:
@@ -344,14 +349,8 @@ def test_a_groups_later_batches_go_on_through_its_trust_after_a_restart(
     pg_url: str,
     tmp_path: Path,
 ) -> None:
-    token, body = login(devcloud, "demo2")
-    trustor: str = body["user"]["id"]
-    caller = oslo_context.RequestContext(
-        auth_token=token,
-        user_id=trustor,
-        project_id=body["project"]["id"],
-        roles=[r["name"] for r in body["roles"]],
-    )
+    token, caller = demo2_caller(devcloud)
+    trustor = str(caller.user_id)
     before = trusts_of(devcloud, trustor)
     prefix = unique_prefix()
     servers = {f"m{i}": str(uuid.uuid4()) for i in range(3)}
