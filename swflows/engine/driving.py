@@ -338,8 +338,20 @@ class Driving(Results):
                             self.services, waiting, self.registry.cancel_note(flow_id)
                         )
                     self.watcher.wake()
+                else:
+                    LOG.warning("flow %s: not parked: its row is another's", flow_id)
                 return
         state = drive.engine.storage.get_flow_state()
+        if drive.lost:
+            # another owner drives it now, from the logbook: its row and its
+            # logbook are that owner's, even if this run reached the end
+            # (the last step finished as the loss was noticed)
+            LOG.warning(
+                "flow %s: lease lost, left to its new owner (stopped %s here)",
+                flow_id,
+                state,
+            )
+            return
         if state in (tf_states.SUCCESS, tf_states.REVERTED):
             if drive.custom:
                 self._keep_result(drive, state, error)
@@ -350,8 +362,6 @@ class Driving(Results):
             note = f"revert failed: {type(error).__name__}: {error}"
             self.registry.break_flow(flow_id, note)
             self._finish(flow_id, error or exceptions.FlowError(None, note))
-        elif drive.lost:
-            LOG.warning("flow %s: lease lost, left to its new owner", flow_id)
         else:  # suspended by close(), or stopped by an error of storage
             # an outage is nobody's fault: it is not counted against the flow
             failed = error is not None and not faults.is_outage(error)

@@ -20,6 +20,7 @@ import time
 from typing import Any, Final
 
 from taskflow import engines, storage
+from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
 
 from swflows import exceptions, flows
@@ -169,7 +170,7 @@ class Takeover(Driving):
             with self._connection() as conn:
                 book = conn.get_logbook(flow_id)
             detail = book.find(flow_id)
-        except Exception:  # no logbook: the flow never started
+        except tf_exc.NotFound:  # no logbook: the flow never started
             LOG.info("flow %s has no logbook: it never started", flow_id)
             self.registry.remove(flow_id)
             self._finish(flow_id, None)

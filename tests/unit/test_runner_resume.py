@@ -169,3 +169,62 @@ def test_a_flow_failing_on_every_run_is_set_aside(runner: runner_mod.Runner) -> 
     assert runner.resume_interrupted() == []
     row = runner.registry.get("f1")
     assert row is not None and row.state == flow_rows.BROKEN
+
+
+class EndedStorage(StoppedStorage):
+    def get_flow_state(self) -> str:
+        return str(tf_states.SUCCESS)
+
+
+def test_a_run_that_lost_its_flow_leaves_its_row_to_the_new_owner(
+    runner: runner_mod.Runner,
+) -> None:
+    """A run told its lease (or job claim) was lost, whose last step ended
+    as it was told, removes neither the flow's row nor its logbook: the new
+    owner drives the flow from them (removing them stranded its deployment
+    IN_PROGRESS with no flow to end it)."""
+    runner.registry.add(
+        "f1",
+        kind="deploy",
+        deployment_id="d1",
+        server_id="s1",
+        owner="another:1:x",
+        lease_until=time.time() + 30,
+    )
+    lost = driving._Drive("f1", FakeEngine(EndedStorage()), {})  # type: ignore[arg-type]
+    lost.lost = True
+    runner._after_run(lost, None)
+    row = runner.registry.get("f1")
+    assert row is not None and row.owner == "another:1:x"
+
+
+def test_a_logbook_that_cannot_be_read_is_not_taken_for_a_missing_one(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a logbook that is not there means "never started": a database
+    error reading it leaves the flow's row for a later takeover."""
+    from taskflow import exceptions as tf_exc
+
+    runner.registry.add(
+        "f1",
+        kind="deploy",
+        deployment_id="d1",
+        server_id="s1",
+        owner=runner.owner,
+        lease_until=time.time() + 30,
+    )
+
+    class Unreadable:
+        def __enter__(self) -> Unreadable:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def get_logbook(self, book_id: str) -> Any:
+            raise tf_exc.StorageFailure("the database went away")
+
+    monkeypatch.setattr(runner, "_connection", Unreadable)
+    with pytest.raises(tf_exc.StorageFailure):
+        runner._load_and_submit("f1")
+    assert runner.registry.get("f1") is not None
