@@ -15,9 +15,9 @@ conductor holding the most flows is SIGKILLed.
 
 Sized for a 2-core machine shared with other test runs: 10 servers (10
 agent processes polling every 0.3 s) x 10 deployments, 3 conductors with
-the default 8 workers each.  Posting the hundred jobs takes 30 to 60 s
-there, booting, undeploying and counting leftovers as much again: under
-two minutes per board.
+the default 8 workers each.  Posting the hundred jobs (each ZAQAR_SIGNAL
+one makes its Keystone user) takes 30 to 75 s there, undeploying and
+counting leftovers about as much again: about two minutes per board.
 """
 
 from __future__ import annotations

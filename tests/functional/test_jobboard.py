@@ -373,8 +373,20 @@ def test_a_groups_members_run_under_conductors(setup: Setup, sw: Swflows) -> Non
         board.close()
 
 
+@pytest.fixture
+def reader(setup: Setup) -> Iterator[Swflows]:
+    """An instance that reads and writes rows only: no runner, no group
+    driver (``start=False``, and nothing here starts them)."""
+    made = Swflows.from_conf(setup.conf(), start=False)
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
 def test_a_groups_rollout_goes_on_under_a_conductor_once_its_creator_closed(
-    setup: Setup,
+    setup: Setup, reader: Swflows
 ) -> None:
     """The process that created the group ends at once (a command line
     without --wait): a conductor's group driver takes the operation over
@@ -397,7 +409,7 @@ def test_a_groups_rollout_goes_on_under_a_conductor_once_its_creator_closed(
         creator.store.close()
     # this process reads rows and signals, as an agent: it runs no runner
     # and no group driver of its own
-    sw = Swflows.from_conf(setup.conf(), start=False)
+    sw = reader
     registry = flow_rows.FlowRegistry(sw.store)
     groups = GroupStore(sw.store)
     drivers = set()
@@ -427,14 +439,13 @@ def test_a_groups_rollout_goes_on_under_a_conductor_once_its_creator_closed(
     assert signalled == set(servers.values())
     assert sw._runner is None
     assert drivers == {driver.pid}
-    group = until(
-        lambda: (g := sw.show_group("waves"))["status"] != states.IN_PROGRESS and g,
+    until(
+        lambda: groups.get(group_id).status != states.IN_PROGRESS,
         60,
-        "the group to end",
+        "the conductor to end the group's operation",
     )
+    group = sw.show_group("waves")
     assert group["status"] == states.COMPLETE, json.dumps(group["members"])
-    sw.close()
-    sw.store.close()
 
 
 def test_a_flow_whose_job_was_never_posted_is_posted_again(
