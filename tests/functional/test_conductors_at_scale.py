@@ -45,6 +45,8 @@ from tests.functional.test_jobboard import BOARDS, CLAIM_EXPIRY, Setup, owner_pi
 from tests.functional.test_runner import until
 
 __all__ = ["pg_url", "standin"]  # fixtures, used by name
+#: with the other heavy tests, one after the other on one worker
+pytestmark = pytest.mark.xdist_group("scale")
 
 SERVERS = 10
 PER_SERVER = 10
