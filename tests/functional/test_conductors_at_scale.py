@@ -142,6 +142,8 @@ def test_three_conductors_a_hundred_deployments_one_killed(
             signal_transport=signal,
             timeout=WAIT,
             wait=False,
+            # returns once a conductor wrote the row: jobs queue up meanwhile
+            wait_timeout=WAIT,
         )
         wanted[dep.id] = (tag, signal)
 
@@ -196,7 +198,11 @@ def test_three_conductors_a_hundred_deployments_one_killed(
 
     until(taken_over, CLAIM_EXPIRY + 10, "the survivors to take the flows over")
     print(f"taken over {time.monotonic() - killed:.1f} s after the kill")
-    until(all_ended, WAIT, "every deployment to end")
+    try:
+        until(all_ended, WAIT, "every deployment to end")
+    finally:
+        for dep_id in set(wanted) - set(ended_at):
+            print(f"not ended: {wanted[dep_id]} {dep_id}", sw.list_flows(dep_id))
     last = max(ended_at.values())
     print(
         f"{len(wanted)} deployments ended, the last {last:.1f} s after the kill "
