@@ -14,7 +14,11 @@
    SQLite and PostgreSQL (:mod:`bench.overhead`);
 5. resume: a fresh runner takes over the population's interrupted flows;
 6. command-line start-up: ``swflows deployment list`` against the
-   interpreter and the libraries every command needs (:mod:`bench.startup`).
+   interpreter and the libraries every command needs (:mod:`bench.startup`);
+7. conductors on a jobboard: jobs drained per second by 1 and 2
+   ``swflows conductor`` processes (:mod:`bench.conductors`);
+8. claim takeover: a conductor holding a claim is SIGKILLed, time until
+   another holds it, on Redis and on ZooKeeper.
 
 Prints one table and writes the same figures as JSON.  ``--quick`` runs
 every measurement at a small size (for the smoke test).  Everything the
@@ -34,7 +38,7 @@ import time
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import overhead, push, startup, waiting
+from bench import conductors, overhead, push, startup, waiting
 from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
@@ -176,6 +180,25 @@ def table(results: dict[str, Any]) -> str:
             f"({one['interpreter']['median_s']:.2f} s bare interpreter)",
             f"{one['ratio_libraries']:.1f}x",
         )
+    cond = results.get("conductors", {})
+    if "drain" in cond:
+        one, two = cond["drain"]["1"], cond["drain"]["2"]
+        cpus = results.get("machine", {}).get("cpus")
+        add(
+            f"7. jobs drained/s, {one['jobs']} jobs of 3 trivial steps, Redis "
+            f"board, PostgreSQL; {cpus} CPUs: 2 conductors at most double it",
+            f"2 conductors: {two['per_s']:.1f}/s",
+            f"1 conductor: {one['per_s']:.1f}/s",
+            f"{cond['drain']['ratio']:.2f}x",
+        )
+    for kind, one in cond.get("takeover", {}).items():
+        add(
+            f"8. claim takeover after SIGKILL, {kind}, claim expiry "
+            f"{one['claim_expiry_s']} s, {one['rounds']} round(s)",
+            f"median {one['median_s']:.1f} s, max {one['max_s']:.1f} s",
+            f"{one['claim_expiry_s']} s (claim expiry)",
+            "",
+        )
     head = ("measurement", "swflows", "baseline", "ratio")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
@@ -194,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgresql", action="store_true", help="skip it in 4")
     parser.add_argument(
         "--only",
-        choices=("waiting", "overhead", "startup"),
+        choices=("waiting", "overhead", "startup", "conductors"),
         default=None,
         help="one part only",
     )
@@ -239,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "startup"):
             print("6. command-line start-up", flush=True)
             results["startup"] = startup.run(folder, runs=3 if args.quick else 15)
+        if args.only in (None, "conductors"):
+            print("7, 8. conductors on a jobboard", flush=True)
+            (folder / "conductors").mkdir()
+            results["conductors"] = conductors.run(
+                bcloud.load_cloud(args.cloud),
+                folder / "conductors",
+                jobs=10 if args.quick else 200,
+                rounds=1 if args.quick else 3,
+                log=lambda m: print(f"... {m}", flush=True),
+            )
     if pathlib.Path(tmp).exists():
         raise RuntimeError(f"{tmp} was not removed")
     results["load_after"] = bcloud.load_average()

@@ -93,3 +93,17 @@ def test_quick_mode_measures_everything(
         assert started[side]["runs"] == 3
     assert started["interpreter"]["median_s"] < started["swflows"]["median_s"]
     assert "6. CLI start-up" in printed
+    # 7. every job drained, by one conductor then two
+    drained = results["conductors"]["drain"]
+    for count in ("1", "2"):
+        one = drained[count]
+        assert one["conductors"] == int(count) and one["jobs"] == 10
+        assert one["per_s"] == pytest.approx(10 / one["drain_s"])
+    assert drained["ratio"] > 0
+    # 8. the claim was taken over, on both boards, within its expiry and a
+    # poll of the board
+    for kind in ("redis", "zookeeper"):
+        one = results["conductors"]["takeover"][kind]
+        assert one["rounds"] == 1
+        assert 0 < one["max_s"] <= one["claim_expiry_s"] + 10
+    assert "8. claim takeover after SIGKILL, zookeeper" in printed

@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 import redis
+import requests
 
 from swflows import conf as sw_conf
 from swflows import exceptions, states
 from swflows.api import Swflows
 from swflows.engine import conductor, jobboard
 from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence.groups import GroupStore
 from tests.functional import flowkit, jobkit
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY
@@ -369,6 +371,81 @@ def test_a_groups_members_run_under_conductors(setup: Setup, sw: Swflows) -> Non
         assert board.jobs() == []
     finally:
         board.close()
+
+
+@pytest.fixture
+def reader(setup: Setup) -> Iterator[Swflows]:
+    """An instance that reads and writes rows only: no runner, no group
+    driver (``start=False``, and nothing here starts them)."""
+    made = Swflows.from_conf(setup.conf(), start=False)
+    try:
+        yield made
+    finally:
+        made.close()
+        made.store.close()
+
+
+def test_a_groups_rollout_goes_on_under_a_conductor_once_its_creator_closed(
+    setup: Setup, reader: Swflows
+) -> None:
+    """The process that created the group ends at once (a command line
+    without --wait): a conductor's group driver takes the operation over
+    and releases the members one wave after the other."""
+    driver = setup.conductor()
+    creator = Swflows.from_conf(setup.conf())
+    try:
+        config = script_config(creator)
+        servers = {f"m{i}": str(uuid.uuid4()) for i in range(3)}
+        group_id = creator.create_group(
+            "waves",
+            config.id,
+            servers,
+            policy={"max_concurrency": 1},
+            timeout=120,
+            wait=False,
+        )["id"]
+    finally:
+        creator.close()
+        creator.store.close()
+    # this process reads rows and signals, as an agent: it runs no runner
+    # and no group driver of its own
+    sw = reader
+    registry = flow_rows.FlowRegistry(sw.store)
+    groups = GroupStore(sw.store)
+    drivers = set()
+
+    def parked_members() -> list[flow_rows.FlowRow]:
+        return [r for r in registry.find() if r.state == flow_rows.PARKED]
+
+    signalled = set()
+    for _ in servers:
+        rows = until(parked_members, 60, "a member's flow to park")
+        assert len(rows) == 1  # one member at a time
+        dep = sw.store.get_deployment(rows[0].deployment_id)
+        assert dep.config_id is not None
+        url = next(
+            i.value
+            for i in sw.store.get_config(dep.config_id).inputs
+            if i.name == "deploy_signal_id"
+        )
+        requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
+        signalled.add(rows[0].server_id)
+        drivers.add(owner_pid(groups.get(group_id).owner))
+        until(
+            lambda: not registry.find(deployment_id=rows[0].deployment_id),  # noqa: B023
+            30,
+            "the member's flow to end",
+        )
+    assert signalled == set(servers.values())
+    assert sw._runner is None
+    assert drivers == {driver.pid}
+    until(
+        lambda: groups.get(group_id).status != states.IN_PROGRESS,
+        60,
+        "the conductor to end the group's operation",
+    )
+    group = sw.show_group("waves")
+    assert group["status"] == states.COMPLETE, json.dumps(group["members"])
 
 
 def test_a_flow_whose_job_was_never_posted_is_posted_again(
