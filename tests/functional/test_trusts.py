@@ -39,6 +39,10 @@ from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_flows import SCRIPT
 from tests.functional.test_runner import FINAL, parked, put_signal, until
 
+#: one after the other on one worker: each counts the trusts demo2's user
+#: made in Keystone, which the others would add to
+pytestmark = pytest.mark.xdist_group("trusts")
+
 #: the Mistral actions' descriptors, as a fixture of that name
 mistral_descriptors = mistral_tests.descriptors
 
