@@ -179,20 +179,6 @@ class Base:
                 {"project_id": caller.project_id, "user_id": caller.user_id},
             )
 
-    def _keep(
-        self,
-        context: RequestContext | None,
-        kind: str,
-        ids: list[str],
-        scope: str | None,
-    ) -> set[str]:
-        """Those of ``ids`` in project ``scope`` (all when it is None)."""
-        if scope is None:
-            return set(ids)
-        owned = self.store.owners(kind, ids)
-        default = self._default_project()
-        return {i for i in ids if owned.get(i, default) == scope}
-
     def _listing(
         self, context: RequestContext | None, all_projects: bool
     ) -> dict[str, Any]:

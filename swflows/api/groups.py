@@ -609,9 +609,7 @@ class Groups(Deployments):
         """Every group (with ``context``, its project's unless
         ``all_projects``): id, name, config, members, action, status, reason."""
         self._allow(context, "swflows:group:list")
-        scope = self._scope(context, all_projects)
-        found = GroupStore(self.store).find()
-        kept = self._keep(context, projects.GROUP, [r.id for r in found], scope)
+        found = GroupStore(self.store).find(**self._listing(context, all_projects))
         return [
             {
                 "id": record.id,
@@ -623,7 +621,6 @@ class Groups(Deployments):
                 "status_reason": record.status_reason,
             }
             for record in found
-            if record.id in kept
         ]
 
     def wait_group(self, group: str, timeout: float | None = None) -> dict[str, Any]:

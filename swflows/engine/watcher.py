@@ -47,7 +47,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import tenacity
 
@@ -63,7 +63,6 @@ from swflows.services import Services
 from swflows.transports.base import SignalRead
 
 LOG = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 #: seconds between two looks at Nova for deleted or broken servers
 SERVER_CHECK_INTERVAL = 2.0

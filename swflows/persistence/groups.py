@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlalchemy as sa
 
 from swflows import exceptions, projects, states
+from swflows.persistence import owners
 
 if TYPE_CHECKING:
     from swflows.persistence.store import Store
@@ -197,12 +198,25 @@ class GroupStore:
 
         return self._store._read("get group", op)
 
-    def find(self, *, status: str | None = None) -> list[GroupRecord]:
-        """Every group (or those of ``status``), by name."""
+    def find(
+        self,
+        *,
+        status: str | None = None,
+        project: str | None = None,
+        unowned: bool = False,
+    ) -> list[GroupRecord]:
+        """Every group (or those of ``status``; ``project`` and ``unowned``:
+        see :func:`owners.in_project`), by name."""
         t = self._table
         query = sa.select(t).order_by(t.c.name)
         if status is not None:
             query = query.where(t.c.status == status)
+        if project is not None:
+            query = query.where(
+                owners.in_project(
+                    self._store.tables, projects.GROUP, t.c.id, project, unowned=unowned
+                )
+            )
         return self._store._read(
             "list groups",
             lambda conn: [self._from_row(row) for row in conn.execute(query)],

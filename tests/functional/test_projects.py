@@ -296,3 +296,29 @@ def test_a_scoped_listing_pages_full(sw: Swflows) -> None:
     assert {d.id for d in page} == set(ids["a"])
     page = sw.list_deployments(context=B, server_id=server, limit=5)
     assert len(page) == 5 and {d.id for d in page} <= set(ids["b"])
+
+
+def test_groups_are_listed_by_project(sw: Swflows, a_side: dict[str, Any]) -> None:
+    """A group is listed for its project (filtered in the query, as configs
+    and deployments are), for an admin asking for all projects, and for no
+    other project."""
+    name = f"grp-{uuid.uuid4().hex[:8]}"
+    made = sw.create_group(
+        name,
+        a_side["config"].id,
+        {"m0": a_side["server"]},
+        signal_transport="NO_SIGNAL",
+        wait_timeout=60,
+        context=A,
+    )
+    assert made["status"] == states.COMPLETE, made["status_reason"]
+    try:
+        assert name in {g["name"] for g in sw.list_groups(context=A)}
+        assert name not in {g["name"] for g in sw.list_groups(context=B)}
+        legacy = oslo_context.RequestContext(project_id="proj-legacy", roles=[])
+        assert name not in {g["name"] for g in sw.list_groups(context=legacy)}
+        listed = sw.list_groups(context=ADMIN, all_projects=True)
+        assert name in {g["name"] for g in listed}
+        assert name in {g["name"] for g in sw.list_groups()}
+    finally:
+        assert sw.delete_group(name, wait_timeout=60, context=A) is None
