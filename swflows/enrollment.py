@@ -10,11 +10,12 @@ and so does a failed enrollment.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from swflows import bootdata, exceptions, metadata
+from swflows import bootdata, exceptions, metadata, trusts
 from swflows import transport_names as names
 from swflows.clients.identity import StackUser
 from swflows.persistence.store import ServerRecord
@@ -24,6 +25,11 @@ from swflows.transports import (
     impl_zaqar_message,
     server_user,
 )
+
+if TYPE_CHECKING:
+    from oslo_context.context import RequestContext
+
+    from swflows.clients.compute import Compute
 
 LOG = logging.getLogger(__name__)
 
@@ -150,32 +156,100 @@ def remove_channel(
         server_user.remove(services, user)
 
 
-def nova_view(
-    services: Services, server_id: str
-) -> tuple[bool | None, str | None, str | None]:
-    """Whether ``server_id`` is a server of swflows' own project in Nova
-    (None: no compute, or Nova is down), and the channel key and config
-    transport its metadata names (a boot whose enrollment did not finish).
+class NovaView(NamedTuple):
+    """What Nova says of a server being enrolled."""
 
-    Only servers the project's listing shows are watched (the watcher
-    reads that listing); another project's server, which an admin may
-    see, is not.
+    #: whether the listing that will judge it shows it (None: no compute,
+    #: or Nova could not be asked)
+    in_compute: bool | None
+    #: the channel key and config transport its Nova metadata names (a
+    #: boot whose enrollment did not finish)
+    key: str | None = None
+    transport: str | None = None
+    #: whose listing shows it: the caller's project, None: swflows' own
+    project: str | None = None
+
+
+def nova_view(
+    services: Services,
+    server_id: str,
+    context: RequestContext | None = None,
+    *,
+    recorded: str | None = None,
+) -> NovaView:
+    """Whether a listing of Nova's shows ``server_id``, whose, and the
+    channel key and config transport its metadata names.
+
+    swflows' own compute login's listing first (it needs nothing more to
+    be read again); if it does not show the server, and trusts are on and
+    ``context`` carries the caller's token, the caller's own listing (its
+    token, scoped to its project): a server of the caller's project that
+    swflows' user cannot list is then the caller's project's, which the
+    watcher reads through a trust of that project
+    (:func:`servers_gone`).  A server no listing shows (another
+    project's, which an admin may see) is not watched.  A server
+    ``recorded`` as project P's (its listing showed it) keeps that view
+    (in_compute None) unless swflows' own listing or P's caller says
+    otherwise: no other listing may say it is gone.
     """
     if not services.clients.offers("compute"):
-        return None, None, None
-    compute = services.clients.compute
+        return NovaView(None)
+    own = _view(services.clients.compute, server_id, None)
+    if own.in_compute:
+        return own
+    asked = context if _as_caller(services, context) else None
+    project = None if asked is None else str(asked.project_id)
+    if recorded is not None and recorded != project:
+        return NovaView(None, own.key, own.transport)
+    if asked is None or project is None:
+        return own
+    try:
+        compute = services.clients.for_caller(str(asked.auth_token), project).compute
+    except exceptions.SwflowsError as exc:
+        LOG.warning(
+            "could not ask Nova about server %s as its caller: %s", server_id, exc
+        )
+        return NovaView(None, own.key, own.transport)
+    caller = _view(compute, server_id, project)
+    if caller.in_compute:
+        return caller
+    known = None if None in (own.in_compute, caller.in_compute) else False
+    return NovaView(known, own.key or caller.key, own.transport or caller.transport)
+
+
+def recorded_project(record: ServerRecord | None) -> str | None:
+    """The project whose listing showed the server when it was enrolled
+    (None: none, or swflows' own)."""
+    return record.compute_project if record is not None and record.in_compute else None
+
+
+def _as_caller(services: Services, context: RequestContext | None) -> bool:
+    """Whether Nova may be asked as the request's caller: trusts are on
+    (a caller's project is then watched through its trusts) and the
+    context carries its token."""
+    return services.clients.trustee is not None and trusts.carries_token(context)
+
+
+def _view(compute: Compute, server_id: str, project: str | None) -> NovaView:
+    """What ``compute``'s login (``project``'s; None: swflows' own) sees."""
     try:
         server = compute.get_server(server_id)
         listed = server is not None and server_id in compute.list_servers()
     except exceptions.SwflowsError as exc:
-        LOG.warning("could not ask Nova about server %s: %s", server_id, exc)
-        return None, None, None
+        LOG.warning(
+            "could not ask Nova about server %s%s: %s",
+            server_id,
+            f" as project {project}" if project else "",
+            exc,
+        )
+        return NovaView(None)
     if server is None:
-        return False, None, None
-    return (
+        return NovaView(False)
+    return NovaView(
         listed,
         server.metadata.get(NOVA_CHANNEL_KEY) or None,
         server.metadata.get(NOVA_TRANSPORT_KEY) or None,
+        project if listed else None,
     )
 
 
@@ -187,6 +261,7 @@ def enroll(
     *,
     key: str | None = None,
     nova: bool | None = None,
+    compute_project: str | None = None,
     agent: str | None = None,
 ) -> ServerRecord:
     """Give ``server_id`` its channel on transport ``name``, and publish.
@@ -200,15 +275,18 @@ def enroll(
     ``key`` names the channel's resources (default: the server id).
     ``agent`` (:data:`bootdata.AGENTS`) is recorded as the agent the server
     runs, which decides the form its document is published in; None keeps
-    the one recorded.
+    the one recorded.  ``nova`` records whether Nova knows the server, and
+    ``compute_project`` whose listing shows it (see :class:`NovaView`);
+    with ``nova`` None, swflows' own view is asked (:func:`nova_view`).
     """
     store = services.store
     record = metadata.find_server(services, server_id)
     old_name = record.config_transport if record else None
     old_channel = record.channel if record else None
     if nova is None:
-        nova, booted_key, _ = nova_view(services, server_id)
-        key = key or (booted_key if record is None else None)
+        view = nova_view(services, server_id, recorded=recorded_project(record))
+        nova, compute_project = view.in_compute, view.project
+        key = key or (view.key if record is None else None)
     adopting = old_channel is None and key is not None
     if (
         old_channel is not None
@@ -233,7 +311,14 @@ def enroll(
     agent = agent or (old_channel or {}).get(metadata.AGENT)
     if agent is not None:
         channel = {**channel, metadata.AGENT: bootdata.check_agent(agent)}
-    store.set_server_channel(server_id, name, channel, enrolled=True, in_compute=nova)
+    store.set_server_channel(
+        server_id,
+        name,
+        channel,
+        enrolled=True,
+        in_compute=nova,
+        compute_project=compute_project if nova else None,
+    )
     if (
         old_name
         and old_channel is not None
@@ -298,21 +383,44 @@ GONE_STATUSES = {"DELETED": "server deleted", "SOFT_DELETED": "server deleted"}
 ERROR_STATUS = "ERROR"
 
 
-def servers_gone(services: Services, server_ids: Iterable[str]) -> dict[str, str]:
-    """Which of ``server_ids`` Nova deleted or broke: id -> why.
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """One Nova listing the server-gone check reads: ``project``'s
+    through ``trust`` (both None: swflows' own), judging ``server_ids``."""
 
-    Only servers known to be Nova's (booted by swflows, or enrolled while
-    Nova listed them) are asked about, with one listing of the project's
-    servers; nothing is asked when none is, or no compute is configured.
-    """
-    if not services.clients.offers("compute"):
-        return {}
-    tracked = services.store.compute_servers(server_ids)
-    if not tracked:
-        return {}
-    listed = services.clients.compute.list_servers()
+    project: str | None
+    trust: str | None
+    server_ids: tuple[str, ...]
+
+
+def plan_listings(
+    tracked: Mapping[str, str | None], project_trusts: Mapping[str, str]
+) -> tuple[list[Listing], list[str]]:
+    """The listings that judge ``tracked`` (server id -> whose listing
+    shows it, None: swflows' own), one per project, and the servers no
+    listing may judge: their project has no trust in ``project_trusts``
+    (project id -> trust).  A server is only ever judged by its own
+    project's listing."""
+    by_project: dict[str | None, list[str]] = {}
+    for server_id, project in sorted(tracked.items()):
+        by_project.setdefault(project, []).append(server_id)
+    listings: list[Listing] = []
+    unchecked: list[str] = []
+    for project, ids in sorted(by_project.items(), key=lambda kv: kv[0] or ""):
+        if project is None:
+            listings.append(Listing(None, None, tuple(ids)))
+        elif project in project_trusts:
+            listings.append(Listing(project, project_trusts[project], tuple(ids)))
+        else:
+            unchecked.extend(ids)
+    return listings, unchecked
+
+
+def judge(server_ids: Iterable[str], listed: Mapping[str, str]) -> dict[str, str]:
+    """Which of ``server_ids`` their own project's listing (server id ->
+    Nova status) says are deleted or broken: id -> why."""
     gone: dict[str, str] = {}
-    for server_id in tracked:
+    for server_id in server_ids:
         status = listed.get(server_id)
         if status is None or status in GONE_STATUSES:
             gone[server_id] = "server deleted"
@@ -321,10 +429,60 @@ def servers_gone(services: Services, server_ids: Iterable[str]) -> dict[str, str
     return gone
 
 
+def servers_gone(services: Services, server_ids: Iterable[str]) -> dict[str, str]:
+    """Which of ``server_ids`` Nova deleted or broke: id -> why.
+
+    Only servers known to be Nova's (booted by swflows, or enrolled while
+    a listing showed them) are asked about, each in the listing that
+    showed it (:func:`plan_listings`), one listing per project: swflows'
+    own, or a project's read through a live trust of that project
+    (:func:`swflows.trusts.project_trusts`).  The servers of a project
+    with no live trust are not asked about; a listing that fails is
+    logged and the other projects' are still read.  Nothing is asked
+    when no server is tracked, or no compute is configured.
+    """
+    if not services.clients.offers("compute"):
+        return {}
+    tracked = services.store.compute_servers(server_ids)
+    if not tracked:
+        return {}
+    projects = {p for p in tracked.values() if p is not None}
+    found = (
+        trusts.project_trusts(services.store, projects)
+        if projects and services.clients.trustee is not None
+        else {}
+    )
+    listings, unchecked = plan_listings(tracked, found)
+    if unchecked:
+        LOG.debug(
+            "servers %s not checked: their project has no live trust to "
+            "list them through",
+            ", ".join(unchecked),
+        )
+    gone: dict[str, str] = {}
+    for listing in listings:
+        try:
+            if listing.trust is None:
+                listed = services.clients.compute.list_servers()
+            else:
+                acting = services.for_trust(listing.trust).project_clients
+                listed = acting.compute.list_servers()
+        except exceptions.SwflowsError as exc:
+            LOG.warning(
+                "could not list servers%s: %s",
+                f" of project {listing.project}" if listing.project else "",
+                exc,
+            )
+            continue
+        gone.update(judge(listing.server_ids, listed))
+    return gone
+
+
 def server_gone_check(services: Services, server_ids: Iterable[str]) -> dict[str, str]:
-    """:func:`servers_gone`, logging instead of raising when Nova is down."""
+    """:func:`servers_gone`, logging instead of raising when what it
+    reads is unreachable."""
     try:
         return servers_gone(services, server_ids)
     except exceptions.SwflowsError as exc:
-        LOG.warning("could not list servers: %s", exc)
+        LOG.warning("could not check servers: %s", exc)
         return {}

@@ -63,6 +63,16 @@ def acting_trusts(store: Store, deployment_ids: Iterable[str]) -> dict[str, str]
     return found
 
 
+def project_trusts(store: Store, project_ids: Iterable[str]) -> dict[str, str]:
+    """Project id -> a live trust of that project (a deployment's or a
+    group's, never a member's reference to its group's), for those of
+    ``project_ids`` that have one: what reads a project's own view of
+    the cloud (its Nova listing) after its callers' tokens expired."""
+    return store.project_trusts(
+        project_ids, (projects.DEPLOYMENT, projects.GROUP), skip=GROUP_REF
+    )
+
+
 def release(services: Context, kind: str, object_id: str) -> bool:
     """Delete the object's trust in Keystone, then forget it; whether it
     had one.  A group member's reference to its group's trust is only
@@ -95,6 +105,7 @@ __all__ = [
     "carries_token",
     "delegated_roles",
     "group_ref",
+    "project_trusts",
     "release",
     "trust_request",
 ]

@@ -50,22 +50,30 @@ def check_server_id(server_id: Any) -> str:
 
 
 def enroll(
-    sw: Deployments, server_id: str, requested: str | None, agent: str | None = None
+    sw: Deployments,
+    server_id: str,
+    requested: str | None,
+    agent: str | None = None,
+    context: RequestContext | None = None,
 ) -> dict[str, Any]:
     """Enroll on ``requested``, else the server's transport, else the one
     its Nova metadata names (a boot whose enrollment did not finish: its
     channel is adopted), else the configuration's; for ``agent`` (None:
-    the one recorded, else swflows' agent)."""
+    the one recorded, else swflows' agent).  Nova is asked as ``context``'s
+    caller too when swflows' own listing does not show the server
+    (:func:`swflows.enrollment.nova_view`)."""
     check_server_id(server_id)
     if agent is not None:
         bootdata.check_agent(agent)
     services = sw.services
     record = metadata.find_server(services, server_id)
-    nova, key, booted = enrollment.nova_view(services, server_id)
+    view = enrollment.nova_view(
+        services, server_id, context, recorded=enrollment.recorded_project(record)
+    )
     name = names.normalize_config_transport(
         requested
         or (record.config_transport if record else None)
-        or (booted if record is None else None)
+        or (view.transport if record is None else None)
         or sw.conf.default_software_config_transport
     )
     enrollment.enroll(
@@ -73,8 +81,9 @@ def enroll(
         server_id,
         name,
         sw._config_options(name),
-        key=key if record is None else None,
-        nova=nova,
+        key=view.key if record is None else None,
+        nova=view.in_compute,
+        compute_project=view.project,
         agent=agent,
     )
     return describe(sw, server_id)
@@ -116,6 +125,8 @@ def describe(sw: Deployments, server_id: str, console_lines: int = 0) -> dict[st
         "enrolled": enrolled is not None,
         "enrolled_at": enrolled.isoformat() if enrolled else None,
         "in_compute": record.in_compute,
+        # whose Nova listing shows it (None: swflows' own)
+        "compute_project": record.compute_project,
         "channel": shown,
         "collectors": list(collect.get("collectors") or ()),
         "metadata_version": record.metadata_version,
@@ -224,6 +235,7 @@ def create(
             )
         raise
     try:
+        # booted with swflows' own login: its own listing shows it
         services.store.set_server_channel(
             server.id, transport, channel, enrolled=True, in_compute=True
         )
@@ -244,7 +256,7 @@ def delete(sw: Deployments, server_id: str) -> None:
     a boot whose enrollment did not finish included)."""
     compute = sw.services.clients.compute  # NotSupported before anything is done
     known = metadata.find_server(sw.services, server_id) is not None
-    if not known and enrollment.nova_view(sw.services, server_id)[1]:
+    if not known and enrollment.nova_view(sw.services, server_id).key:
         # booted by swflows, its enrollment unfinished: the channel its
         # Nova metadata names is adopted, to be removed with the server
         enroll(sw, server_id, None)
@@ -293,7 +305,7 @@ class Servers(Deployments):
             else None
         )
         self._own(context, projects.SERVER, server_id)
-        enroll(self, server_id, config_transport, agent)
+        enroll(self, server_id, config_transport, agent, context)
         if policy is not None:
             self.set_deploy_policy(server_id, policy.to_dict(), context=context)
         return describe(self, server_id)

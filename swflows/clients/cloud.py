@@ -39,8 +39,7 @@ class Clients:
         messaging_for: Callable[[StackUser, str], Messaging] | None = None,
         identity_url: str | None = None,
         trustee: Trustee | None = None,
-        trusted: Callable[[Trustee, str], dict[str, Callable[[], Any] | None]]
-        | None = None,
+        acting: Callable[[Any], dict[str, Callable[[], Any] | None]] | None = None,
     ) -> None:
         self._factories: dict[str, Callable[[], Any] | None] = {
             "object_store": object_store,
@@ -55,7 +54,8 @@ class Clients:
         self.identity_url = identity_url
         #: swflows' own user callers delegate to (None: no trusts are made)
         self.trustee = trustee
-        self._trusted = trusted
+        #: a login -> the factories of the clients acting with it
+        self._acting = acting
         self._by_trust: collections.OrderedDict[str, Clients] = (
             collections.OrderedDict()
         )
@@ -75,16 +75,35 @@ class Clients:
         """Clients acting through ``trust_id`` (as its trustor, on its
         project) for the object store, messaging and compute; stack users
         and the identity URL are these clients' own.  Kept for reuse."""
-        if self.trustee is None or self._trusted is None:
-            raise exceptions.NotSupported(
-                "no [trustee] is configured to act through a trust"
-            )
+        trustee = self._needs_trustee("act through a trust")
         with self._lock:
             if trust_id in self._by_trust:
                 self._by_trust.move_to_end(trust_id)
                 return self._by_trust[trust_id]
-        factories = self._trusted(self.trustee, trust_id)
-        made = Clients(
+        made = self._logged_in(trustee.login(trust_id))
+        with self._lock:
+            self._by_trust[trust_id] = made
+            while len(self._by_trust) > TRUSTED_CLIENTS:
+                self._by_trust.popitem(last=False)
+        return made
+
+    def for_caller(self, token: str, project_id: str) -> Clients:
+        """Clients acting as a request's caller, with its ``token`` scoped
+        to ``project_id``, for the object store, messaging and compute (as
+        :meth:`for_trust`); for that request only: never kept."""
+        trustee = self._needs_trustee("act as a caller")
+        return self._logged_in(trustee.caller_login(token, project_id))
+
+    def _needs_trustee(self, what: str) -> Trustee:
+        if self.trustee is None or self._acting is None:
+            raise exceptions.NotSupported(f"no [trustee] is configured to {what}")
+        return self.trustee
+
+    def _logged_in(self, login: Any) -> Clients:
+        """Clients acting with ``login``; the rest are these clients' own."""
+        assert self._acting is not None
+        factories = self._acting(login)
+        return Clients(
             object_store=factories.get("object_store"),
             messaging=factories.get("messaging"),
             compute=factories.get("compute"),
@@ -95,11 +114,6 @@ class Clients:
             identity_url=self.identity_url,
             trustee=self.trustee,
         )
-        with self._lock:
-            self._by_trust[trust_id] = made
-            while len(self._by_trust) > TRUSTED_CLIENTS:
-                self._by_trust.popitem(last=False)
-        return made
 
     def forget_trust(self, trust_id: str) -> None:
         """Drop the clients kept for a trust that was deleted."""

@@ -21,6 +21,8 @@ using it raises :class:`~swflows.exceptions.NotSupported` naming it.
   that callers' trusts delegate to; clients acting through a trust log in
   as it, scoped by the trust, with each group's session options and
   endpoint (Swift's always from the catalog: it names the trustor's account).
+  Clients acting as a request's caller (its token, scoped to its project)
+  are built the same way.
 
 Options are read and auth plugins loaded when the clients are built, so a
 bad configuration fails at once; the services themselves are only reached
@@ -295,11 +297,12 @@ def _trustee(conf: cfg.ConfigOpts, auth_url: str | None) -> Trustee | None:
     )
 
 
-def _trusted(
+def _acting(
     conf: cfg.ConfigOpts,
-) -> Callable[[Trustee, str], dict[str, Callable[[], Any] | None]]:
-    """Factories of the clients acting through a trust, for each service
-    swflows' own clients offer (Swift only through Keystone)."""
+) -> Callable[[Any], dict[str, Callable[[], Any] | None]]:
+    """Factories of the clients acting with a login other than swflows'
+    own (the trustee's through a trust, a caller's token), for each
+    service swflows' own clients offer (Swift only through Keystone)."""
     offered = {
         "object_store": conf.object_store.auth_version != "v1"
         and load_auth(conf, "object_store") is not None,
@@ -310,9 +313,8 @@ def _trusted(
     zaqar = _Endpoint.of(conf, "messaging")
     nova = _Endpoint.of(conf, "compute")
 
-    def build(trustee: Trustee, trust_id: str) -> dict[str, Callable[[], Any] | None]:
-        login = trustee.login(trust_id)  # one token for the three services
-
+    def build(login: Any) -> dict[str, Callable[[], Any] | None]:
+        # one login, so one token, for the three services
         def object_store() -> ObjectStore:
             return ObjectStore.from_session(
                 load_session(conf, "object_store", login),
@@ -361,7 +363,7 @@ def client_factories(conf: cfg.ConfigOpts) -> dict[str, Any]:
         "messaging_for": _messaging_for(conf, auth_url),
         "identity_url": auth_url,
         "trustee": _trustee(conf, auth_url),
-        "trusted": _trusted(conf),
+        "acting": _acting(conf),
     }
 
 

@@ -112,6 +112,11 @@ class Trustee:
         """A session of the trustee scoped by ``trust_id`` (see :meth:`login`)."""
         return self._session_for(self.login(trust_id))
 
+    def caller_login(self, token: str, project_id: str) -> Any:
+        """A caller's login with its own ``token``, scoped to ``project_id``
+        (good while the token is)."""
+        return v3.Token(auth_url=self.auth_url, token=token, project_id=project_id)
+
     def create(self, context: oslo_context.RequestContext) -> str:
         """A new trust from the caller of ``context`` (its token) to the
         trustee; its id."""
@@ -126,11 +131,7 @@ class Trustee:
             delegated_roles(list(context.roles or ()), self.roles),
         )
         caller = self._session_for(
-            v3.Token(
-                auth_url=self.auth_url,
-                token=str(context.auth_token),
-                project_id=context.project_id,
-            )
+            self.caller_login(str(context.auth_token), str(context.project_id))
         )
         try:
             resp = caller.post(self.auth_url + TRUSTS_PATH, json=body, raise_exc=False)

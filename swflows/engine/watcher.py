@@ -14,8 +14,9 @@ object whose ETag moved).  A flow may go on when:
   ``never_picked_up``);
 - Nova deleted its server or reports it in ERROR (FAILED, kind
   ``server_gone``), for servers Nova is known to hold: one server listing
-  at most every ``SERVER_CHECK_INTERVAL`` seconds, whatever the number of
-  flows;
+  per project (swflows' own, or a project's through one of its trusts:
+  :func:`swflows.enrollment.servers_gone`) at most every
+  ``SERVER_CHECK_INTERVAL`` seconds, whatever the number of flows;
 - it is a custom flow asked to cancel (FAILED, kind ``cancelled``, if the
   canceller had not ended it yet).
 

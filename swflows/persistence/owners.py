@@ -140,6 +140,43 @@ class OwnerRows(Database):
             object_id: str(self._open(sealed)) for object_id, sealed in found.items()
         }
 
+    def project_trusts(
+        self,
+        project_ids: Iterable[str],
+        kinds: Iterable[str],
+        *,
+        skip: str | None = None,
+    ) -> dict[str, str]:
+        """Project id -> a trust recorded for an object of that project
+        (of one of ``kinds``), for those of ``project_ids`` with one; a
+        trust whose id starts with ``skip`` (a reference, not a trust) is
+        passed over.  The newest object's trust is chosen."""
+        wanted = sorted(set(project_ids))
+        kinds = sorted(set(kinds))
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for start in range(0, len(wanted), 500):
+                rows = conn.execute(
+                    sa.select(o.c.project_id, o.c.trust)
+                    .where(
+                        o.c.kind.in_(kinds),
+                        o.c.project_id.in_(wanted[start : start + 500]),
+                        o.c.trust.is_not(None),
+                    )
+                    .order_by(o.c.created_at.desc(), o.c.object_id)
+                )
+                for row in rows:
+                    if row.project_id in found:
+                        continue
+                    trust = str(self._open(row.trust))
+                    if skip is None or not trust.startswith(skip):
+                        found[row.project_id] = trust
+            return found
+
+        return self._read("list project trusts", op) if wanted and kinds else {}
+
     def forget_owner(self, kind: str, object_id: str) -> None:
         """Remove the object's owner (and a server's policy) with it."""
         o = self._tables.owners

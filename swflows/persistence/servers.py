@@ -62,6 +62,9 @@ class ServerRecord:
     enrolled_time: _dt.datetime | None = None
     #: Nova knows it (its deletion or ERROR fails waiting deployments)
     in_compute: bool = False
+    #: whose Nova listing shows it: a project's (read through a trust of
+    #: that project), None: swflows' own compute login's
+    compute_project: str | None = None
 
 
 class ServerRows(ConfigRows):
@@ -112,6 +115,7 @@ class ServerRows(ConfigRows):
             updated_time=row.updated_at,
             enrolled_time=row.enrolled_at,
             in_compute=bool(row.in_compute),
+            compute_project=row.compute_project,
         )
 
     def get_server(self, server_id: str) -> ServerRecord:
@@ -143,14 +147,16 @@ class ServerRows(ConfigRows):
         *,
         enrolled: bool | None = None,
         in_compute: bool | None = None,
+        compute_project: str | None = None,
     ) -> ServerRecord:
         """Record how a server gets its metadata; the channel is encrypted.
 
         A changed transport or channel resets ``published_version`` to 0:
         nothing has been published through the new channel yet.
         ``enrolled`` sets (True) or clears (False) the enrollment time;
-        ``in_compute`` records whether Nova knows the server; None keeps
-        either as it is.
+        ``in_compute`` records whether Nova knows the server, together
+        with ``compute_project``, whose listing shows it (None: swflows'
+        own compute login's); None keeps each as it is.
         """
         check_str("server_id", server_id)
         if config_transport is not None:
@@ -159,6 +165,12 @@ class ServerRows(ConfigRows):
                 raise exceptions.ValidationError(
                     "config_transport",
                     f"must be at most {_tables.TRANSPORT_LENGTH} characters",
+                )
+        if compute_project is not None:
+            check_str("compute_project", compute_project)
+            if not in_compute:
+                raise exceptions.ValidationError(
+                    "compute_project", "is recorded with in_compute True"
                 )
         if channel is not None and not isinstance(channel, Mapping):
             raise exceptions.ValidationError("channel", "must be a mapping or None")
@@ -182,6 +194,7 @@ class ServerRows(ConfigRows):
                 )
             if in_compute is not None:
                 values["in_compute"] = in_compute
+                values["compute_project"] = compute_project
             conn.execute(sa.update(s).where(s.c.server_id == server_id).values(values))
             return self._server_from_row(
                 conn.execute(sa.select(s).where(s.c.server_id == server_id)).one()
@@ -213,20 +226,22 @@ class ServerRows(ConfigRows):
 
         return self._write("delete server", op)
 
-    def compute_servers(self, server_ids: Iterable[str]) -> set[str]:
-        """Which of ``server_ids`` Nova knows (``in_compute``), in one query."""
+    def compute_servers(self, server_ids: Iterable[str]) -> dict[str, str | None]:
+        """Which of ``server_ids`` Nova knows (``in_compute``), each with
+        the project whose listing shows it (None: swflows' own), in one
+        query."""
         wanted = sorted(set(server_ids))
         if not wanted:
-            return set()
+            return {}
         s = self._tables.servers
 
-        def op(conn: sa.Connection) -> set[str]:
-            rows = conn.scalars(
-                sa.select(s.c.server_id).where(
+        def op(conn: sa.Connection) -> dict[str, str | None]:
+            rows = conn.execute(
+                sa.select(s.c.server_id, s.c.compute_project).where(
                     s.c.server_id.in_(wanted), s.c.in_compute.is_(True)
                 )
             )
-            return set(rows)
+            return {row.server_id: row.compute_project for row in rows}
 
         return self._read("read compute servers", op)
 

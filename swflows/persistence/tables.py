@@ -130,6 +130,9 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         # Nova knows the server: the watcher fails its waiting deployments
         # when Nova deletes it or reports it in ERROR
         sa.Column("in_compute", sa.Boolean(), nullable=True),
+        # whose Nova listing shows it: a project's (read through a trust of
+        # that project), or NULL, swflows' own compute login's
+        sa.Column("compute_project", sa.String(NAME_LENGTH), nullable=True),
     )
     deployments = sa.Table(
         f"{p}deployments",

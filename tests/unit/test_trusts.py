@@ -68,15 +68,15 @@ def _no_session(auth: Any) -> Any:
 def test_clients_through_a_trust_are_kept_and_share_swflows_own_parts() -> None:
     built: list[str] = []
 
-    def trusted(trustee: trusts.Trustee, trust_id: str) -> dict[str, Any]:
-        built.append(trust_id)
-        return {"object_store": lambda: f"swift as {trust_id}", "messaging": None}
+    def acting(login: Any) -> dict[str, Any]:  # this trustee's login: the id
+        built.append(login)
+        return {"object_store": lambda: f"swift as {login}", "messaging": None}
 
     own = Clients(
         object_store=lambda: "own swift",  # type: ignore[arg-type,return-value]
         identity_url="http://keystone/v3",
         trustee=_Trustee(),
-        trusted=trusted,
+        acting=acting,
     )
     through = own.for_trust("t1")
     assert own.for_trust("t1") is through and built == ["t1"]
@@ -125,7 +125,7 @@ def test_services_act_through_a_deployments_trust(tmp_path: Path) -> None:
     with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
         clients = Clients(
             trustee=_Trustee(),
-            trusted=lambda trustee, trust_id: {"compute": lambda: trust_id},
+            acting=lambda login: {"compute": lambda: login},
         )
         services = Services(
             store, sw_conf.get_conf(config_files=[]), clients, secret=b"k" * 32
@@ -191,9 +191,7 @@ def test_a_release_deletes_a_trust_once_and_a_members_reference_only_goes(
 ) -> None:
     with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
         trustee = _Deleting()
-        clients = Clients(
-            trustee=trustee, trusted=lambda trustee, trust_id: {"compute": None}
-        )
+        clients = Clients(trustee=trustee, acting=lambda login: {"compute": None})
         services = Services(
             store, sw_conf.get_conf(config_files=[]), clients, secret=b"k" * 32
         )
