@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import queue
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -395,3 +396,135 @@ def test_a_groups_later_batches_go_on_through_its_trust_after_a_restart(
         lambda: held not in trusts_of(devcloud, trustor),
         what="the group's trust to be deleted",
     )
+
+
+# -- Nova's view of a project's server ------------------------------------------
+
+
+def standin_server(devcloud: dict[str, Any], project_id: str) -> str:
+    """A server of ``project_id`` in the Nova stand-in (no agent runs on it)."""
+    server_id = str(uuid.uuid4())
+    requests.put(
+        f"{devcloud['nova']['control_url']}/servers/{server_id}",
+        json={"name": "app-" + server_id[:8], "tenant_id": project_id},
+        timeout=30,
+    ).raise_for_status()
+    return server_id
+
+
+def delete_in_nova(devcloud: dict[str, Any], *server_ids: str) -> None:
+    for server_id in server_ids:
+        resp = requests.delete(
+            f"{devcloud['nova']['control_url']}/servers/{server_id}", timeout=30
+        )
+        assert resp.status_code in (200, 204, 404), resp.text
+
+
+def test_a_projects_server_is_watched_through_its_trust_after_the_token_is_revoked(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    token, caller = demo2_caller(devcloud)
+    trustor, project = str(caller.user_id), str(caller.project_id)
+    before = trusts_of(devcloud, trustor)
+    server_id = standin_server(devcloud, project)
+    try:
+        with engine(devcloud, trustee, tmp_path, pg_url, unique_prefix()) as sw:
+            own = sw.services.clients.compute
+            assert own.get_server(server_id) is None  # swflows' user cannot see it
+            assert server_id not in own.list_servers()
+            shown = sw.enroll_server(server_id, context=caller)
+            assert shown["in_compute"] is True
+            assert shown["compute_project"] == project
+            config = sw.create_config("app", SCRIPT, group="script", context=caller)
+            dep = sw.deploy(
+                server_id, config.id, timeout=600, wait=False, context=caller
+            )
+            until(functools.partial(parked, sw, dep.id), what="the flow to park")
+            held = sw.store.get_trust(projects.DEPLOYMENT, dep.id)
+            assert held is not None and held in trusts_of(devcloud, trustor) - before
+            revoke(devcloud, token)
+
+            delete_in_nova(devcloud, server_id)
+            done = sw.wait(dep.id, timeout=60)
+            assert done.status == states.FAILED
+            assert done.reason == {
+                "kind": states.ReasonKind.SERVER_GONE.value,
+                "server_id": server_id,
+                "detail": "server deleted",
+            }
+            sw.undeploy(dep.id)
+            assert held not in trusts_of(devcloud, trustor)
+            assert sw.unenroll_server(server_id)
+            assert flowkit.leftovers(sw, dep.id) == {}
+    finally:
+        delete_in_nova(devcloud, server_id)
+    assert not trusts_of(devcloud, trustor) - before
+
+
+def test_a_projects_server_is_never_judged_by_another_listing(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """demo2's servers, one enrolled without a token (Nova's view: none),
+    one with demo2's token but no trust of demo2 to read its listing
+    through, are deleted in Nova: their deployments go on waiting while
+    swflows' own listing is read again and again (it judges a server of
+    its own project, whose deployment fails)."""
+    _, caller = demo2_caller(devcloud)
+    _, demo = login(devcloud, "demo")
+    project = str(caller.project_id)
+    untold, untrusted = (standin_server(devcloud, project) for _ in range(2))
+    mine = standin_server(devcloud, demo["project"]["id"])
+    try:
+        with engine(devcloud, trustee, tmp_path, pg_url, unique_prefix()) as sw:
+            compute = sw.services.clients.compute
+            listings: list[float] = []
+            real = compute.list_servers
+
+            def counted() -> dict[str, str]:
+                listings.append(time.monotonic())
+                return real()
+
+            monkeypatch.setattr(compute, "list_servers", counted)
+            shown = sw.enroll_server(untold)  # no token: swflows' own view
+            assert (shown["in_compute"], shown["compute_project"]) == (False, None)
+            shown = sw.enroll_server(untrusted, context=caller)
+            assert (shown["in_compute"], shown["compute_project"]) == (True, project)
+            shown = sw.enroll_server(mine)
+            assert (shown["in_compute"], shown["compute_project"]) == (True, None)
+            config = sw.create_config("app", SCRIPT, group="script")
+            deps = {
+                s: sw.deploy(s, config.id, timeout=600, wait=False).id
+                for s in (untold, untrusted, mine)
+            }
+            for dep_id in deps.values():
+                until(functools.partial(parked, sw, dep_id), what="the flows to park")
+            assert sw.store.get_trust(projects.DEPLOYMENT, deps[untrusted]) is None
+
+            delete_in_nova(devcloud, untold, untrusted)
+            deleted = time.monotonic()
+            until(
+                lambda: sum(t > deleted for t in listings) >= 2,
+                timeout=60,
+                what="swflows' own listing to be read again",
+            )
+            for server_id in (untold, untrusted):
+                assert sw.show(deps[server_id]).status == states.IN_PROGRESS
+                assert parked(sw, deps[server_id]) is not None
+            delete_in_nova(devcloud, mine)
+            done = sw.wait(deps[mine], timeout=60)
+            assert (done.reason or {}).get("detail") == "server deleted"
+            for server_id, dep_id in deps.items():
+                with contextlib.suppress(exceptions.InvalidTransition):
+                    sw.cancel(dep_id, "test over")
+                sw.wait(dep_id, timeout=60)
+                sw.undeploy(dep_id)
+                assert sw.unenroll_server(server_id)
+    finally:
+        delete_in_nova(devcloud, untold, untrusted, mine)
