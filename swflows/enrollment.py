@@ -429,6 +429,20 @@ def judge(server_ids: Iterable[str], listed: Mapping[str, str]) -> dict[str, str
     return gone
 
 
+def project_compute(services: Services, project: str | None) -> Compute | None:
+    """The compute client whose listing shows a server recorded as
+    ``project``'s: swflows' own (None), else one through a live trust of
+    that project; None when it has none (or trusts are off)."""
+    if project is None:
+        return services.clients.compute
+    if services.clients.trustee is None:
+        return None
+    found = trusts.project_trusts(services.store, [project]).get(project)
+    if found is None:
+        return None
+    return services.for_trust(found).project_clients.compute
+
+
 def servers_gone(services: Services, server_ids: Iterable[str]) -> dict[str, str]:
     """Which of ``server_ids`` Nova deleted or broke: id -> why.
 

@@ -142,12 +142,20 @@ def describe(sw: Deployments, server_id: str, console_lines: int = 0) -> dict[st
 
 def console(sw: Deployments, server_id: str, lines: int) -> str | None:
     """The end of the server's console log, where an agent that died says
-    why; None for a server Nova does not hold (or no compute), and the
-    error itself when Nova cannot give it."""
+    why, asked as the login whose listing shows the server (a project's
+    through one of its trusts); None for a server Nova does not hold (or
+    no compute), and the error itself when Nova cannot give it."""
     if not sw.services.clients.offers("compute"):
         return None
+    project = sw.store.get_server(server_id).compute_project
     try:
-        return sw.services.clients.compute.console_output(server_id, lines)
+        compute = enrollment.project_compute(sw.services, project)
+        if compute is None:
+            return (
+                f"(console log unavailable: project {project} has no live "
+                "trust to read it through)"
+            )
+        return compute.console_output(server_id, lines)
     except exceptions.SwflowsError as exc:
         return f"(console log unavailable: {exc})"
 

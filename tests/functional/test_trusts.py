@@ -446,6 +446,10 @@ def test_a_projects_server_is_watched_through_its_trust_after_the_token_is_revok
             held = sw.store.get_trust(projects.DEPLOYMENT, dep.id)
             assert held is not None and held in trusts_of(devcloud, trustor) - before
             revoke(devcloud, token)
+            # its console log is read through the trust too (swflows' own
+            # login would be told it does not exist: None); no agent wrote
+            assert sw.show_server(server_id, console_lines=3)["console"] == ""
+            assert own.console_output(server_id, 3) is None
 
             delete_in_nova(devcloud, server_id)
             done = sw.wait(dep.id, timeout=60)

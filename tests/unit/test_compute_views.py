@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from oslo_context import context as oslo_context
 
 from swflows import conf as sw_conf
 from swflows import enrollment, exceptions, projects, trusts
+from swflows.api import servers
 from swflows.clients.cloud import Clients
 from swflows.clients.compute import ServerInfo
 from swflows.persistence import Store
@@ -46,6 +48,9 @@ class FakeNova:
     def list_servers(self) -> dict[str, str]:
         self.listings += 1
         return dict(self._reached())
+
+    def console_output(self, server_id: str, lines: int) -> str | None:
+        return f"{self.who}: {server_id}" if server_id in self._reached() else None
 
 
 class _Trustee(trusts.Trustee):
@@ -290,3 +295,18 @@ def test_enrolling_records_whose_listing_shows_the_server(store: Store) -> None:
     assert (record.in_compute, record.compute_project) == (True, "p1")
     record = enrollment.enroll(made, "s2", "POLL_SERVER_HEAT")
     assert (record.in_compute, record.compute_project) == (False, None)
+
+
+def test_a_projects_server_console_is_read_through_its_trust(store: Store) -> None:
+    cloud = Cloud()
+    cloud.nova(OWN, {"own-1": "ACTIVE"})
+    cloud.nova("t1", {"p1-1": "ACTIVE"})
+    track(store, "own-1", None)
+    track(store, "p1-1", "p1")
+    track(store, "p2-1", "p2")
+    trust(store, projects.DEPLOYMENT, "d1", "p1", "t1")
+    sw: Any = SimpleNamespace(services=services(store, cloud), store=store)
+    assert servers.console(sw, "own-1", 5) == "own: own-1"
+    assert servers.console(sw, "p1-1", 5) == "t1: p1-1"
+    shown = servers.console(sw, "p2-1", 5)
+    assert shown is not None and "project p2 has no live trust" in shown
