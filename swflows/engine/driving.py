@@ -39,6 +39,7 @@ from swflows.engine.results import FlowCancelled, Results
 from swflows.engine.watcher import Watcher, waiting_of
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence import logbook
 from swflows.services import SERVICES_KEY, Services
 
 if TYPE_CHECKING:
@@ -115,6 +116,16 @@ class Driving(Results):
             return self.services
         return self.services.for_deployment(deployment_id)
 
+    def drives_now(self, flow_id: str) -> bool | None:
+        """Whether this runner drives ``flow_id`` now: None if not, else
+        whether that drive goes on (False: it lost the flow and is
+        stopping, or its end is being recorded)."""
+        with self._lock:
+            drive = self._drives.get(flow_id)
+            if drive is None:
+                return False if flow_id in self._recording else None
+            return not drive.lost
+
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
@@ -182,6 +193,9 @@ class Driving(Results):
                     drive.engine.run()
                     if not drive.cancelling or drive.lost or self.stopping:
                         break
+        except logbook.FlowFenced as exc:  # another runner holds it now
+            drive.lost = True
+            LOG.warning("%s", exc)
         except BaseException as exc:  # the flow's own error, after its revert
             error = exc
         finally:
@@ -353,6 +367,12 @@ class Driving(Results):
             )
             return
         if state in (tf_states.SUCCESS, tf_states.REVERTED):
+            if state == tf_states.REVERTED:
+                LOG.warning(
+                    "flow %s reverted: %s",
+                    flow_id,
+                    faults.describe(error) if error is not None else "cancelled",
+                )
             if drive.custom:
                 self._keep_result(drive, state, error)
             self._forget(flow_id, keep_book=drive.custom)
