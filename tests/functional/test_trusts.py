@@ -370,6 +370,11 @@ def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
             assert owner == projects.Owner(body["project"]["id"], trustor)
             own = sw.store.get_trust(projects.DEPLOYMENT, deployment_id)
             [held] = trusts_of(devcloud, trustor) - before - {own}
+            # kept under the deployment it waits for (the sweeper lets go of
+            # it once that ended, should this process die before reporting)
+            [pending] = sw.store.owned_ids(trusts.CALLBACK)
+            assert trusts.callback_deployment(pending) == deployment_id
+            assert sw.store.get_trust(trusts.CALLBACK, pending) == held
             revoke(devcloud, token)
             put = received.get(timeout=90)
         assert put["path"] == f"/v2/action_executions/{action_id}"
