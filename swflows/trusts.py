@@ -73,6 +73,50 @@ def project_trusts(store: Store, project_ids: Iterable[str]) -> dict[str, str]:
     )
 
 
+def callback_key(deployment_id: str | None, nonce: str) -> str:
+    """The key a pending result's trust is kept under: the deployment the
+    result waits for (``-`` until it is known) and a nonce."""
+    return f"{deployment_id or '-'}/{nonce}"
+
+
+def callback_deployment(key: str) -> str | None:
+    """The deployment a pending result's key names (None: not known yet)."""
+    head, sep, _ = key.rpartition("/")
+    return head if sep and head != "-" else None
+
+
+def unneeded(store: Store) -> list[tuple[str, str]]:
+    """``(kind, object id)`` of the owner rows, with their trusts, that
+    nothing needs any more:
+
+    * a deployment's, with no deployment row and no flow of it (a revert
+      removed the row and its runner stopped before it let go of the
+      trust);
+    * a pending result's (:data:`CALLBACK`) whose deployment ended or is
+      gone with no flow of it left, or was never named (the process
+      holding it died before reporting, or before it knew the deployment).
+
+    A row that is merely new looks the same (its deployment is being made):
+    callers wait for a grace period before acting on one.
+    """
+    from swflows.persistence import flow_registry as flow_rows
+
+    found = [(projects.DEPLOYMENT, i) for i in store.ownerless_deployments()]
+    registry = flow_rows.FlowRegistry(store)
+    for key in store.owned_ids(CALLBACK):
+        deployment_id = callback_deployment(key)
+        if deployment_id is not None:
+            if registry.find(deployment_id=deployment_id):
+                continue
+            try:
+                if not store.get_deployment(deployment_id).is_terminal:
+                    continue
+            except exceptions.DeploymentNotFound:
+                pass
+        found.append((CALLBACK, key))
+    return found
+
+
 def release(services: Context, kind: str, object_id: str) -> bool:
     """Delete the object's trust in Keystone, then forget it; whether it
     had one.  A group member's reference to its group's trust is only
@@ -102,10 +146,13 @@ __all__ = [
     "GROUP_REF",
     "Trustee",
     "acting_trusts",
+    "callback_deployment",
+    "callback_key",
     "carries_token",
     "delegated_roles",
     "group_ref",
     "project_trusts",
     "release",
     "trust_request",
+    "unneeded",
 ]

@@ -222,6 +222,12 @@ class Conductor(jobboard.Jobs):
             # a duplicate job: a live conductor drives the flow already
             self._settle(job, "consume")
             return None
+        driven = self.runner.drives_now(flow_id)
+        if driven is not None:
+            # its claim was lost (a ZooKeeper session that expired drops
+            # every claim at once) and taken again here before the drive
+            # noticed: never a second drive of it in this process
+            return self._claimed_again(job, flow_id, driven)
         if row.takeovers >= engine_runner.MAX_TAKEOVERS:
             note = (
                 f"taken over {row.takeovers} times without finishing: the "
@@ -259,6 +265,28 @@ class Conductor(jobboard.Jobs):
         LOG.info("flow %s (%s): claimed by %s", flow_id, row.kind, self.name)
         return flow_id
 
+    def _claimed_again(self, job: Any, flow_id: str, goes_on: bool) -> str | None:
+        """A job claimed for a flow this conductor still drives: the drive
+        that goes on keeps it under the new claim; one that is stopping
+        leaves the flow to whoever claims it next (its row is let go, so
+        nothing more it writes reaches the logbook)."""
+        if goes_on and self.registry.claim(
+            flow_id,
+            self.name,
+            lease_until=time.time() + self.board.claim_expiry,
+            now=time.time(),
+            from_states=(flow_rows.RUNNING,),
+        ):
+            with self._lock:
+                self._held[flow_id] = job
+                self._lost.discard(flow_id)
+            LOG.info("flow %s: claimed again by %s, driven on", flow_id, self.name)
+            return flow_id
+        self.registry.release(flow_id, self.name)
+        self._settle(job, "abandon")
+        LOG.info("flow %s: still stopping here: its job given back", flow_id)
+        return None
+
     def _settle(self, job: Any, how: str) -> bool:
         op = {
             "consume": self.board.consume,
@@ -294,6 +322,8 @@ class Conductor(jobboard.Jobs):
             self.registry.release(flow_id, self.name)
             self._settle(job, "abandon")
             self._wake.set()
+        else:  # another drives it (it took the row): this claim is stale
+            self._settle(job, "abandon")
 
     def fence_for(self, flow_id: str) -> Any:
         def fence(drive: Any) -> None:

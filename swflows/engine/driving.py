@@ -33,12 +33,13 @@ from taskflow import states as tf_states
 from taskflow.types import failure as tf_failure
 from taskflow.types import notifier
 
-from swflows import exceptions
+from swflows import exceptions, projects, trusts
 from swflows.engine import faults
 from swflows.engine.results import FlowCancelled, Results
 from swflows.engine.watcher import Watcher, waiting_of
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence import logbook
 from swflows.services import SERVICES_KEY, Services
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class _Drive:
         self.custom = False
         #: stopped at a step boundary because it was cancelled
         self.cancelling = False
+        #: the deployment it works on ('' for a developer's own flow)
+        self.deployment_id = ""
         #: called before each step (under a conductor: raises
         #: :class:`~swflows.engine.conductor.ClaimLost` once the job's
         #: claim is another's)
@@ -115,6 +118,16 @@ class Driving(Results):
             return self.services
         return self.services.for_deployment(deployment_id)
 
+    def drives_now(self, flow_id: str) -> bool | None:
+        """Whether this runner drives ``flow_id`` now: None if not, else
+        whether that drive goes on (False: it lost the flow and is
+        stopping, or its end is being recorded)."""
+        with self._lock:
+            drive = self._drives.get(flow_id)
+            if drive is None:
+                return False if flow_id in self._recording else None
+            return not drive.lost
+
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
@@ -139,6 +152,7 @@ class Driving(Results):
         drive = _Drive(flow_id, engine, parks_after(flow))
         drive.resumed = resumed
         drive.custom = custom
+        drive.deployment_id = deployment_id
         if self.jobs is not None:
             drive.fence = self.jobs.fence_for(flow_id)
         engine.atom_notifier.register(notifier.Notifier.ANY, self._on_atom(drive))
@@ -182,6 +196,9 @@ class Driving(Results):
                     drive.engine.run()
                     if not drive.cancelling or drive.lost or self.stopping:
                         break
+        except logbook.FlowFenced as exc:  # another runner holds it now
+            drive.lost = True
+            LOG.warning("%s", exc)
         except BaseException as exc:  # the flow's own error, after its revert
             error = exc
         finally:
@@ -353,6 +370,14 @@ class Driving(Results):
             )
             return
         if state in (tf_states.SUCCESS, tf_states.REVERTED):
+            if state == tf_states.REVERTED:
+                LOG.warning(
+                    "flow %s reverted: %s",
+                    flow_id,
+                    faults.describe(error) if error is not None else "cancelled",
+                )
+                if drive.deployment_id:
+                    self._let_go_of_removed(drive.deployment_id)
             if drive.custom:
                 self._keep_result(drive, state, error)
             self._forget(flow_id, keep_book=drive.custom)
@@ -368,6 +393,26 @@ class Driving(Results):
             self.registry.release(flow_id, self.owner, failed=failed)
             if error is not None:
                 LOG.error("flow %s stopped: %s", flow_id, faults.describe(error))
+
+    def _let_go_of_removed(self, deployment_id: str) -> None:
+        """After a revert removed a new deployment: its owner row and its
+        trust, which the revert's last steps still needed, go too.  What
+        fails here is left to the sweeper (:mod:`swflows.engine.sweeper`)."""
+        store = self.services.store
+        try:
+            store.get_deployment(deployment_id)
+            return  # it stays (an action on it reverted, not its creation)
+        except exceptions.DeploymentNotFound:
+            pass
+        try:
+            trusts.release(self.services, projects.DEPLOYMENT, deployment_id)
+            store.forget_owner(projects.DEPLOYMENT, deployment_id)
+        except Exception as exc:
+            LOG.warning(
+                "deployment %s: its trust is left to the sweeper: %s",
+                deployment_id,
+                faults.describe(exc),
+            )
 
     def _waiting(self, drive: _Drive) -> dict[str, Any]:
         """What a parked flow waits for, from its stored values: the first

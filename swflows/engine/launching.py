@@ -138,8 +138,15 @@ class Launching(Driving):
             detail.meta[META_KEY] = meta
             with self._connection() as conn:
                 conn.save_logbook(book)
+            # the engine driving it here writes only while this runner holds
+            # it; a poster's engine only stores the inputs, for a conductor
+            backend = (
+                self.backend
+                if self.jobs is not None
+                else self.backend.fenced(flow_id, self.owner)
+            )
             engine = engines.load(
-                flow, store=inputs, flow_detail=detail, book=book, backend=self.backend
+                flow, store=inputs, flow_detail=detail, book=book, backend=backend
             )
             if self.jobs is not None:  # a conductor drives it
                 self.jobs.post(flow_id)

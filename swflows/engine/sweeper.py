@@ -7,7 +7,11 @@ database are swept, never those of another installation sharing the
 account.  The same sweep removes metadata objects and queues that carry
 this installation's owner tag and that no server of its store has owned at
 any sweep for ``channel_sweep_grace`` seconds (a crash, or a version before
-unenroll closed its race, left them).
+unenroll closed its race, left them).  And it lets go of the Keystone
+trusts (with their owner rows) nothing needs any more, once seen unneeded
+for :data:`TRUST_GRACE` seconds (see :func:`swflows.trusts.unneeded`): a
+runner that stopped between a revert and letting go of the trust, or a
+process that died holding a pending result's trust.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from swflows import exceptions, metadata
+from swflows import exceptions, metadata, trusts
 from swflows import transport_names as names
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
@@ -28,6 +32,10 @@ LOG = logging.getLogger(__name__)
 
 #: transports whose stores a late signal can bring back (swept)
 SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
+
+#: seconds an owner row and its trust must look unneeded before they go:
+#: longer than making a deployment takes, and than reporting a result
+TRUST_GRACE = 600.0
 
 #: how a sweep reports a failure it contained: ``(step, error)``
 Contain = Callable[[str, BaseException], None]
@@ -50,6 +58,9 @@ class Sweeper:
         self._last_sweep = time.monotonic()
         #: orphaned metadata channels, (transport, id) -> when first seen
         self._orphans: dict[tuple[str, str], float] = {}
+        #: unneeded owner rows, (kind, id) -> when first seen
+        self._unneeded: dict[tuple[str, str], float] = {}
+        self.trust_grace = TRUST_GRACE
 
     def sweep_if_due(self) -> None:
         """Sweep stores and channels once ``sweep_interval`` has passed
@@ -61,11 +72,38 @@ class Sweeper:
         for step, sweep in (
             ("sweeping signal stores", self.sweep),
             ("sweeping channels", self.sweep_channels),
+            ("sweeping trusts", self.sweep_trusts),
         ):
             try:
                 sweep()
             except Exception as exc:
                 self.contain(step, exc)
+
+    def sweep_trusts(self) -> list[tuple[str, str]]:
+        """Let go of the owner rows and trusts nothing has needed since
+        ``trust_grace`` seconds; ``(kind, id)`` of those let go.  One that
+        cannot be deleted now (Keystone unreachable) is tried again at the
+        next sweep."""
+        now = time.monotonic()
+        found = set(trusts.unneeded(self.services.store))
+        for key in set(self._unneeded) - found:
+            del self._unneeded[key]
+        released = []
+        for key in sorted(found):
+            first = self._unneeded.setdefault(key, now)
+            if now - first < self.trust_grace:
+                continue
+            kind, object_id = key
+            try:
+                trusts.release(self.services, kind, object_id)
+                self.services.store.forget_owner(kind, object_id)
+            except exceptions.SwflowsError as exc:
+                self.contain("sweeping trusts", exc)
+                continue
+            del self._unneeded[key]
+            LOG.info("%s %s: its owner row and trust let go", kind, object_id)
+            released.append(key)
+        return released
 
     def sweep(self) -> list[str]:
         """Remove signal stores no unfinished flow can read; their keys."""

@@ -220,7 +220,9 @@ class Takeover(Driving):
             self._finish(flow_id, None)
             return False
         flow = engines.flow_from_detail(detail)
-        engine = engines.load(flow, flow_detail=detail, backend=self.backend)
+        engine = engines.load(
+            flow, flow_detail=detail, backend=self.backend.fenced(flow_id, self.owner)
+        )
         self._future(flow_id)
         self._submit(
             flow_id,
@@ -264,7 +266,7 @@ class Takeover(Driving):
             flow,
             store={compose.FLOW_ID_KEY: flow_id},
             flow_detail=detail,
-            backend=self.backend,
+            backend=self.backend.fenced(flow_id, self.owner),
         )
         self._future(flow_id)
         self._submit(flow_id, engine, flow, resumed=True, custom=True)

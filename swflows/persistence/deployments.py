@@ -321,12 +321,14 @@ class DeploymentRows(ServerRows):
         return self._read("list deployments", op)
 
     def delete_deployment(
-        self, deployment_id: str, *, missing_ok: bool = False
+        self, deployment_id: str, *, missing_ok: bool = False, keep_owner: bool = False
     ) -> None:
         """Delete a deployment and bump its server's metadata_version.
 
         Its configs stay (delete the derived one afterwards if it is done
-        with).  DeploymentNotFound unless ``missing_ok``.
+        with).  Its owner row goes with it, unless ``keep_owner`` (its trust
+        is still needed: a revert removes the row before the signal store
+        the trust reaches).  DeploymentNotFound unless ``missing_ok``.
         """
         d = self._tables.deployments
 
@@ -338,7 +340,8 @@ class DeploymentRows(ServerRows):
                 self._lock_server(conn, server_id)
                 deleted = conn.execute(sa.delete(d).where(d.c.id == deployment_id))
                 if deleted.rowcount:
-                    self._forget(conn, "deployment", deployment_id)
+                    if not keep_owner:
+                        self._forget(conn, "deployment", deployment_id)
                     self._bump(conn, server_id)
                     return
             if not missing_ok:

@@ -26,6 +26,14 @@ This relies on these names in ``taskflow.persistence.backends``:
 * ``impl_sqlalchemy._Alchemist(tables)`` and ``sqlalchemy.tables.Tables``.
 
 ``tests/unit/test_persistence_logbook.py`` checks these are still there.
+
+Fencing: the engine driving a flow writes through :meth:`Backend.fenced`,
+so each of its writes first checks, in the same transaction and holding a
+share lock on the flow's row, that the row still names its runner as the
+flow's owner.  A runner that lost the flow (its lease ran out, its job's
+claim was taken, it was paused) and goes on running a step therefore
+cannot write that step's end into the logbook its new owner resumed from:
+the write raises :class:`FlowFenced` and the new owner's view stays whole.
 """
 
 from __future__ import annotations
@@ -46,6 +54,24 @@ from swflows.persistence import tables as store_tables
 TASKFLOW_TABLES = ("logbooks", "flowdetails", "atomdetails")
 
 
+class FlowFenced(BaseException):
+    """A write to a flow's logbook by a runner that no longer owns the flow.
+
+    A :class:`BaseException`, so TaskFlow records no failure (which would
+    make the flow revert) and writes nothing more: the engine stops, and
+    the flow is its new owner's.
+    """
+
+    def __init__(self, flow_id: str, owner: str, holder: str | None) -> None:
+        super().__init__(
+            f"flow {flow_id}: its logbook is {holder or 'nobody'}'s now, "
+            f"not {owner}'s: nothing written"
+        )
+        self.flow_id = flow_id
+        self.owner = owner
+        self.holder = holder
+
+
 class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
     """A stock connection that reuses its backend's table objects."""
 
@@ -59,6 +85,24 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         self._metadata = backend.metadata
         self._tables = backend.tables
         self._converter = backend.converter
+        #: (flow id, owner) whose ownership every write checks first
+        self.fence: tuple[str, str] | None = None
+
+    def _check_fence(self, conn: sa.Connection) -> None:
+        """Raise :class:`FlowFenced` unless the fenced flow's row still names
+        its owner; the row stays share-locked until the write commits, so a
+        claim by another runner comes before this write or after it."""
+        if self.fence is None:
+            return
+        flow_id, owner = self.fence
+        flows = self._backend.flows
+        holder = conn.execute(
+            sa.select(flows.c.owner)
+            .where(flows.c.id == flow_id)
+            .with_for_update(read=True)
+        ).scalar_one_or_none()
+        if holder != owner:
+            raise FlowFenced(flow_id, owner, holder)
 
     def update_atom_details(self, atom_detail: Any) -> Any:
         """Save an atom detail in one UPDATE; a change of its progress alone
@@ -82,6 +126,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         deferred = self._backend.take_deferred(but=atom_detail.uuid)
         try:
             with self._engine.begin() as conn:
+                self._check_fence(conn)
                 if not self._update_atom(conn, atom_detail.uuid, values):
                     raise tf_exc.NotFound(
                         f"No atom details found with uuid '{atom_detail.uuid}'"
@@ -132,6 +177,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         deferred = self._backend.take_deferred()
         try:
             with self._engine.begin() as conn:
+                self._check_fence(conn)
                 self._flush(conn, deferred)
                 result = conn.execute(
                     sa.update(flowdetails)
@@ -204,6 +250,8 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
     def __init__(self, engine: sa.Engine, tables: store_tables.Tables) -> None:
         super().__init__({}, engine=engine)
         self.metadata = tables.metadata
+        #: the flows' registry, whose owners fence the logbook's writes
+        self.flows = tables.flows
         self.tables = tf_tables.Tables(
             tables.tf_logbooks, tables.tf_flowdetails, tables.tf_atomdetails
         )
@@ -285,6 +333,29 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
             conn.validate(max_retries=self._max_retries)
             self._validated = True
         return conn
+
+    def fenced(self, flow_id: str, owner: str) -> Fenced:
+        """This backend as the engine ``owner`` drives ``flow_id`` with:
+        every write checks ``owner`` still holds the flow."""
+        return Fenced(self, flow_id, owner)
+
+
+class Fenced:
+    """A :class:`Backend` whose connections write only while a flow's row
+    names its owner (see the module's description); all else is the
+    backend's."""
+
+    def __init__(self, backend: Backend, flow_id: str, owner: str) -> None:
+        self.backend = backend
+        self.fence = (flow_id, owner)
+
+    def get_connection(self) -> Connection:
+        conn = self.backend.get_connection()
+        conn.fence = self.fence
+        return conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
 
 
 #: atom states in which an atom is at work

@@ -177,6 +177,51 @@ class OwnerRows(Database):
 
         return self._read("list project trusts", op) if wanted and kinds else {}
 
+    def rename_owner(self, kind: str, object_id: str, new_id: str) -> bool:
+        """Record the object's owner (and trust) under ``new_id``; False
+        when it has none."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> bool:
+            done = conn.execute(
+                sa.update(o)
+                .where(o.c.kind == kind, o.c.object_id == object_id)
+                .values(object_id=new_id)
+            )
+            return bool(done.rowcount)
+
+        return self._write("rename owner", op)
+
+    def owned_ids(self, kind: str) -> list[str]:
+        """The ids of every object of ``kind`` with an owner row."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> list[str]:
+            return [
+                str(i)
+                for i in conn.execute(
+                    sa.select(o.c.object_id).where(o.c.kind == kind)
+                ).scalars()
+            ]
+
+        return self._read("list owners", op)
+
+    def ownerless_deployments(self) -> list[str]:
+        """Deployment owner rows nothing needs: no deployment row and no
+        flow of that deployment (a revert removed the row, and the runner
+        stopped before forgetting its owner and trust)."""
+        o, d, f = self._tables.owners, self._tables.deployments, self._tables.flows
+        query = sa.select(o.c.object_id).where(
+            o.c.kind == projects.DEPLOYMENT,
+            ~sa.exists().where(d.c.id == o.c.object_id),
+            ~sa.exists().where(f.c.deployment_id == o.c.object_id),
+        )
+
+        def op(conn: sa.Connection) -> list[str]:
+            return [str(i) for i in conn.execute(query).scalars()]
+
+        return self._read("list ownerless deployments", op)
+
     def forget_owner(self, kind: str, object_id: str) -> None:
         """Remove the object's owner (and a server's policy) with it."""
         o = self._tables.owners

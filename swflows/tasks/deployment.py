@@ -126,8 +126,13 @@ class CreateDeployment(_PublishingTask):
             except exceptions.DeploymentNotFound:
                 return
             if row.generation == generation:
-                trusts.release(services, projects.DEPLOYMENT, deployment_id)
-                services.store.delete_deployment(deployment_id, missing_ok=True)
+                # its owner row and trust stay: the signal store's revert,
+                # which comes after this one, reaches the store through
+                # the trust; the runner lets go of both once the flow
+                # reverted (see swflows.engine.driving)
+                services.store.delete_deployment(
+                    deployment_id, missing_ok=True, keep_owner=True
+                )
 
         base.revert_quietly(f"deployment {deployment_id}", remove)
         self.republish(services, server_id)

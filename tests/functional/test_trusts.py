@@ -261,6 +261,55 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
     assert not made & trusts_of(devcloud, trustor)
 
 
+def test_a_reverted_deployment_lets_go_of_its_trust_last(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its signal store, in the caller's project, is reverted through the
+    trust: the trust goes after it, with the deployment's owner row."""
+    from swflows.tasks import metadata as metadata_tasks
+
+    _, caller = demo2_caller(devcloud)
+    trustor = str(caller.user_id)
+    before = trusts_of(devcloud, trustor)
+    dep_id = str(uuid.uuid4())
+
+    def unpublishable(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise exceptions.SwflowsError("the metadata could not be published")
+
+    with engine(devcloud, trustee, tmp_path, pg_url, unique_prefix()) as sw:
+        trustee_client = sw.services.clients.trustee
+        assert trustee_client is not None
+        deleted = trustee_client.delete
+        left_when_deleted: list[list[str]] = []
+
+        def delete(trust_id: str) -> bool:
+            left_when_deleted.append(project_objects(devcloud, "demo2", dep_id))
+            return deleted(trust_id)
+
+        monkeypatch.setattr(trustee_client, "delete", delete)
+        monkeypatch.setattr(metadata_tasks.PublishMetadata, "execute", unpublishable)
+        config = sw.create_config("app", SCRIPT, group="script", context=caller)
+        with pytest.raises(Exception, match="could not be published"):
+            sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                deployment_id=dep_id,
+                timeout=60,
+                context=caller,
+            )
+        with pytest.raises(exceptions.DeploymentNotFound):
+            sw.show(dep_id)
+        assert sw.store.get_owner(projects.DEPLOYMENT, dep_id) is None
+        assert flowkit.leftovers(sw, dep_id) == {}
+    assert left_when_deleted == [[]]  # the store was gone when the trust went
+    assert project_objects(devcloud, "demo2", dep_id) == []
+    assert trusts_of(devcloud, trustor) - before == set()
+
+
 def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
     devcloud: dict[str, Any],
     trustee: dict[str, str],
@@ -322,6 +371,11 @@ def test_a_mistral_result_goes_back_through_a_trust_after_the_token_is_revoked(
             assert owner == projects.Owner(body["project"]["id"], trustor)
             own = sw.store.get_trust(projects.DEPLOYMENT, deployment_id)
             [held] = trusts_of(devcloud, trustor) - before - {own}
+            # kept under the deployment it waits for (the sweeper lets go of
+            # it once that ended, should this process die before reporting)
+            [pending] = sw.store.owned_ids(trusts.CALLBACK)
+            assert trusts.callback_deployment(pending) == deployment_id
+            assert sw.store.get_trust(trusts.CALLBACK, pending) == held
             revoke(devcloud, token)
             put = received.get(timeout=90)
         assert put["path"] == f"/v2/action_executions/{action_id}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.types import failure
 
 from swflows.persistence import Store, logbook, tables
+from swflows.persistence import flow_registry as flow_rows
 
 #: executions per (run id, task name), to see what a resume re-runs
 EXECUTED: dict[tuple[str, str], int] = {}
@@ -210,6 +212,55 @@ class LogbookContract:
             with pytest.raises(Exception, match="No logbook found"):
                 conn.destroy_logbook(book.uuid)
 
+    def test_a_fenced_write_lands_only_while_its_runner_owns_the_flow(
+        self, store: Store, fast: Any
+    ) -> None:
+        registry = flow_rows.FlowRegistry(store)
+        book = sample_book()
+        fd = next(iter(book))
+        registry.add(
+            fd.uuid,
+            kind="custom",
+            deployment_id="",
+            server_id="",
+            owner="runner-a",
+            lease_until=time.time() + 60,
+        )
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        ad = by_name(fd, "task-a")
+        ad.results = "a's"
+        with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
+            conn.update_atom_details(ad)
+        # runner-b takes the flow over (runner-a's lease ran out)
+        assert registry.claim(
+            fd.uuid,
+            "runner-b",
+            lease_until=time.time() + 60,
+            now=time.time() + 120,
+            from_states=(flow_rows.RUNNING,),
+        )
+        ad.results = "stale"
+        ad.state = states.REVERTED
+        fd.state = states.SUCCESS
+        with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
+            with pytest.raises(logbook.FlowFenced, match="runner-b"):
+                conn.update_atom_details(ad)
+            with pytest.raises(logbook.FlowFenced):
+                conn.update_flow_details(fd)
+        with connection(fast) as conn:
+            got = next(iter(conn.get_logbook(book.uuid)))
+        assert by_name(got, "task-a").results == "a's"
+        assert got.state == states.RUNNING
+        # the new owner writes; a flow with no row is nobody's
+        with connection(fast.fenced(fd.uuid, "runner-b")) as conn:
+            conn.update_atom_details(ad)
+        registry.remove(fd.uuid)
+        ad.results = "after"
+        with connection(fast.fenced(fd.uuid, "runner-b")) as conn:
+            with pytest.raises(logbook.FlowFenced, match="nobody"):
+                conn.update_atom_details(ad)
+
     def test_busy_atoms_name_the_running_step(self, fast: Any) -> None:
         seen: list[Any] = []
         flow_ids: list[str] = []
@@ -386,6 +437,6 @@ def test_pinned_taskflow_internals() -> None:
     fast = logbook.Connection(
         logbook.Backend(engine, tables.tables("x_")), stock._upgrade_lock
     )
-    assert set(vars(fast)) == set(vars(conn))
+    assert set(vars(fast)) == set(vars(conn)) | {"fence"}
     assert impl_sqlalchemy._Alchemist(conn._tables)._tables is conn._tables
     engine.dispose()

@@ -214,3 +214,75 @@ def test_a_release_deletes_a_trust_once_and_a_members_reference_only_goes(
         with pytest.raises(exceptions.NotSupported):
             trusts.release(without, kind, "d1")
         assert store.get_trust(kind, "d1") == "t2"  # still recorded
+
+
+def test_a_pending_results_key_names_its_deployment_once_known() -> None:
+    assert trusts.callback_deployment(trusts.callback_key(None, "n1")) is None
+    assert trusts.callback_deployment(trusts.callback_key("d-1", "n1")) == "d-1"
+    assert trusts.callback_deployment("no-nonce") is None
+
+
+def test_owner_rows_nothing_needs_are_found(tmp_path: Path) -> None:
+    from swflows import states
+    from swflows.persistence import flow_registry as flow_rows
+    from tests.unit.test_persistence_store import deployment
+
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        owner = projects.Owner("p1", "u1")
+        live = store.create_deployment(deployment(id="live"))
+        ended = store.create_deployment(deployment(id="ended", status=states.COMPLETE))
+        flow_rows.FlowRegistry(store).add(
+            "f1",
+            kind="deploy",
+            deployment_id="being-made",
+            server_id="srv",
+            owner="runner",
+            lease_until=0.0,
+        )
+        for ident in ("live", "being-made", "reverted"):
+            store.set_owner(projects.DEPLOYMENT, ident, owner)
+        for deployment_id in (None, live.id, ended.id, "gone", "being-made"):
+            key = trusts.callback_key(deployment_id, f"n-{deployment_id}")
+            store.set_owner(trusts.CALLBACK, key, owner)
+        assert sorted(trusts.unneeded(store)) == sorted(
+            [
+                (projects.DEPLOYMENT, "reverted"),
+                (trusts.CALLBACK, trusts.callback_key(None, "n-None")),
+                (trusts.CALLBACK, trusts.callback_key("ended", "n-ended")),
+                (trusts.CALLBACK, trusts.callback_key("gone", "n-gone")),
+            ]
+        )
+        # a pending result's row is kept under its deployment once known
+        key = trusts.callback_key(None, "n-None")
+        assert store.rename_owner(trusts.CALLBACK, key, "live/n-None")
+        assert store.get_owner(trusts.CALLBACK, "live/n-None") == owner
+        assert not store.rename_owner(trusts.CALLBACK, key, "x")
+
+
+def test_the_sweeper_lets_go_of_unneeded_trusts_after_a_grace(
+    tmp_path: Path,
+) -> None:
+    from swflows.engine import sweeper
+    from swflows.persistence import flow_registry as flow_rows
+
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        trustee = _Deleting()
+        clients = Clients(trustee=trustee, acting=lambda login: {"compute": None})
+        conf = sw_conf.get_conf(config_files=[])
+        services = Services(store, conf, clients, secret=b"k" * 32)
+        contained: list[tuple[str, BaseException]] = []
+        sweep = sweeper.Sweeper(
+            services,
+            flow_rows.FlowRegistry(store),
+            conf,
+            lambda step, exc: contained.append((step, exc)),
+        )
+        store.set_owner(projects.DEPLOYMENT, "reverted", projects.Owner("p1"))
+        store.set_trust(projects.DEPLOYMENT, "reverted", "t1")
+        assert sweep.sweep_trusts() == []  # first seen: within its grace
+        assert store.get_trust(projects.DEPLOYMENT, "reverted") == "t1"
+        sweep.trust_grace = 0.0
+        assert sweep.sweep_trusts() == [(projects.DEPLOYMENT, "reverted")]
+        assert trustee.deleted == ["t1"]
+        assert store.get_owner(projects.DEPLOYMENT, "reverted") is None
+        assert sweep.sweep_trusts() == [] and contained == []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mistral_lib import actions
 from mistral_lib.actions import types
 
-from swflows import exceptions, model
+from swflows import exceptions, model, trusts
 from swflows.api import Swflows
 from swflows.embedding.completion import Completion
 from swflows.embedding.mistral.callback import (
@@ -17,6 +17,7 @@ from swflows.embedding.mistral.callback import (
     caller_context,
     drop_trust,
     hold_trust,
+    name_result,
     report,
     report_through_trust,
 )
@@ -107,7 +108,8 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             url = callback_url(context, self.callback_base_url)
             # the result goes back through a trust when swflows makes them:
             # the caller's token may be gone by then
-            key = uuid.uuid4().hex
+            nonce = uuid.uuid4().hex
+            key = trusts.callback_key(None, nonce)
             if self.request_context is None or not hold_trust(
                 sw, self.request_context, key
             ):
@@ -122,6 +124,9 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             except BaseException:
                 drop_trust(sw, key)
                 raise
+            # kept under the deployment it waits for, so that the sweeper
+            # lets go of it if this process dies before reporting
+            key = name_result(sw, key, str(started.data["id"]), nonce)
             completions.add(
                 started.data["id"],
                 lambda done: report_through_trust(sw, key, url, self.finished(done)),

@@ -161,6 +161,13 @@ def hold_trust(sw: Swflows, caller: RequestContext, key: str) -> bool:
     return True
 
 
+def name_result(sw: Swflows, key: str, deployment_id: str, nonce: str) -> str:
+    """Keep the trust :func:`hold_trust` kept under ``key`` under the
+    deployment the result waits for instead; the key it is kept under."""
+    named = trusts.callback_key(deployment_id, nonce)
+    return named if sw.store.rename_owner(trusts.CALLBACK, key, named) else key
+
+
 def drop_trust(sw: Swflows, key: str) -> None:
     """Delete the trust :func:`hold_trust` kept under ``key``, and its record."""
     try:
