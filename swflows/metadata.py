@@ -16,8 +16,11 @@ LOG = logging.getLogger(__name__)
 #: seconds a publisher keeps trying to leave the latest document published;
 #: a round is only lost to a new change of the server's deployments, so
 #: once the changes stop every writer finishes on its next round, however
-#: many there are and however slow each round is on a loaded machine
-PUBLISH_PATIENCE = 120.0
+#: many there are and however slow each round is on a loaded machine.  A
+#: server many deployments are posted to at once keeps changing while they
+#: are: on a 2-core machine running two 100-deployment rollouts, 120 s were
+#: not enough and deployments failed on it
+PUBLISH_PATIENCE = 600.0
 
 
 def find_server(services: Services, server_id: str) -> Any:

@@ -355,16 +355,28 @@ class ObjectStore:
         body: bytes,
         content_type: str = "application/json",
     ) -> str:
-        """Write an object; returns its ETag."""
-        etag = self._call(
-            f"write object {container}/{name}",
-            self.connection.put_object,
-            container,
-            name,
-            body,
-            content_type=content_type,
-        )
-        return str(etag).strip('"')
+        """Write an object; returns its ETag.
+
+        Swift answers 404 when its proxy did not find the container: it was
+        removed, or (on a loaded cluster) its container server did not
+        answer in time.  The container is then made (again: idempotent)
+        and the write made once more.
+        """
+
+        def write(ensure: bool) -> str:
+            if ensure:
+                self.ensure_container(container)
+            etag = self._call(
+                f"write object {container}/{name}",
+                self.connection.put_object,
+                container,
+                name,
+                body,
+                content_type=content_type,
+            )
+            return str(etag).strip('"')
+
+        return self._once_more_if_container_gone(container, write)
 
     @retried
     def create_object(self, container: str, name: str, body: bytes = b"") -> bool:
@@ -373,6 +385,16 @@ class ObjectStore:
         The container is made first if needed, and made again (once) if it
         was removed since.
         """
+        # _create_object makes the container (known ones are not asked for)
+        return self._once_more_if_container_gone(
+            container, lambda ensure: self._create_object(container, name, body)
+        )
+
+    def _once_more_if_container_gone(
+        self, container: str, attempt: Callable[[bool], T]
+    ) -> T:
+        """``attempt(False)``, then ``attempt(True)`` (make the container
+        first) once more if Swift said the container is missing."""
 
         def container_gone(exc: BaseException) -> bool:
             return isinstance(exc, CloudError) and is_missing(exc, SERVICE)
@@ -386,7 +408,8 @@ class ObjectStore:
             before_sleep=forget_container,
             reraise=True,
         )
-        return retrying(self._create_object, container, name, body)
+        attempts = iter((False, True))
+        return retrying(lambda: attempt(next(attempts)))
 
     def _create_object(self, container: str, name: str, body: bytes) -> bool:
         self.ensure_container(container)

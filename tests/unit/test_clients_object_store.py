@@ -151,3 +151,15 @@ def test_create_object_tries_a_removed_container_once_only() -> None:
         store.create_object("c", "a")
     assert exc.value.status == 404
     assert conn.calls == ["container c", "object c/a", "container c", "object c/a"]
+
+
+def test_put_object_makes_a_missing_container_and_writes_once_more() -> None:
+    store, conn = _store([201, 404, 201])
+    assert store.put_object("c", "a", b"{}") == "etag"
+    assert store.put_object("c", "b", b"{}") == "etag"
+    assert conn.calls == ["object c/a", "object c/b", "container c", "object c/b"]
+    store, conn = _store([404, 404])
+    with pytest.raises(CloudError) as exc:
+        store.put_object("c", "a", b"{}")
+    assert exc.value.status == 404
+    assert conn.calls == ["object c/a", "container c", "object c/a"]
