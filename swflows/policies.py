@@ -103,6 +103,18 @@ _RULES: Final[tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...]] = (
         (("DELETE", "/servers/{id}"),),
     ),
     (
+        "swflows:server:create",
+        "",
+        "Boot a server through Nova and enroll it.",
+        (("POST", "/servers"),),
+    ),
+    (
+        "swflows:server:delete",
+        "rule:admin_or_owner",
+        "Undeploy, unenroll and delete a server in Nova.",
+        (("DELETE", "/servers/{id}/nova"),),
+    ),
+    (
         "swflows:server:set_policy",
         "rule:admin_or_owner",
         "Change a server's deployment policy.",

@@ -23,6 +23,7 @@ from swflows import (
     model,
     projects,
     states,
+    trusts,
 )
 from swflows import transport_names as names
 from swflows.api.deployments import Deployments
@@ -30,6 +31,8 @@ from swflows.persistence import tables
 
 if TYPE_CHECKING:
     from oslo_context.context import RequestContext
+
+    from swflows.clients.compute import Compute
 
 LOG = logging.getLogger(__name__)
 
@@ -193,6 +196,47 @@ def undeploy_all(sw: Deployments, server_id: str) -> list[str]:
     return removed
 
 
+def caller_compute(
+    sw: Deployments, context: RequestContext | None
+) -> tuple[Compute, str | None]:
+    """The Nova client a request acts with, and whose listing it reads:
+    the caller's (its token, its project) when trusts are on and the
+    context carries a token, else swflows' own (None)."""
+    services = sw.services
+    if (
+        context is not None
+        and services.clients.trustee is not None
+        and trusts.carries_token(context)
+    ):
+        project = str(context.project_id)
+        caller = services.clients.for_caller(str(context.auth_token), project)
+        return caller.compute, project
+    return services.clients.compute, None
+
+
+def server_compute(
+    sw: Deployments, server_id: str, context: RequestContext | None
+) -> Compute:
+    """The Nova client that can act on ``server_id``: swflows' own for a
+    server its own listing showed; for a project's server, its caller's
+    (a request of that project with its token) or else one through a live
+    trust of that project.  NotSupported when there is none."""
+    record = metadata.find_server(sw.services, server_id)
+    project = enrollment.recorded_project(record)
+    if project is None:
+        return sw.services.clients.compute
+    compute, caller = caller_compute(sw, context)
+    if caller == project:
+        return compute
+    found = enrollment.project_compute(sw.services, project)
+    if found is None:
+        raise exceptions.NotSupported(
+            f"server {server_id} is project {project}'s in Nova: acting on it "
+            "needs a token of that project, or a live trust of it"
+        )
+    return found
+
+
 def create(
     sw: Deployments,
     name: str,
@@ -200,11 +244,14 @@ def create(
     flavor: str,
     config_transport: str | None,
     agent: str,
+    context: RequestContext | None = None,
 ) -> dict[str, Any]:
     """Boot ``name`` with boot data for ``agent``; enroll it under Nova's id.
 
-    Anything Nova refuses leaves nothing behind: the channel made for the
-    boot is removed.
+    Booted as the caller, in its project, when trusts are on and
+    ``context`` carries its token (see :func:`caller_compute`), else with
+    swflows' own login.  Anything Nova refuses leaves nothing behind: the
+    channel made for the boot is removed.
     """
     bootdata.check_agent(agent)
     for field, value in (("name", name), ("image", image), ("flavor", flavor)):
@@ -214,7 +261,7 @@ def create(
         config_transport or sw.conf.default_software_config_transport
     )
     services = sw.services
-    compute = services.clients.compute
+    compute, project = caller_compute(sw, context)
     options = sw._config_options(transport)
     key = model.new_id()
     channel = enrollment.make_channel(services, transport, options, key, key)
@@ -243,9 +290,14 @@ def create(
             )
         raise
     try:
-        # booted with swflows' own login: its own listing shows it
+        # the listing of the login that booted it shows it
         services.store.set_server_channel(
-            server.id, transport, channel, enrolled=True, in_compute=True
+            server.id,
+            transport,
+            channel,
+            enrolled=True,
+            in_compute=True,
+            compute_project=project,
         )
         metadata.publish_server(services, server.id, transport, options)
     except BaseException:
@@ -259,10 +311,14 @@ def create(
     return {"name": name, **describe(sw, server.id)}
 
 
-def delete(sw: Deployments, server_id: str) -> None:
+def delete(
+    sw: Deployments, server_id: str, context: RequestContext | None = None
+) -> None:
     """Undeploy, unenroll, then delete the server in Nova (the channel of
-    a boot whose enrollment did not finish included)."""
-    compute = sw.services.clients.compute  # NotSupported before anything is done
+    a boot whose enrollment did not finish included), through the Nova
+    client that can act on it (:func:`server_compute`)."""
+    # NotSupported before anything is done
+    compute = server_compute(sw, server_id, context)
     known = metadata.find_server(sw.services, server_id) is not None
     if not known and enrollment.nova_view(sw.services, server_id).key:
         # booted by swflows, its enrollment unfinished: the channel its
@@ -417,11 +473,25 @@ class Servers(Deployments):
         *,
         config_transport: str | None = None,
         agent: str = bootdata.SWFLOWS_AGENT,
+        context: RequestContext | None = None,
     ) -> dict[str, Any]:
         """Boot a server through Nova with boot data for ``agent``, and
-        enroll it (recording ``agent``, see :meth:`enroll_server`)."""
-        return create(self, name, image, flavor, config_transport, agent)
+        enroll it (recording ``agent``, see :meth:`enroll_server`).  With
+        ``context`` the server is its project's, and with trusts on and
+        the caller's token it is booted as the caller, in its project."""
+        if context is not None:
+            self._allow(context, "swflows:server:create")
+        made = create(self, name, image, flavor, config_transport, agent, context)
+        self._own(context, projects.SERVER, str(made["server_id"]))
+        return made
 
-    def delete_server(self, server_id: str) -> None:
-        """Undeploy what is on the server, unenroll it, and delete it in Nova."""
-        delete(self, server_id)
+    def delete_server(
+        self, server_id: str, *, context: RequestContext | None = None
+    ) -> None:
+        """Undeploy what is on the server, unenroll it, and delete it in
+        Nova: a project's server (``compute_project``) as its caller, or
+        through a live trust of its project."""
+        if context is not None and metadata.find_server(self.services, server_id):
+            self._visible(context, projects.SERVER, server_id, "swflows:server:delete")
+        delete(self, server_id, context)
+        self.store.forget_owner(projects.SERVER, server_id)

@@ -215,6 +215,7 @@ class CreateServer(base.ShowOne):
             parsed_args.flavor,
             config_transport=parsed_args.config_transport,
             agent=parsed_args.agent,
+            context=self.ctx,
         )
         return base.fields(shown)
 
@@ -228,6 +229,6 @@ class DeleteServer(base.Command):
         return parser
 
     def take_action(self, parsed_args: argparse.Namespace) -> int:
-        self.sw.delete_server(parsed_args.server)
+        self.sw.delete_server(parsed_args.server, context=self.ctx)
         self.app.stdout.write(f"server {parsed_args.server} deleted\n")
         return 0

@@ -586,3 +586,44 @@ def test_a_projects_server_is_never_judged_by_another_listing(
                 assert sw.unenroll_server(server_id)
     finally:
         delete_in_nova(devcloud, untold, untrusted, mine)
+
+
+def test_a_server_booted_as_a_caller_is_its_projects_and_deleted_as_it(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    _, caller = demo2_caller(devcloud)
+    project = str(caller.project_id)
+    _, demo = login(devcloud, "demo")
+    other = oslo_context.RequestContext(
+        user_id=demo["user"]["id"], project_id=demo["project"]["id"], roles=["member"]
+    )
+    with engine(devcloud, trustee, tmp_path, pg_url, unique_prefix()) as sw:
+        shown = sw.create_server("booted", "cirros", "m1.tiny", context=caller)
+        server_id = shown["server_id"]
+        try:
+            assert (shown["in_compute"], shown["compute_project"]) == (True, project)
+            own = sw.services.clients.compute
+            assert own.get_server(server_id) is None  # in demo2's project
+            assert sw.store.get_owner(projects.SERVER, server_id) == projects.Owner(
+                project, str(caller.user_id)
+            )
+            # another project does not see it; swflows' own login, with no
+            # trust of demo2's to act through, cannot delete it: nothing done
+            with pytest.raises(exceptions.ServerNotFound):
+                sw.delete_server(server_id, context=other)
+            with pytest.raises(exceptions.NotSupported, match=project):
+                sw.delete_server(server_id)
+            assert sw.show_server(server_id)["enrolled"]
+            sw.delete_server(server_id, context=caller)
+            with pytest.raises(exceptions.ServerNotFound):
+                sw.show_server(server_id)
+            assert sw.store.get_owner(projects.SERVER, server_id) is None
+            status = requests.get(
+                f"{devcloud['nova']['control_url']}/servers/{server_id}", timeout=30
+            )
+            assert status.status_code == 404
+        finally:
+            delete_in_nova(devcloud, server_id)
