@@ -73,6 +73,14 @@ def project_trusts(store: Store, project_ids: Iterable[str]) -> dict[str, str]:
     )
 
 
+def trusting_projects(store: Store) -> dict[str, str]:
+    """Project id -> a live trust of that project, for every project
+    owning a deployment or group with one: the projects whose accounts
+    hold signal stores of this installation (the sweep lists them)."""
+    found = store.trusting_projects((projects.DEPLOYMENT, projects.GROUP))
+    return project_trusts(store, found)
+
+
 def callback_key(deployment_id: str | None, nonce: str) -> str:
     """The key a pending result's trust is kept under: the deployment the
     result waits for (``-`` until it is known) and a nonce."""
@@ -154,5 +162,6 @@ __all__ = [
     "project_trusts",
     "release",
     "trust_request",
+    "trusting_projects",
     "unneeded",
 ]

@@ -2,12 +2,15 @@
 
 Every ``sweep_interval`` the elected watcher removes signal stores no flow
 waits on: a TempURL PUT or a queue post sent after its deployment ended
-recreates a store nobody would read.  Only stores of deployments in its own
-database are swept, never those of another installation sharing the
-account.  The same sweep removes metadata objects and queues that carry
-this installation's owner tag and that no server of its store has owned at
-any sweep for ``channel_sweep_grace`` seconds (a crash, or a version before
-unenroll closed its race, left them).  And it lets go of the Keystone
+recreates a store nobody would read.  swflows' own account is listed, and
+the account of every project with a live trust, through that trust (a
+deployment made with its caller's token keeps its store there).  Only
+stores of deployments in its own database are swept, never those of
+another installation sharing the account.  The same sweep removes
+metadata objects and queues that carry this installation's owner tag and
+that no server of its store has owned at any sweep for
+``channel_sweep_grace`` seconds (a crash, or a version before unenroll
+closed its race, left them).  And it lets go of the Keystone
 trusts (with their owner rows) nothing needs any more, once seen unneeded
 for :data:`TRUST_GRACE` seconds (see :func:`swflows.trusts.unneeded`): a
 runner that stopped between a revert and letting go of the trust, or a
@@ -26,7 +29,12 @@ from swflows import transport_names as names
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
 from swflows.transports import owner
-from swflows.transports.base import ConfigTransport, FoundChannel, SignalRef
+from swflows.transports.base import (
+    ConfigTransport,
+    FoundChannel,
+    SignalRef,
+    SignalTransport,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -106,38 +114,80 @@ class Sweeper:
         return released
 
     def sweep(self) -> list[str]:
-        """Remove signal stores no unfinished flow can read; their keys."""
-        removed: list[str] = []
+        """Remove signal stores no unfinished flow can read; their keys.
+
+        swflows' own account is listed, then the account of every project
+        with a live trust (a deployment made with its caller's token keeps
+        its store there, see :mod:`swflows.trusts`), once per transport,
+        through one trust of that project, which also removes its strays.
+        A failure in one account is contained: the others go on.
+        """
         clients = self.services.clients
         offered = {
             names.TEMP_URL_SIGNAL: clients.offers("object_store"),
             names.ZAQAR_SIGNAL: clients.offers("messaging"),
         }
-        for name in SWEPT_TRANSPORTS:
-            if not offered[name]:
-                continue
-            transport = self.services.signal_transport(
+        swept = [name for name in SWEPT_TRANSPORTS if offered[name]]
+        if not swept:
+            return []
+        transports = {
+            name: self.services.signal_transport(
                 name, self.services.signal_options(name)
             )
+            for name in swept
+        }
+        removed: list[str] = []
+        for project, trust_id in [(None, None), *self._project_trusts()]:
+            where = "" if project is None else f" of project {project}"
             try:
-                # stores first, flows second: a store made after this listing
-                # belongs to a flow whose row is already written
-                existing = transport.existing_stores(self.services)
-                if not existing:
-                    continue
-                live = {row.deployment_id for row in self.registry.find()}
+                services = self.services.for_trust(trust_id)
             except Exception as exc:
-                self.contain(f"sweeping {name} stores", exc)
+                self.contain(f"sweeping signal stores{where}", exc)
                 continue
-            for key, store in existing.items():
-                try:
-                    if self._stray(key, live):
-                        transport.delete_store(self.services, store)
-                        removed.append(key)
-                except Exception as exc:  # that store only: the others go on
-                    self.contain(f"sweeping {name} store {key}", exc)
+            for name, transport in transports.items():
+                removed += self._sweep_account(
+                    f"{name} stores{where}", transport, services
+                )
         if removed:
             LOG.info("removed %d signal store(s) no flow waits on", len(removed))
+        return removed
+
+    def _project_trusts(self) -> list[tuple[str, str]]:
+        """(project id, one of its live trusts) of the projects whose
+        accounts hold this installation's signal stores; none when no
+        ``[trustee]`` is configured to act through them."""
+        if self.services.clients.trustee is None:
+            return []
+        try:
+            found = trusts.trusting_projects(self.services.store)
+        except Exception as exc:
+            self.contain("listing projects' trusts", exc)
+            return []
+        return sorted(found.items())
+
+    def _sweep_account(
+        self, what: str, transport: SignalTransport, services: Services
+    ) -> list[str]:
+        """Remove the strays among one account's stores (``services``
+        acting in it); their keys."""
+        try:
+            # stores first, flows second: a store made after this listing
+            # belongs to a flow whose row is already written
+            existing = transport.existing_stores(services)
+            if not existing:
+                return []
+            live = {row.deployment_id for row in self.registry.find()}
+        except Exception as exc:
+            self.contain(f"sweeping {what}", exc)
+            return []
+        removed: list[str] = []
+        for key, store in existing.items():
+            try:
+                if self._stray(key, live):
+                    transport.delete_store(services, store)
+                    removed.append(key)
+            except Exception as exc:  # that store only: the others go on
+                self.contain(f"sweeping {what}: {key}", exc)
         return removed
 
     def _stray(self, key: str, live: set[str]) -> bool:

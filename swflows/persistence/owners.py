@@ -177,6 +177,23 @@ class OwnerRows(Database):
 
         return self._read("list project trusts", op) if wanted and kinds else {}
 
+    def trusting_projects(self, kinds: Iterable[str]) -> list[str]:
+        """The distinct project ids of the objects (of one of ``kinds``)
+        that hold a trust (or a reference to one), sorted."""
+        kinds = sorted(set(kinds))
+        o = self._tables.owners
+        query = (
+            sa.select(o.c.project_id)
+            .where(o.c.kind.in_(kinds), o.c.trust.is_not(None))
+            .distinct()
+            .order_by(o.c.project_id)
+        )
+
+        def op(conn: sa.Connection) -> list[str]:
+            return [str(p) for p in conn.execute(query).scalars()]
+
+        return self._read("list trusting projects", op) if kinds else []
+
     def rename_owner(self, kind: str, object_id: str, new_id: str) -> bool:
         """Record the object's owner (and trust) under ``new_id``; False
         when it has none."""

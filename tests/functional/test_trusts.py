@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import queue
 import time
 import uuid
@@ -29,6 +30,7 @@ from oslo_context import context as oslo_context
 from swflows import conf as sw_conf
 from swflows import exceptions, projects, states, trusts
 from swflows.api import Swflows
+from swflows.clients.messaging import SignedUrlClient
 from swflows.clients.object_store import ObjectStore
 from swflows.embedding import mistral
 from tests.functional import flowkit
@@ -38,7 +40,13 @@ from tests.functional.db_fixtures import SECRET_KEY, unique_prefix
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_flows import SCRIPT
-from tests.functional.test_runner import FINAL, parked, put_signal, until
+from tests.functional.test_runner import (
+    FINAL,
+    parked,
+    put_signal,
+    signal_inputs,
+    until,
+)
 
 #: one after the other on one worker: each counts the trusts demo2's user
 #: made in Keystone, which the others would add to
@@ -259,6 +267,81 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
         assert flowkit.leftovers(second, late.id, answered.id) == {}
     assert project_objects(devcloud, "demo2", late.id, answered.id) == []
     assert not made & trusts_of(devcloud, trustor)
+
+
+def test_the_sweep_removes_late_signals_stores_in_the_callers_project(
+    devcloud: dict[str, Any],
+    trustee: dict[str, str],
+    pg_url: str,
+    tmp_path: Path,
+) -> None:
+    """A late signal recreates an ended deployment's store in demo2's
+    account (a TempURL object) and project (a queue): the watcher's sweep
+    removes both through demo2's trust, and leaves a waiting one's."""
+    _, caller = demo2_caller(devcloud)
+    trustor, project = str(caller.user_id), str(caller.project_id)
+    before = trusts_of(devcloud, trustor)
+    with engine(devcloud, trustee, tmp_path, pg_url, unique_prefix()) as sw:
+        # sweeps only when the test asks for one
+        sw.conf.set_override("sweep_interval", 3600.0, "watcher")
+        config = sw.create_config("app", SCRIPT, group="script", context=caller)
+        deps = {
+            (name, transport): sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                timeout=120,
+                wait=False,
+                signal_transport=transport,
+                context=caller,
+            ).id
+            for name, transport in (
+                ("ended", "TEMP_URL_SIGNAL"),
+                ("waiting", "TEMP_URL_SIGNAL"),
+                ("ended", "ZAQAR_SIGNAL"),
+            )
+        }
+        for dep_id in deps.values():
+            until(functools.partial(parked, sw, dep_id), what="the flows to park")
+        ended_url, waiting_url = (
+            deps[("ended", "TEMP_URL_SIGNAL")],
+            deps[("waiting", "TEMP_URL_SIGNAL")],
+        )
+        ended_queue = deps[("ended", "ZAQAR_SIGNAL")]
+        signed = signal_inputs(sw, ended_queue)["deploy_queue_signed_url"]
+        if isinstance(signed, str):
+            signed = json.loads(signed)
+        queue_name = f"sws-{ended_queue}-1"
+        messaging = sw.services.for_deployment(ended_queue).project_clients.messaging
+        assert messaging.queue_exists(queue_name)  # in demo2's project
+        put_signal(sw, ended_url, FINAL)
+        SignedUrlClient(signed).post(FINAL, ttl=600)
+        for dep_id in (ended_url, ended_queue):
+            assert sw.wait(dep_id, timeout=60).status == states.COMPLETE
+        assert project_objects(devcloud, "demo2", ended_url) == []
+        assert not messaging.queue_exists(queue_name)
+
+        # late signals, as agents retrying would send them
+        put_signal(sw, ended_url, FINAL)
+        SignedUrlClient(signed).post(FINAL, ttl=600)
+        assert len(project_objects(devcloud, "demo2", ended_url)) == 1
+        assert messaging.queue_exists(queue_name)
+        # in demo2's account and project, none in swflows' own
+        assert flowkit.zaqar_queues(ended_queue) == [f"{project}/{queue_name}"]
+        assert flowkit.leftovers(sw, ended_url) == {}
+        removed = sw.runner.watcher.sweeper.sweep()
+        assert sorted(removed) == sorted([f"{ended_url}/1", f"{ended_queue}/1"])
+        assert project_objects(devcloud, "demo2", ended_url) == []
+        assert not messaging.queue_exists(queue_name)
+        assert len(project_objects(devcloud, "demo2", waiting_url)) == 1
+        assert sw.runner.watcher.failures == {}
+
+        put_signal(sw, waiting_url, FINAL)
+        assert sw.wait(waiting_url, timeout=60).status == states.COMPLETE
+        for dep_id in deps.values():
+            sw.undeploy(dep_id)
+        assert flowkit.leftovers(sw, *deps.values()) == {}
+    assert project_objects(devcloud, "demo2", *deps.values()) == []
+    assert not trusts_of(devcloud, trustor) - before
 
 
 def test_a_reverted_deployment_lets_go_of_its_trust_last(
