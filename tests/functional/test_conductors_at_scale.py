@@ -216,11 +216,13 @@ def test_three_conductors_a_hundred_deployments_one_killed(
         assert dep.output_values["result"] == f"done-{tag}"
     # the killed conductor's flows were taken over, and every flow ended
     # (its signal store removed, its row gone) within the bound
-    until(lambda: sw.list_flows() == [], CLAIM_EXPIRY + 10, "every flow to end")
+    # a flow's row goes after its deployment ended, once its signal store is
+    # removed: the bound the deployments meet, plus that last step's time
+    until(lambda: sw.list_flows() == [], CLAIM_EXPIRY + 20, "every flow to end")
     gone = time.monotonic() - killed
     print(f"every flow ended {gone:.1f} s after the kill")
     assert last <= CLAIM_EXPIRY + 10
-    assert gone <= CLAIM_EXPIRY + 10
+    assert gone <= CLAIM_EXPIRY + 20
     time.sleep(2)  # agents poll on: a hook run twice would show now
     for dep in sw.list_deployments():
         if dep.id in wanted:
