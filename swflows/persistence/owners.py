@@ -115,18 +115,24 @@ class OwnerRows(Database):
         """Record (or with None, clear) the Keystone trust the object's
         deferred work acts through, sealed; False when the object has no
         owner row to keep it with."""
-        o = self._tables.owners
         value = None if trust_id is None else self._seal(trust_id)
+        return self._update_owner("set trust", kind, object_id, {"trust": value})
+
+    def _update_owner(
+        self, what: str, kind: str, object_id: str, values: dict[str, Any]
+    ) -> bool:
+        """Set ``values`` on the object's owner row; False when it has none."""
+        o = self._tables.owners
 
         def op(conn: sa.Connection) -> bool:
             done = conn.execute(
                 sa.update(o)
                 .where(o.c.kind == kind, o.c.object_id == object_id)
-                .values(trust=value)
+                .values(values)
             )
             return bool(done.rowcount)
 
-        return self._write("set trust", op)
+        return self._write(what, op)
 
     def get_trust(self, kind: str, object_id: str) -> str | None:
         """The object's trust id; None when it has none."""
@@ -188,40 +194,29 @@ class OwnerRows(Database):
             .distinct()
             .order_by(o.c.project_id)
         )
-
-        def op(conn: sa.Connection) -> list[str]:
-            return [str(p) for p in conn.execute(query).scalars()]
-
-        return self._read("list trusting projects", op) if kinds else []
+        return self._ids("list trusting projects", query) if kinds else []
 
     def rename_owner(self, kind: str, object_id: str, new_id: str) -> bool:
         """Record the object's owner (and trust) under ``new_id``; False
         when it has none."""
-        o = self._tables.owners
-
-        def op(conn: sa.Connection) -> bool:
-            done = conn.execute(
-                sa.update(o)
-                .where(o.c.kind == kind, o.c.object_id == object_id)
-                .values(object_id=new_id)
-            )
-            return bool(done.rowcount)
-
-        return self._write("rename owner", op)
+        return self._update_owner(
+            "rename owner", kind, object_id, {"object_id": new_id}
+        )
 
     def owned_ids(self, kind: str) -> list[str]:
         """The ids of every object of ``kind`` with an owner row."""
         o = self._tables.owners
+        return self._ids(
+            "list owners", sa.select(o.c.object_id).where(o.c.kind == kind)
+        )
+
+    def _ids(self, what: str, query: sa.Select[Any]) -> list[str]:
+        """The one column ``query`` selects, as strings."""
 
         def op(conn: sa.Connection) -> list[str]:
-            return [
-                str(i)
-                for i in conn.execute(
-                    sa.select(o.c.object_id).where(o.c.kind == kind)
-                ).scalars()
-            ]
+            return [str(i) for i in conn.execute(query).scalars()]
 
-        return self._read("list owners", op)
+        return self._read(what, op)
 
     def ownerless_deployments(self) -> list[str]:
         """Deployment owner rows nothing needs: no deployment row and no
@@ -233,11 +228,7 @@ class OwnerRows(Database):
             ~sa.exists().where(d.c.id == o.c.object_id),
             ~sa.exists().where(f.c.deployment_id == o.c.object_id),
         )
-
-        def op(conn: sa.Connection) -> list[str]:
-            return [str(i) for i in conn.execute(query).scalars()]
-
-        return self._read("list ownerless deployments", op)
+        return self._ids("list ownerless deployments", query)
 
     def forget_owner(self, kind: str, object_id: str) -> None:
         """Remove the object's owner (and a server's policy) with it."""
