@@ -1,4 +1,11 @@
-"""Keystone under gunicorn on SQLite, and the users swflows needs in it."""
+"""Keystone under gunicorn on PostgreSQL, and the users swflows needs in it.
+
+Two workers, as Keystone runs anywhere it is used: one worker was a queue
+every test's logins, token checks and stack users waited in (busy all
+through a 100-deployment run). Hence a database with row locks (SQLite
+refused concurrent writers: "database is locked") and a cache the workers
+share (Redis): each worker invalidates it on every role grant.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,11 @@ from .context import Cloud
 from .procs import Check, server_env, spawn
 
 REGION = "RegionOne"
+#: this machine's PostgreSQL (tools/services starts it); Keystone's database
+#: is made afresh on it at every clean start
+PG = os.environ.get(
+    "SWFLOWS_DEVCLOUD_PG", "postgresql+psycopg2://postgres@127.0.0.1:5432"
+)
 STACK_DOMAIN = "swflows_stack"
 STACK_DOMAIN_ADMIN = "swflows_domain_admin"
 STACK_USER_ROLE = "heat_stack_user"
@@ -24,7 +36,7 @@ CONF = """\
 use_stderr = true
 
 [database]
-connection = sqlite:///{dir}/keystone.db
+connection = {database}
 
 [token]
 provider = fernet
@@ -45,9 +57,10 @@ password_hash_rounds = 4
 
 [cache]
 # Without a cache every authenticated request costs ~200 SQL queries. The
-# memory backend lives in one process, hence exactly one gunicorn worker.
+# cache lives in the dev cloud's Redis, shared by the gunicorn workers.
 enabled = true
-backend = dogpile.cache.memory
+backend = dogpile.cache.redis
+backend_argument = url:redis://127.0.0.1:{redis_port}/3
 """
 
 
@@ -55,8 +68,17 @@ def _dir(cloud: Cloud):
     return cloud.dir("keystone")
 
 
+def database() -> str:
+    """This checkout's Keystone database (one per clone)."""
+    tag = hashlib.sha256(str(layout.REPO).encode()).hexdigest()[:8]
+    return f"{PG}/devcloud_keystone_{tag}"
+
+
 def configure(cloud: Cloud) -> None:
-    (_dir(cloud) / "keystone.conf").write_text(CONF.format(dir=_dir(cloud)))
+    text = CONF.format(
+        dir=_dir(cloud), redis_port=cloud.ports["redis"], database=database()
+    )
+    (_dir(cloud) / "keystone.conf").write_text(text)
 
 
 def init_command(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
@@ -75,7 +97,7 @@ def init_command(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
 def start(cloud: Cloud) -> Check:
     port = cloud.ports["keystone"]
     argv = [str(layout.venv_bin("gunicorn")), "--bind", f"127.0.0.1:{port}"]
-    argv += ["--workers", "1", "--worker-class", "sync"]  # see [cache]
+    argv += ["--workers", "2", "--worker-class", "sync"]  # see [cache]
     argv += ["--timeout", "120", "--graceful-timeout", "5"]
     # Without it every gunicorn of a user shares ~/.gunicorn/gunicorn.ctl.
     argv += ["--no-control-socket"]
