@@ -300,9 +300,8 @@ class StackUsers:
         """The id of the domain's project ``name``, created if missing."""
         if not 0 < len(name) <= PROJECT_NAME_MAX:
             raise ValidationError("name", f"must be 1 to {PROJECT_NAME_MAX} chars")
-        found = self._find_project(name)
-        if found is not None:
-            return found.id
+        # created first, found on a conflict: a new stack user's project
+        # (the usual case) costs one request
         body = {
             "project": {
                 "name": name,
@@ -317,7 +316,7 @@ class StackUsers:
         if resp.status_code == 201:
             LOG.info("Created stack user project %s", name)
             return str(resp.json()["project"]["id"])
-        # Someone created it between our lookup and our create.
+        # It exists: made by a run before a crash, or by a racing one.
         found = self._find_project(name)
         if found is None:
             raise CloudError(SERVICE, f"project {name} conflicts but is not found")
@@ -380,33 +379,32 @@ class StackUsers:
             "enabled": True,
             "options": USER_OPTIONS,
         }
+        # created first, looked up on a conflict (a re-run after a crash)
+        body = {
+            "user": {
+                "name": name,
+                "domain_id": self.domain_id,
+                "password": password,
+                **attrs,
+            }
+        }
+        resp = self._request(
+            "POST",
+            "/users",
+            f"create user {name}",
+            ok=(201, 409),
+            json=body,
+            secrets=(password,),
+        )
+        if resp.status_code == 201:
+            user_id = str(resp.json()["user"]["id"])
+            LOG.info("Created stack user %s (%s)", name, user_id)
+            self._grant(project_id, user_id, role_id)
+            return user_id
+        # It exists: made by a run before a crash, or by a racing one.
         user = self._find_user(name)
         if user is None:
-            body = {
-                "user": {
-                    "name": name,
-                    "domain_id": self.domain_id,
-                    "password": password,
-                    **attrs,
-                }
-            }
-            resp = self._request(
-                "POST",
-                "/users",
-                f"create user {name}",
-                ok=(201, 409),
-                json=body,
-                secrets=(password,),
-            )
-            if resp.status_code == 201:
-                user_id = str(resp.json()["user"]["id"])
-                LOG.info("Created stack user %s (%s)", name, user_id)
-                self._grant(project_id, user_id, role_id)
-                return user_id
-            # Someone created it between our lookup and our create.
-            user = self._find_user(name)
-            if user is None:
-                raise CloudError(SERVICE, f"user {name} conflicts but is not found")
+            raise CloudError(SERVICE, f"user {name} conflicts but is not found")
         # The options first: they keep a failed password check from counting
         # towards a lockout.
         self._request(
