@@ -43,7 +43,9 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 BOARDS = os.environ.get("SWFLOWS_TEST_JOBBOARDS", "redis,zookeeper").split(",")
 
 
-def board_url(kind: str, cloud: dict[str, Any], namespace: str) -> str:
+def board_url(
+    kind: str, cloud: dict[str, Any], namespace: str, claim_expiry: int = CLAIM_EXPIRY
+) -> str:
     if kind == "redis":
         return f"{REDIS_URL}?namespace={namespace}"
     found = cloud.get("zookeeper")
@@ -58,15 +60,20 @@ def board_url(kind: str, cloud: dict[str, Any], namespace: str) -> str:
             "cloud's cloud.json names none and $SWFLOWS_TEST_ZK_HOSTS is unset",
             pytrace=False,
         )
-    # a short session: a dead conductor's claims go within CLAIM_EXPIRY
-    return f"zookeeper://{hosts}/{namespace}?timeout={CLAIM_EXPIRY}"
+    # a short session: a dead conductor's claims go within the claim expiry
+    return f"zookeeper://{hosts}/{namespace}?timeout={claim_expiry}"
 
 
 class Setup:
     """One test's configuration: its own tables, its own board namespace."""
 
     def __init__(
-        self, kind: str, cloud: dict[str, Any], database: str, folder: Path
+        self,
+        kind: str,
+        cloud: dict[str, Any],
+        database: str,
+        folder: Path,
+        claim_expiry: int = CLAIM_EXPIRY,
     ) -> None:
         self.kind = kind
         self.namespace = f"swflows-test-{uuid.uuid4().hex[:10]}"
@@ -80,8 +87,8 @@ class Setup:
             + f"table_prefix = jb{uuid.uuid4().hex[:8]}_\n"
             + f"secret_key = {SECRET_KEY.decode()}\n"
             + "[jobboard]\nenabled = true\n"
-            + f"backend_url = {board_url(kind, cloud, self.namespace)}\n"
-            + f"claim_expiry = {CLAIM_EXPIRY}\n"
+            + f"backend_url = {board_url(kind, cloud, self.namespace, claim_expiry)}\n"
+            + f"claim_expiry = {claim_expiry}\n"
         )
         self.procs: list[subprocess.Popen[str]] = []
 
