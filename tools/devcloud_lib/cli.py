@@ -326,6 +326,9 @@ def cmd_down() -> int:
         killed = stop(records)
         layout.RECORDS.unlink(missing_ok=True)
         layout.CLOUD_JSON.unlink(missing_ok=True)
+        failed = keystone.drop_database() if records else None
+    if failed:
+        print(f"Keystone's database was not dropped: {failed}")
     if not records:
         print("dev cloud was not running")
         return 0

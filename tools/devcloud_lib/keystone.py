@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 import pwd
+import subprocess
 
 from . import httpjson, layout, swift
 from .context import Cloud
@@ -72,6 +73,27 @@ def database() -> str:
     """This checkout's Keystone database (one per clone)."""
     tag = hashlib.sha256(str(layout.REPO).encode()).hexdigest()[:8]
     return f"{PG}/devcloud_keystone_{tag}"
+
+
+def drop_database() -> str | None:
+    """Drop this checkout's Keystone database; what went wrong, if anything
+    (the cloud is down either way: the next start makes it afresh)."""
+    code = (
+        "import sys, sqlalchemy as sa\n"
+        "url = sa.engine.make_url(sys.argv[1])\n"
+        "e = sa.create_engine(url.set(database='postgres'), "
+        "isolation_level='AUTOCOMMIT')\n"
+        "with e.connect() as c:\n"
+        "    c.exec_driver_sql("
+        "f'DROP DATABASE IF EXISTS \"{url.database}\" WITH (FORCE)')\n"
+    )
+    python = layout.venv_bin("python")
+    if not python.exists():
+        return None
+    done = subprocess.run(
+        [str(python), "-c", code, database()], capture_output=True, text=True
+    )
+    return done.stderr.strip()[-500:] if done.returncode else None
 
 
 def configure(cloud: Cloud) -> None:
