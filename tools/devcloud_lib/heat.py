@@ -29,6 +29,7 @@ from .procs import (
     Started,
     free_ports,
     port_in_use,
+    run_sql,
     start_ticks,
     stop,
     tail,
@@ -46,11 +47,6 @@ SERVICE_USER = "heat"
 RABBIT = os.environ.get("SWFLOWS_HEAT_RABBIT", "127.0.0.1:5672")
 PG = os.environ.get("SWFLOWS_HEAT_PG", "postgresql+psycopg2://postgres@127.0.0.1:5432")
 READY_TIMEOUT = 120.0
-
-
-def tag() -> str:
-    """What names this checkout's vhost and databases (one per clone)."""
-    return hashlib.sha256(str(layout.REPO).encode()).hexdigest()[:8]
 
 
 def python() -> Path:
@@ -100,27 +96,15 @@ def ensure_venv() -> float | None:
 
 def _sql(statements: list[str], database: str = "postgres") -> None:
     """Run statements (autocommit) on this machine's PostgreSQL."""
-    code = (
-        "import sys, sqlalchemy as sa\n"
-        "e = sa.create_engine(sys.argv[1], isolation_level='AUTOCOMMIT')\n"
-        "with e.connect() as c:\n"
-        "    for s in sys.argv[2:]:\n"
-        "        c.exec_driver_sql(s)\n"
-    )
-    res = subprocess.run(
-        [str(python()), "-c", code, f"{PG}/{database}", *statements],
-        capture_output=True,
-        text=True,
-    )
-    if res.returncode != 0:
-        raise DevcloudError(
-            f"PostgreSQL at {PG} refused {statements}:\n{res.stderr[-1500:]}"
-        )
+    refused = run_sql(python(), f"{PG}/{database}", statements)
+    if refused is not None:
+        raise DevcloudError(f"PostgreSQL at {PG} refused {statements}:\n{refused}")
 
 
 def databases() -> dict[str, str]:
     """Heat's database and swflows' (the plugin's), by role."""
-    return {"heat": f"heat_{tag()}", "swflows": f"heat_swflows_{tag()}"}
+    tag = layout.clone_tag()
+    return {"heat": f"heat_{tag}", "swflows": f"heat_swflows_{tag}"}
 
 
 def make_databases() -> dict[str, str]:
@@ -139,7 +123,7 @@ def make_databases() -> dict[str, str]:
 def make_vhost() -> str:
     """A RabbitMQ vhost of this checkout's (Heat's queues are named by topic
     only: two Heats on one vhost would take each other's messages)."""
-    vhost = f"swflows-heat-{tag()}"
+    vhost = f"swflows-heat-{layout.clone_tag()}"
     ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     for argv in (
@@ -242,7 +226,7 @@ def heat_conf(
     return f"""\
 [DEFAULT]
 transport_url = rabbit://guest:guest@{RABBIT}/{vhost}
-host = swflows-heat-{tag()}
+host = swflows-heat-{layout.clone_tag()}
 plugin_dirs = {plugin_dir()}
 num_engine_workers = 1
 region_name_for_services = {ks["region"]}

@@ -14,11 +14,10 @@ import hashlib
 import hmac
 import os
 import pwd
-import subprocess
 
 from . import httpjson, layout, swift
 from .context import Cloud
-from .procs import Check, server_env, spawn
+from .procs import Check, run_sql, server_env, spawn
 
 REGION = "RegionOne"
 #: this machine's PostgreSQL (tools/services starts it); Keystone's database
@@ -71,29 +70,19 @@ def _dir(cloud: Cloud):
 
 def database() -> str:
     """This checkout's Keystone database (one per clone)."""
-    tag = hashlib.sha256(str(layout.REPO).encode()).hexdigest()[:8]
-    return f"{PG}/devcloud_keystone_{tag}"
+    return f"{PG}/devcloud_keystone_{layout.clone_tag()}"
 
 
 def drop_database() -> str | None:
     """Drop this checkout's Keystone database; what went wrong, if anything
     (the cloud is down either way: the next start makes it afresh)."""
-    code = (
-        "import sys, sqlalchemy as sa\n"
-        "url = sa.engine.make_url(sys.argv[1])\n"
-        "e = sa.create_engine(url.set(database='postgres'), "
-        "isolation_level='AUTOCOMMIT')\n"
-        "with e.connect() as c:\n"
-        "    c.exec_driver_sql("
-        "f'DROP DATABASE IF EXISTS \"{url.database}\" WITH (FORCE)')\n"
-    )
     python = layout.venv_bin("python")
     if not python.exists():
         return None
-    done = subprocess.run(
-        [str(python), "-c", code, database()], capture_output=True, text=True
+    name = database().rsplit("/", 1)[1]
+    return run_sql(
+        python, f"{PG}/postgres", [f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)']
     )
-    return done.stderr.strip()[-500:] if done.returncode else None
 
 
 def configure(cloud: Cloud) -> None:

@@ -1,5 +1,6 @@
 """Where the dev cloud keeps its files (all absolute, all under ``.devcloud/``)."""
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -33,6 +34,11 @@ SWFLOWS_CONF = BASE / "swflows.conf"
 CLOUDS_YAML = BASE / "clouds.yaml"
 ENV_SH = BASE / "env.sh"
 SHELL_DB = BASE / "swflows.sqlite"
+
+
+def clone_tag() -> str:
+    """What names this checkout's databases and vhost (one per clone)."""
+    return hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 
 
 def venv_bin(name: str) -> Path:

@@ -23,6 +23,26 @@ class DevcloudError(Exception):
     """A failure reported to the user as a message, without a traceback."""
 
 
+# ------------------------------------------------------------ PostgreSQL
+
+
+def run_sql(python: Path, url: str, statements: list[str]) -> str | None:
+    """Run statements (autocommit) at ``url`` with a virtualenv's Python
+    (SQLAlchemy and psycopg2 are there, not here); what PostgreSQL said, if
+    it refused."""
+    code = (
+        "import sys, sqlalchemy as sa\n"
+        "e = sa.create_engine(sys.argv[1], isolation_level='AUTOCOMMIT')\n"
+        "with e.connect() as c:\n"
+        "    for s in sys.argv[2:]:\n"
+        "        c.exec_driver_sql(s)\n"
+    )
+    res = subprocess.run(
+        [str(python), "-c", code, url, *statements], capture_output=True, text=True
+    )
+    return res.stderr[-1500:] if res.returncode != 0 else None
+
+
 # ------------------------------------------------------------------- ports
 
 

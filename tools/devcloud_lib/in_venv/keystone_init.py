@@ -4,8 +4,8 @@ Every keystone-manage run spends ~1.7 s importing Keystone. Here Keystone is
 imported once and each step runs in a forked child, through the same entry
 point as the keystone-manage command: the database made afresh, then
 db_sync, fernet_setup and credential_setup in parallel, then bootstrap
-(which needs the schema). The
-bootstrap password comes from $OS_BOOTSTRAP_PASSWORD.
+(which needs the schema). The bootstrap password comes from
+$OS_BOOTSTRAP_PASSWORD.
 
 Usage: keystone_init.py CONFIG_FILE LOG_DIR USER GROUP BOOTSTRAP_ARG...
 """
