@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "swflows.conf",
             "swflows.projects",
             "swflows.policies",
+            "swflows.failpoints",
         ),
     ),
     ("persistence", ("swflows.persistence",)),
