@@ -19,7 +19,7 @@ def test_an_unarmed_point_does_nothing_but_count() -> None:
 def test_fail_times_raises_then_lets_through() -> None:
     with failpoints.armed("unit.twice", failpoints.fail_times(2)):
         for _ in range(2):
-            with pytest.raises(failpoints.FailpointError, match="unit.twice"):
+            with pytest.raises(failpoints.FailpointError, match=r"unit\.twice"):
                 failpoints.hit("unit.twice")
         failpoints.hit("unit.twice")
     failpoints.hit("unit.twice")
