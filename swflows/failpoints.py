@@ -108,9 +108,7 @@ def fail_times(
     return action
 
 
-def stall(
-    seconds: float | None = None, until: threading.Event | None = None
-) -> Action:
+def stall(seconds: float | None = None, until: threading.Event | None = None) -> Action:
     """Block at every hit, for ``seconds`` or until ``until`` is set (as a
     process frozen by SIGSTOP would)."""
 
