@@ -283,6 +283,15 @@ watcher_opts: Final[list[cfg.Opt]] = [
         "owns.",
     ),
     cfg.FloatOpt(
+        "orphan_grace",
+        default=300.0,
+        min=1.0,
+        help="Seconds an IN_PROGRESS deployment that no running or parked "
+        "flow drives must have stayed unchanged before the elected watcher's "
+        "sweep ends it FAILED (reason kind 'orphaned', or 'flow_broken' when "
+        "a BROKEN flow names it) instead of leaving it waiting forever.",
+    ),
+    cfg.FloatOpt(
         "channel_sweep_grace",
         default=900.0,
         min=0.0,

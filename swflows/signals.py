@@ -263,6 +263,28 @@ def server_gone_outcome(server_id: str, detail: str) -> Outcome:
     )
 
 
+def flow_broken_outcome(flow_id: str, detail: str) -> Outcome:
+    """Its flow failed and could not undo a step; the flow is kept BROKEN."""
+    return Outcome(
+        states.FAILED,
+        f"Flow {flow_id} failed and could not be undone: {detail}",
+        {
+            "kind": states.ReasonKind.FLOW_BROKEN.value,
+            "flow_id": flow_id,
+            "detail": detail,
+        },
+    )
+
+
+def orphaned_outcome(detail: str) -> Outcome:
+    """IN_PROGRESS with no flow left to end it."""
+    return Outcome(
+        states.FAILED,
+        f"Deployment orphaned: {detail}",
+        {"kind": states.ReasonKind.ORPHANED.value, "detail": detail},
+    )
+
+
 def rejected_outcome(detail: str) -> Outcome:
     """The server's signal could not be accepted (``detail`` says why).
 

@@ -57,6 +57,13 @@ class ReasonKind(enum.StrEnum):
     #: (a stored value it cannot read or write): it was ended rather than
     #: left waiting forever
     INTERNAL_ERROR = "internal_error"
+    #: its flow failed and could not undo a step: the flow is kept BROKEN
+    #: (``swflows flow list``) for an operator, the action withdrawn
+    FLOW_BROKEN = "flow_broken"
+    #: IN_PROGRESS with no flow left to end it (found by the watcher's
+    #: reconciler): ended rather than left waiting forever, the action
+    #: withdrawn
+    ORPHANED = "orphaned"
 
 
 def check_transition(
@@ -74,7 +81,13 @@ def is_terminal(status: str | None) -> bool:
 
 
 #: reason kinds whose action is withdrawn from the server's metadata
-WITHDRAWN_KINDS: Final = frozenset({ReasonKind.CANCELLED.value})
+WITHDRAWN_KINDS: Final = frozenset(
+    {
+        ReasonKind.CANCELLED.value,
+        ReasonKind.FLOW_BROKEN.value,
+        ReasonKind.ORPHANED.value,
+    }
+)
 
 
 def withdrawn(status: str | None, reason: Mapping[str, Any] | None) -> bool:

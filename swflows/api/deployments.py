@@ -371,8 +371,14 @@ class Deployments(Plans, Results):
 
         A triggered action's record is removed without running DELETE:
         removing a BACKUP's record must not uninstall what was backed up.
+        Nor is a deployment whose first action never reached its server (its
+        flow failed and it points at no config): there is nothing to undo.
         """
-        if current.source_config_id is None or current.parent_id is not None:
+        if (
+            current.source_config_id is None
+            or current.parent_id is not None
+            or current.config_id is None
+        ):
             return False
         source = self.store.get_config(current.source_config_id)
         return bool(source.handles(model.DELETE, current.actions))

@@ -33,7 +33,7 @@ from taskflow import states as tf_states
 from taskflow.types import failure as tf_failure
 from taskflow.types import notifier
 
-from swflows import exceptions, projects, trusts
+from swflows import exceptions, metadata, outcomes, projects, signals, states, trusts
 from swflows.engine import faults
 from swflows.engine.results import FlowCancelled, Results
 from swflows.engine.watcher import Watcher, waiting_of
@@ -377,7 +377,17 @@ class Driving(Results):
                     faults.describe(error) if error is not None else "cancelled",
                 )
                 if drive.deployment_id:
-                    self._let_go_of_removed(drive.deployment_id)
+                    # before its row goes: its deployment is never left
+                    # IN_PROGRESS with nothing to end it
+                    end_left_running(
+                        self.services,
+                        drive,
+                        signals.orphaned_outcome(
+                            f"flow {flow_id} reverted without ending it: "
+                            + (faults.describe(error) if error else "cancelled")
+                        ),
+                    )
+                    let_go_of_removed(self.services, drive.deployment_id)
             if drive.custom:
                 self._keep_result(drive, state, error)
             self._forget(flow_id, keep_book=drive.custom)
@@ -386,6 +396,10 @@ class Driving(Results):
             # a revert failed: keep the logbook for an operator
             note = f"revert failed: {type(error).__name__}: {error}"
             self.registry.break_flow(flow_id, note)
+            LOG.error("flow %s is BROKEN: %s", flow_id, note)
+            end_left_running(
+                self.services, drive, signals.flow_broken_outcome(flow_id, note)
+            )
             self._finish(flow_id, error or exceptions.FlowError(None, note))
         else:  # suspended by close(), or stopped by an error of storage
             # an outage is nobody's fault: it is not counted against the flow
@@ -393,26 +407,6 @@ class Driving(Results):
             self.registry.release(flow_id, self.owner, failed=failed)
             if error is not None:
                 LOG.error("flow %s stopped: %s", flow_id, faults.describe(error))
-
-    def _let_go_of_removed(self, deployment_id: str) -> None:
-        """After a revert removed a new deployment: its owner row and its
-        trust, which the revert's last steps still needed, go too.  What
-        fails here is left to the sweeper (:mod:`swflows.engine.sweeper`)."""
-        store = self.services.store
-        try:
-            store.get_deployment(deployment_id)
-            return  # it stays (an action on it reverted, not its creation)
-        except exceptions.DeploymentNotFound:
-            pass
-        try:
-            trusts.release(self.services, projects.DEPLOYMENT, deployment_id)
-            store.forget_owner(projects.DEPLOYMENT, deployment_id)
-        except Exception as exc:
-            LOG.warning(
-                "deployment %s: its trust is left to the sweeper: %s",
-                deployment_id,
-                faults.describe(exc),
-            )
 
     def _waiting(self, drive: _Drive) -> dict[str, Any]:
         """What a parked flow waits for, from its stored values: the first
@@ -518,6 +512,51 @@ def parks_after(flow: Any) -> dict[str, Any]:
     return found
 
 
+def let_go_of_removed(services: Services, deployment_id: str) -> None:
+    """After a revert removed a new deployment: its owner row and its
+    trust, which the revert's last steps still needed, go too.  What
+    fails here is left to the sweeper (:mod:`swflows.engine.sweeper`)."""
+    store = services.store
+    try:
+        store.get_deployment(deployment_id)
+        return  # it stays (an action on it reverted, not its creation)
+    except exceptions.DeploymentNotFound:
+        pass
+    try:
+        trusts.release(services, projects.DEPLOYMENT, deployment_id)
+        store.forget_owner(projects.DEPLOYMENT, deployment_id)
+    except Exception as exc:
+        LOG.warning(
+            "deployment %s: its trust is left to the sweeper: %s",
+            deployment_id,
+            faults.describe(exc),
+        )
+
+
+def end_left_running(
+    services: Services, drive: _Drive, outcome: signals.Outcome
+) -> None:
+    """End FAILED the action a flow that is over left IN_PROGRESS (a
+    revert that could not write its row), and withdraw it from its
+    server's metadata.  A custom flow's deployments, and an action of
+    another generation, are not this flow's to end."""
+    if drive.custom or not drive.deployment_id:
+        return
+    try:
+        generation = int(drive.engine.storage.fetch("generation"))
+    except Exception:
+        return  # an undeploy with no action of its own
+    try:
+        row = services.store.get_deployment(drive.deployment_id)
+    except exceptions.DeploymentNotFound:
+        return
+    if row.status != states.IN_PROGRESS or row.generation != generation:
+        return
+    if outcomes.record_outcome(services, row.id, generation, outcome):
+        LOG.warning("deployment %s: %s", row.id, outcome.status_reason)
+        metadata.withdraw_cancelled(services, row.id)
+
+
 def end_wait(services: Services, waiting: dict[str, Any], note: str | None) -> None:
     """End a parked flow's awaited action FAILED, kind ``cancelled``."""
     from swflows import outcomes as signal_tasks
@@ -537,6 +576,8 @@ __all__ = [
     "RECORD_RETRY_SECONDS",
     "WAIT_NOT_DONE",
     "Driving",
+    "end_left_running",
     "end_wait",
+    "let_go_of_removed",
     "parks_after",
 ]

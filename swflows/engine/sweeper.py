@@ -26,6 +26,7 @@ from typing import Any
 
 from swflows import exceptions, metadata, trusts
 from swflows import transport_names as names
+from swflows.engine.reconciler import Reconciler
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
 from swflows.transports import owner
@@ -69,6 +70,9 @@ class Sweeper:
         #: unneeded owner rows, (kind, id) -> when first seen
         self._unneeded: dict[tuple[str, str], float] = {}
         self.trust_grace = TRUST_GRACE
+        self.reconciler = Reconciler(
+            services, registry, lambda: float(self.conf.orphan_grace)
+        )
 
     def sweep_if_due(self) -> None:
         """Sweep stores and channels once ``sweep_interval`` has passed
@@ -78,6 +82,7 @@ class Sweeper:
             return
         self._last_sweep = clock
         for step, sweep in (
+            ("reconciling deployments", self.reconciler.reconcile),
             ("sweeping signal stores", self.sweep),
             ("sweeping channels", self.sweep_channels),
             ("sweeping trusts", self.sweep_trusts),

@@ -499,6 +499,58 @@ class FlowRegistry:
         )
 
 
+def unflowed(
+    registry: FlowRegistry, idle_seconds: float, *, limit: int = 500
+) -> list[tuple[str, int, str | None]]:
+    """IN_PROGRESS deployments unchanged for ``idle_seconds`` that no
+    RUNNING or PARKED flow names (:mod:`swflows.engine.reconciler`):
+    ``(id, generation, note)``, the note of a BROKEN flow naming it,
+    if one does.  One statement, so a flow that ends and goes between
+    two reads is never taken for missing."""
+    t = registry._table
+    d = registry._store.tables.deployments
+    cutoff = _now() - _dt.timedelta(seconds=idle_seconds)
+    live = sa.exists().where(
+        t.c.deployment_id == d.c.id, t.c.state.in_([RUNNING, PARKED])
+    )
+    broken = (
+        sa.select(t.c.note)
+        .where(t.c.deployment_id == d.c.id, t.c.state == BROKEN)
+        .limit(1)
+        .scalar_subquery()
+    )
+    query = (
+        sa.select(d.c.id, d.c.generation, broken)
+        .where(
+            d.c.status == "IN_PROGRESS",
+            sa.func.coalesce(d.c.updated_at, d.c.created_at) < cutoff,
+            ~live,
+        )
+        .order_by(d.c.created_at)
+        .limit(limit)
+    )
+
+    def op(conn: sa.Connection) -> list[tuple[str, int, str | None]]:
+        return [(str(r[0]), int(r[1]), r[2]) for r in conn.execute(query)]
+
+    return registry._store._read("find unflowed deployments", op)
+
+
+def custom_running(registry: FlowRegistry) -> bool:
+    """Whether a developer's own flow runs now (its deployments are
+    not named by its row until it waits)."""
+
+    def op(conn: sa.Connection) -> bool:
+        query = (
+            sa.select(registry._table.c.id)
+            .where(registry._table.c.kind == CUSTOM, registry._table.c.state == RUNNING)
+            .limit(1)
+        )
+        return conn.execute(query).first() is not None
+
+    return registry._store._read("find custom flows", op)
+
+
 __all__ = [
     "BROKEN",
     "CANCEL_NOTE",
@@ -507,6 +559,8 @@ __all__ = [
     "RUNNING",
     "FlowRegistry",
     "FlowRow",
+    "custom_running",
     "new_owner",
     "owner_is_dead",
+    "unflowed",
 ]

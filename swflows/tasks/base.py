@@ -14,15 +14,27 @@ never raises, and logs whatever it had to leave behind.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from taskflow import task
 from taskflow.types import failure
 
+from swflows import failpoints
 from swflows.services import SERVICES_KEY
 
 LOG = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: how long a revert that writes the deployment row keeps trying (as long
+#: as a publisher keeps trying to publish, :data:`swflows.metadata.
+#: PUBLISH_PATIENCE`): a row left IN_PROGRESS by a revert that gave up
+#: would strand its deployment
+REVERT_PATIENCE = 600.0
+#: the longest pause between two tries of a patient revert
+REVERT_PAUSE_MAX = 5.0
 
 #: every atom name starts with this
 PREFIX = "swflows"
@@ -95,11 +107,59 @@ def revert_quietly(what: str, action: Callable[[], Any]) -> None:
         )
 
 
+def revert_patiently(
+    what: str, action: Callable[[], _T], patience: float | None = None
+) -> _T:
+    """Run a revert step that must not be given up: try again, with growing
+    pauses, for up to ``patience`` seconds (:data:`REVERT_PATIENCE`), then
+    raise the last error.  A revert that raises makes TaskFlow end the flow
+    FAILURE, which the runner keeps as a BROKEN flow an operator can see,
+    rather than a REVERTED one it forgets."""
+    deadline = time.monotonic() + (REVERT_PATIENCE if patience is None else patience)
+    pause = 0.1
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            failpoints.hit("revert.row")
+            return action()
+        except Exception as exc:
+            if time.monotonic() + pause > deadline:
+                LOG.error("could not undo %s after %d tries: %s", what, tries, exc)
+                raise
+            if tries == 1:
+                LOG.warning("undoing %s failed, trying again: %s", what, exc)
+            time.sleep(pause)
+            pause = min(pause * 2, REVERT_PAUSE_MAX)
+
+
+def step_of(flow_failures: Any) -> tuple[str, str]:
+    """The step that failed (its task's class name) and its error, from
+    the ``flow_failures`` TaskFlow hands a revert."""
+    if not flow_failures:
+        return "", "unknown error"
+    items = (
+        flow_failures.items()
+        if hasattr(flow_failures, "items")
+        else ((None, f) for f in flow_failures)
+    )
+    for atom, fail in items:
+        step = str(atom or "").rpartition(".")[2].partition(":")[0]
+        text = str(getattr(fail, "exception_str", "") or fail)
+        names = getattr(fail, "_exc_type_names", None) or ()
+        kind = str(names[0]).rpartition(".")[2] if names else ""
+        return step, f"{kind}: {text}" if kind else text
+    return "", "unknown error"
+
+
 __all__ = [
+    "REVERT_PATIENCE",
     "SERVICES_KEY",
     "Task",
     "TransportTask",
     "atom_name",
     "is_failure",
+    "revert_patiently",
     "revert_quietly",
+    "step_of",
 ]

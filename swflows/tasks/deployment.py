@@ -117,25 +117,82 @@ class CreateDeployment(_PublishingTask):
         deployment_id: str,
         server_id: str,
         generation: int,
+        action: str,
+        flow_failures: Any = None,
         **kwargs: Any,
     ) -> None:
-        def remove() -> None:
-            # only the row this flow made: same id, same generation
-            try:
-                row = services.store.get_deployment(deployment_id)
-            except exceptions.DeploymentNotFound:
-                return
-            if row.generation == generation:
-                # its owner row and trust stay: the signal store's revert,
-                # which comes after this one, reaches the store through
-                # the trust; the runner lets go of both once the flow
-                # reverted (see swflows.engine.driving)
-                services.store.delete_deployment(
-                    deployment_id, missing_ok=True, keep_owner=True
-                )
-
-        base.revert_quietly(f"deployment {deployment_id}", remove)
+        """Keep the row this flow made, FAILED, naming the step that failed
+        and why (as Heat keeps a resource CREATE_FAILED): the user finds
+        out what happened, and deletes the record.  It points at no config,
+        so the server's metadata drops it; its owner row and trust stay
+        with it (an undeploy removes them)."""
+        step, error = base.step_of(flow_failures)
+        base.revert_patiently(
+            f"deployment {deployment_id}",
+            lambda: fail_new_deployment(
+                services, deployment_id, generation, action, step, error
+            ),
+        )
         self.republish(services, server_id)
+
+
+def fail_new_deployment(
+    services: Services,
+    deployment_id: str,
+    generation: int,
+    action: str,
+    step: str,
+    error: str,
+) -> None:
+    """End a deployment a reverted flow made FAILED, kind ``infrastructure``,
+    unless it is not that flow's (another generation) or its action ended
+    on the server's own signal (it did run)."""
+    for _ in range(3):  # a signal or a cancel may end it meanwhile
+        try:
+            row = services.store.get_deployment(deployment_id)
+        except exceptions.DeploymentNotFound:
+            return
+        if row.generation != generation:
+            return
+        reason = dict(row.reason or {})
+        if row.is_terminal and not (
+            row.config_id is not None
+            and reason.get("kind") == states.ReasonKind.NOT_WAITING.value
+        ):
+            return  # its outcome was recorded: the server ran it
+        if row.status == states.COMPLETE:
+            # NO_SIGNAL: COMPLETE from the start, never published
+            try:
+                services.store.update_deployment(
+                    deployment_id,
+                    expected_status=states.COMPLETE,
+                    expected_generation=generation,
+                    status=states.IN_PROGRESS,
+                )
+            except exceptions.ConcurrentUpdate:
+                continue
+        where = f" at {step}" if step else ""
+        try:
+            services.store.update_deployment(
+                deployment_id,
+                expected_status=states.IN_PROGRESS,
+                expected_generation=generation,
+                status=states.FAILED,
+                status_reason=f"{action} failed{where}: {error}",
+                reason={
+                    "kind": states.ReasonKind.INFRASTRUCTURE.value,
+                    "step": step or None,
+                    "error": error,
+                },
+                config_id=None,
+            )
+            return
+        except exceptions.ConcurrentUpdate:
+            continue
+    raise exceptions.ConcurrentUpdate(
+        f"deployment {deployment_id} kept changing while its flow reverted",
+        deployment_id=deployment_id,
+    )
 
 
 class StartAction(_PublishingTask):
@@ -209,14 +266,15 @@ class StartAction(_PublishingTask):
         flow_failures: Any = None,
         **kwargs: Any,
     ) -> None:
-        why = _failure_text(flow_failures)
+        step, why = base.step_of(flow_failures)
+        where = f" at {step}" if step else ""
 
         def restore() -> None:
             if result and not base.is_failure(result):
                 previous = result[1]
             else:  # the update may have happened without its result recorded
                 previous = previous_config(services, deployment_id, generation)
-            for _ in range(2):  # once more if a signal ends the action meanwhile
+            for _ in range(3):  # again if a signal ends the action meanwhile
                 try:
                     row = services.store.get_deployment(deployment_id)
                 except exceptions.DeploymentNotFound:
@@ -233,15 +291,23 @@ class StartAction(_PublishingTask):
                         expected_status=states.IN_PROGRESS,
                         expected_generation=generation,
                         status=states.FAILED,
-                        status_reason=f"{action} could not start: {why}",
-                        reason={"kind": states.ReasonKind.INFRASTRUCTURE.value},
+                        status_reason=f"{action} failed{where}: {why}",
+                        reason={
+                            "kind": states.ReasonKind.INFRASTRUCTURE.value,
+                            "step": step or None,
+                            "error": why,
+                        },
                         config_id=previous,
                     )
                     return
                 except exceptions.ConcurrentUpdate:
                     continue
+            raise exceptions.ConcurrentUpdate(
+                f"deployment {deployment_id} kept changing while its flow reverted",
+                deployment_id=deployment_id,
+            )
 
-        base.revert_quietly(f"deployment {deployment_id}", restore)
+        base.revert_patiently(f"deployment {deployment_id}", restore)
         self.republish(services, server_id)
 
 
@@ -337,12 +403,3 @@ def _epoch(when: Any) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
     return float(when.timestamp())
-
-
-def _failure_text(flow_failures: Any) -> str:
-    if not flow_failures:
-        return "unknown error"
-    failures = (
-        flow_failures.values() if hasattr(flow_failures, "values") else flow_failures
-    )
-    return "; ".join(str(f.exception_str) for f in failures) or "unknown error"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swflows import metadata
+from swflows import failpoints, metadata
 from swflows.services import Services
 from swflows.tasks import base
 
@@ -13,6 +13,7 @@ class PublishMetadata(base.TransportTask):
     default_provides = "published_version"
 
     def execute(self, services: Services, server_id: str) -> int:
+        failpoints.hit("publish_metadata")
         return metadata.publish_server(
             services, server_id, self.transport_name, self.transport_options
         )

@@ -204,6 +204,19 @@ def assert_truthful(
     assert row.status != states.IN_PROGRESS, row.status_reason
     if row.status == states.FAILED:
         assert row.reason is not None
+    if row.config_id is None:
+        # a new deployment whose action never started: kept FAILED, naming
+        # the step that failed, and published to nobody
+        assert row.status == states.FAILED, row.status_reason
+        assert row.reason is not None
+        assert row.reason["kind"] == states.ReasonKind.INFRASTRUCTURE.value
+        assert row.reason["step"], row.reason
+        assert "Injected" in row.reason["error"], row.reason
+        assert row.reason["step"] in row.status_reason
+        assert derived_configs_of(sw, target.deployment_id) == set()
+        assert row.id not in str(fake.read_metadata())
+        assert users == ([], []), "a stack user outlived its failed action"
+        return row
     assert derived_configs_of(sw, target.deployment_id) == {row.config_id}
     assert row.config_id is not None
     assert sw.get_config(row.config_id).id == row.config_id
@@ -251,13 +264,32 @@ def test_failure_reverts_leaving_nothing(
             # still what it was, or the action that did complete
             assert row.generation in (before.generation, before.generation + 1)
         if operation in ("deploy", "trigger"):
-            assert row is None, "a reverted new deployment left its row"
+            step = atom.rsplit(".", 1)[-1]
+            names = [
+                name.rsplit(".", 1)[-1]
+                for name, _ in atoms(operation, PLANS[transport])
+            ]
+            if names.index(step) < names.index("CreateDeployment"):
+                assert row is None, "a row appeared though none was made"
+            else:
+                # kept, never reverted away: FAILED naming the step, or
+                # what its server's own signal made it
+                assert row is not None, "a reverted new deployment lost its row"
+                if row.status == states.FAILED:
+                    assert row.reason is not None
+                    assert row.reason["step"] == step, row.reason
         if operation == "redeploy":
             assert row is not None, "a reverted redeploy removed the deployment"
-        # what is left can still be undeployed, the trigger's original too
+        # what is left can still be undeployed, the trigger's original too;
+        # a deployment whose action never started runs no DELETE
         fake.resume()
+        handled = set(fake.handled)
         for left in sw.list_deployments(server_id=server):
             sw.undeploy(left.id)
+        if row is not None and row.config_id is None:
+            assert not {derive.derived_config_id(row.id, g) for g in range(1, 5)} & (
+                set(fake.handled) - handled
+            )
     assert sw.list_deployments(server_id=server) == []
     assert leftovers(sw, target.deployment_id) == {}
     assert derived_configs_of(sw, target.deployment_id) == set()

@@ -88,15 +88,18 @@ def test_reason_kinds_are_plain_strings() -> None:
         "signal_rejected",
         "infrastructure",
         "internal_error",
+        "flow_broken",
+        "orphaned",
     }
 
 
-def test_only_a_cancel_withdraws_an_action() -> None:
+def test_a_cancel_or_a_flow_gone_withdraws_an_action() -> None:
     cancelled = {"kind": "cancelled", "by": None}
     assert states.withdrawn(KO, cancelled)
+    # nothing will take a broken or orphaned action's signal: withdrawn too
+    ended = {"cancelled", "flow_broken", "orphaned"}
     for kind in states.ReasonKind:
-        if kind is not states.ReasonKind.CANCELLED:
-            assert not states.withdrawn(KO, {"kind": kind.value})
+        assert states.withdrawn(KO, {"kind": kind.value}) == (kind.value in ended)
     assert not states.withdrawn(IP, cancelled)  # a new action began
     assert not states.withdrawn(OK, cancelled)
     assert not states.withdrawn(KO, None)
