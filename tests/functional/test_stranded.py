@@ -168,7 +168,7 @@ def test_the_reconciler_ends_what_no_flow_drives(
         assert sw.show(waiting.id).status == states.IN_PROGRESS
         # withdrawn from the server's metadata, the waiting one kept
         published = str(fake.read_metadata())
-        assert sw.show(waiting.id).config_id in published
+        assert str(sw.show(waiting.id).config_id) in published
         assert str(sw.show(stranded.id).config_id) not in published
         assert reconciler.repaired == {"orphaned": 1}
         assert reconciler.reconcile() == []  # once
