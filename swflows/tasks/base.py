@@ -7,8 +7,12 @@ changes once released.
 The revert contract, for every task: ``revert(self, result, **kwargs)``
 removes what the task makes *by its key* (deployment id and generation),
 not only by its recorded result, since a task that failed or was killed
-right after its side effect has no result; it treats "not found" as done,
-never raises, and logs whatever it had to leave behind.
+right after its side effect has no result; it treats "not found" as done.
+A revert that cleans the cloud never raises and logs whatever it had to
+leave behind (:func:`revert_quietly`); one that writes the deployment row
+must not give up, and raises once :data:`REVERT_PATIENCE` is spent
+(:func:`revert_patiently`): its flow is then kept BROKEN, never forgotten
+with its deployment IN_PROGRESS.
 """
 
 from __future__ import annotations
