@@ -41,13 +41,14 @@ idle workers (:mod:`swflows.engine.fanout`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import tenacity
@@ -188,9 +189,19 @@ class Watcher:
         )
         #: the last cycle found a signal
         self.busy = False
+        #: held by the background loop through each of its cycles
+        self._cycling = threading.RLock()
 
     def wake(self) -> None:
         self._wake.set()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the background loop between two cycles: the cycle under way
+        ends, and none starts until the block is left (:meth:`cycle` may be
+        called in it).  What the block counts is then its own doing."""
+        with self._cycling:
+            yield
 
     def role(self) -> str:
         """The election's role name of the watchers of this database: one
@@ -237,7 +248,8 @@ class Watcher:
                 reraise=True,
             )
             try:
-                retrying(self._cycle_unless_stopping)
+                with self._cycling:
+                    retrying(self._cycle_unless_stopping)
             except Exception:
                 return  # it failed as the runner stopped
             if self.runner.stopping:
