@@ -47,19 +47,23 @@ class EnsureStackUser(base.Task):
         self, result: Any, services: Services, deployment_id: str, **kwargs: Any
     ) -> None:
         try:
-            services.store.get_deployment(deployment_id)
+            row = services.store.get_deployment(deployment_id)
         except exceptions.DeploymentNotFound:
-            base.revert_quietly(
-                f"stack user of {deployment_id}",
-                lambda: delete_stack_user(services, deployment_id),
-            )
-            return
+            row = None
         except Exception:
             LOG.warning(
                 "could not tell whether deployment %s still exists; its stack "
                 "user is kept",
                 deployment_id,
                 exc_info=True,
+            )
+            return
+        if row is None or row.config_id is None:
+            # gone, or kept FAILED with no action that reached its server:
+            # no agent will sign in as its user
+            base.revert_quietly(
+                f"stack user of {deployment_id}",
+                lambda: delete_stack_user(services, deployment_id),
             )
             return
         LOG.debug("deployment %s stays, and so does its stack user", deployment_id)
