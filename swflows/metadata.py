@@ -7,7 +7,7 @@ from typing import Any
 
 import tenacity
 
-from swflows import bootdata, derive, exceptions
+from swflows import bootdata, derive, exceptions, model
 from swflows import transport_names as names
 from swflows.services import Services
 
@@ -75,6 +75,9 @@ def publish_server(
     always matches the store.  The server keeps the transport it was first
     published with (or enrolled with); ``transport`` applies to new servers.
 
+    The document carries its version as its generation
+    (:data:`swflows.model.DOCUMENT_GENERATION`).
+
     A server without a channel gets one, unless ``create`` is False (a
     removal publishes only to a channel that exists: the server may have
     been unenrolled since its deployment's row went; 0 is returned).  After
@@ -111,6 +114,7 @@ def publish_server(
                 snapshot.deployments, heat_agents=agent == bootdata.HEAT_AGENTS
             ),
             "os-collect-config": channel.get("os-collect-config", {}),
+            model.DOCUMENT_GENERATION: snapshot.version,
         }
         config_transport.publish(services, server_id, channel, document)
         if not uses_channel(services, server_id, name, channel):
