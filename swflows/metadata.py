@@ -7,7 +7,7 @@ from typing import Any
 
 import tenacity
 
-from swflows import bootdata, derive, exceptions
+from swflows import bootdata, derive, exceptions, failpoints, model
 from swflows import transport_names as names
 from swflows.services import Services
 
@@ -75,6 +75,15 @@ def publish_server(
     always matches the store.  The server keeps the transport it was first
     published with (or enrolled with); ``transport`` applies to new servers.
 
+    The document carries its version as its generation
+    (:data:`swflows.model.DOCUMENT_GENERATION`).  Right before its first
+    write (and before making a channel) the flow's fence is checked
+    (:meth:`Services.check_fence`): a publisher paused past its claim
+    writes nothing, since what it read may be older than what the flow's
+    new owner published.  Once it wrote, it goes on unfenced until the
+    copy published is current: each later round only puts back what the
+    store holds then.
+
     A server without a channel gets one, unless ``create`` is False (a
     removal publishes only to a channel that exists: the server may have
     been unenrolled since its deployment's row went; 0 is returned).  After
@@ -91,12 +100,16 @@ def publish_server(
     if channel is None:
         if not create:
             return 0
+        services.check_fence()
         channel = config_transport.ensure_channel(services, server_id)
         collect = config_transport.collect_config(services, channel)
         channel = {**channel, "os-collect-config": collect}
         store.set_server_channel(server_id, name, channel)
 
     agent = channel_agent(channel, name)
+    # once this call wrote a copy it goes on until the copy published is
+    # current, fenced or not: stopping would leave its own (maybe stale) copy
+    wrote = False
 
     @tenacity.retry(
         retry=tenacity.retry_if_exception_type(exceptions.ConcurrentUpdate),
@@ -105,13 +118,19 @@ def publish_server(
         reraise=True,
     )
     def attempt() -> int:
+        nonlocal wrote
         snapshot = store.server_metadata(server_id)
         document = {
             "deployments": derive.for_agent(
                 snapshot.deployments, heat_agents=agent == bootdata.HEAT_AGENTS
             ),
             "os-collect-config": channel.get("os-collect-config", {}),
+            model.DOCUMENT_GENERATION: snapshot.version,
         }
+        failpoints.hit("metadata.publish")
+        if not wrote:
+            services.check_fence()
+        wrote = True
         config_transport.publish(services, server_id, channel, document)
         if not uses_channel(services, server_id, name, channel):
             LOG.info(

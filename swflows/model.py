@@ -43,6 +43,12 @@ DEPLOY_STDERR: Final = "deploy_stderr"
 DEPLOY_STATUS_CODE: Final = "deploy_status_code"
 RESERVED_OUTPUTS: Final = (DEPLOY_STDOUT, DEPLOY_STDERR, DEPLOY_STATUS_CODE)
 
+#: a metadata document's key for its generation: the version of the
+#: server's deployments it was read at, which only grows for that server.
+#: swflows' agent acts on no document older than one it acted on; Heat's
+#: agents ignore the key (they read only ``deployments``)
+DOCUMENT_GENERATION: Final = "generation"
+
 MAX_NAME_LENGTH: Final = 255
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})

@@ -8,6 +8,7 @@ the logbook, so no client, token or key is ever persisted with a flow.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from swflows import transport_names as names
@@ -35,6 +36,9 @@ class Services:
     #: the clients acting for one deployment's project, through its trust
     #: (see :meth:`for_deployment`); None: swflows' own
     acting: Clients | None = None
+    #: the check a flow's write outside the database makes right before it
+    #: writes (see :meth:`check_fence`); None: not run by a fenced flow
+    fence: Callable[[], None] | None = None
 
     @property
     def project_clients(self) -> Clients:
@@ -58,6 +62,21 @@ class Services:
                 self if self.acting is None else dataclasses.replace(self, acting=None)
             )
         return dataclasses.replace(self, acting=self.clients.for_trust(trust_id))
+
+    def check_fence(self) -> None:
+        """Raise unless the flow these services run still belongs to this
+        process: called right before each write outside the database (a
+        metadata document, a signal store, a trust, a Keystone user), so a
+        process paused past its claim and then continued writes nothing
+        stale.  What it raises is a :class:`BaseException` (the runner's
+        ``ClaimLost`` or ``FlowFenced``): TaskFlow records nothing, and the
+        flow is left to its new owner."""
+        if self.fence is not None:
+            self.fence()
+
+    def fenced(self, fence: Callable[[], None] | None) -> Services:
+        """These services with ``fence`` checked before their flow's writes."""
+        return dataclasses.replace(self, fence=fence)
 
     def __repr__(self) -> str:  # never show the secret
         return f"Services(store={self.store!r})"

@@ -129,7 +129,8 @@ def release(services: Context, kind: str, object_id: str) -> bool:
     """Delete the object's trust in Keystone, then forget it; whether it
     had one.  A group member's reference to its group's trust is only
     forgotten.  Errors (Keystone unreachable) propagate with the trust
-    still recorded, so a later attempt deletes it."""
+    still recorded, so a later attempt deletes it.  Run by a flow, it
+    deletes nothing once that flow is lost (:meth:`Context.check_fence`)."""
     trust_id = services.store.get_trust(kind, object_id)
     if trust_id is None:
         return False
@@ -142,6 +143,7 @@ def release(services: Context, kind: str, object_id: str) -> bool:
             f"{kind} {object_id} acts through a trust, and no [trustee] is "
             "configured to delete it"
         )
+    services.check_fence()
     if not trustee.delete(trust_id):
         LOG.info("%s %s: its trust was gone already", kind, object_id)
     services.store.set_trust(kind, object_id, None)

@@ -12,6 +12,12 @@ cancelled (or its deployment removed): its hook is stopped (its process
 group gets SIGTERM, then SIGKILL after ``kill_grace`` seconds), nothing is
 signalled (nobody waits for it any more), its marker says it was
 cancelled, and the agent goes on with the new document at once.
+
+A document swflows publishes carries a generation that only grows for its
+server (:data:`swflows.model.DOCUMENT_GENERATION`).  One older than a
+document the agent acted on is a late write of a copy read before it (a
+publisher paused between reading and writing): it is ignored, so it
+neither runs what was withdrawn since nor stops a hook it lacks.
 """
 
 from __future__ import annotations
@@ -126,6 +132,8 @@ class Agent:
         self.items: list[Any] = []
         #: bumped with each new good document
         self._generation = 0
+        #: the highest generation of a document acted on
+        self.newest = items.Newest()
         #: one poll at a time (the loop's, or the one while a hook runs)
         self._polling = threading.Lock()
         #: config id -> (monotonic time of the next delivery attempt, failures)
@@ -187,14 +195,22 @@ class Agent:
         CloudError (or another error) when it cannot be read.
         """
         with self._polling:
-            collected = self.collector.collect()
+            try:
+                collected = self.collector.collect()
+            except exceptions.CloudError as exc:
+                if exc.status == 404:  # the server unenrolled: see Newest
+                    self.newest.forget()
+                raise
             if collected is None:
                 return False
             try:
-                parsed = items.parse_document(collected)
+                document = items.read_document(collected)
             except exceptions.ValidationError as exc:
                 LOG.error("ignoring a malformed metadata document: %s", exc)
                 return False
+            if not self.newest.admits(document):
+                return False
+            parsed = document.items
             self.items = parsed
             self._generation += 1
             LOG.info("metadata changed: %d deployment(s)", len(parsed))

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
 from swflows import derive, exceptions, model
+
+LOG = logging.getLogger(__name__)
 
 #: keys of a document that may hold the item list, in order of preference
 DOCUMENT_KEYS: Final = ("deployments", "metadata")
@@ -57,6 +60,67 @@ class Item:
         return [str(spec["name"]) for spec in self.outputs]
 
 
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """A metadata document as read: its raw items, and its generation (None
+    when it has none: Heat's documents, or a malformed value)."""
+
+    items: list[Any]
+    generation: int | None = None
+
+
+@dataclasses.dataclass
+class Newest:
+    """The highest generation of a document the agent acted on.
+
+    A document older than that was written late by a publisher that read
+    the store before the newer one was published (it was paused between
+    reading and writing): it is not acted on, so it neither runs what was
+    withdrawn since nor stops a running hook it lacks.  A document without
+    a generation (Heat's) is always acted on.  A server's generations start
+    again from 1 only when its channel was removed (it was unenrolled) and
+    made anew: the agent forgets the generation when it finds its document
+    gone, and a restarted agent starts without one.
+    """
+
+    generation: int | None = None
+
+    def admits(self, document: Document) -> bool:
+        """Whether ``document`` is to be acted on; if so, it is the newest."""
+        found = document.generation
+        if found is None:
+            return True
+        if self.generation is not None and found < self.generation:
+            LOG.warning(
+                "ignoring a metadata document of generation %d: one of "
+                "generation %d was acted on (a late write of an older copy)",
+                found,
+                self.generation,
+            )
+            return False
+        self.generation = found
+        return True
+
+    def forget(self) -> None:
+        if self.generation is not None:
+            LOG.info("the metadata document is gone: its generation is forgotten")
+        self.generation = None
+
+
+def read_document(raw: bytes | str | Any) -> Document:
+    """The items of a metadata document and its generation
+    (:data:`swflows.model.DOCUMENT_GENERATION`); refused as
+    :func:`parse_document` refuses."""
+    doc = _decode(raw)
+    found = doc.get(model.DOCUMENT_GENERATION) if isinstance(doc, Mapping) else None
+    generation = (
+        found
+        if isinstance(found, int) and not isinstance(found, bool) and found >= 0
+        else None
+    )
+    return Document(_items_of(doc), generation)
+
+
 def parse_document(raw: bytes | str | Any) -> list[Any]:
     """The raw items of a metadata document (each still to be checked).
 
@@ -66,7 +130,16 @@ def parse_document(raw: bytes | str | Any) -> list[Any]:
     JSON, a document that is not an object or a list, an item list that is
     not a list.
     """
-    doc = raw
+    return _items_of(_decode(raw))
+
+
+#: what an empty text decodes to: a document without items
+_EMPTY: Final = object()
+
+
+def _decode(raw: bytes | str | Any) -> Any:
+    """The decoded document (:data:`_EMPTY` for an empty text);
+    ValidationError when it is not UTF-8 JSON."""
     if isinstance(raw, bytes | bytearray):
         try:
             raw = bytes(raw).decode("utf-8-sig")
@@ -74,15 +147,22 @@ def parse_document(raw: bytes | str | Any) -> list[Any]:
             raise exceptions.ValidationError(
                 "metadata", f"not UTF-8 text ({exc.reason} at byte {exc.start})"
             ) from None
-    if isinstance(raw, str):
-        if not raw.strip():
-            return []
-        try:
-            doc = json.loads(raw, parse_constant=_refuse_constant)
-        except (ValueError, RecursionError) as exc:
-            raise exceptions.ValidationError(
-                "metadata", f"not JSON: {str(exc)[:200]}"
-            ) from None
+    if not isinstance(raw, str):
+        return raw
+    if not raw.strip():
+        return _EMPTY
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise exceptions.ValidationError(
+            "metadata", f"not JSON: {str(exc)[:200]}"
+        ) from None
+
+
+def _items_of(doc: Any) -> list[Any]:
+    """The item list of a decoded document."""
+    if doc is _EMPTY:
+        return []
     if isinstance(doc, list):
         return list(doc)
     if not isinstance(doc, Mapping):

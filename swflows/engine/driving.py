@@ -146,15 +146,15 @@ class Driving(Results):
         custom: bool = False,
         deployment_id: str = "",
     ) -> None:
-        engine.storage.inject(
-            {SERVICES_KEY: self.services_for(deployment_id)}, transient=True
-        )
         drive = _Drive(flow_id, engine, parks_after(flow))
         drive.resumed = resumed
         drive.custom = custom
         drive.deployment_id = deployment_id
         if self.jobs is not None:
             drive.fence = self.jobs.fence_for(flow_id)
+        fence = write_fence(self.registry, self.owner, drive)
+        services = self.services_for(deployment_id).fenced(fence)
+        engine.storage.inject({SERVICES_KEY: services}, transient=True)
         engine.atom_notifier.register(notifier.Notifier.ANY, self._on_atom(drive))
         with self._lock:
             self._drives[flow_id] = drive
@@ -498,6 +498,27 @@ class Driving(Results):
                 )
 
 
+def write_fence(
+    registry: flow_rows.FlowRegistry, owner: str, drive: _Drive
+) -> Callable[[], None]:
+    """The check a step of ``drive`` makes right before it writes outside
+    the database (:meth:`Services.check_fence`): under a conductor, that
+    the job's claim is still its own; always, that the flow's row still
+    names ``owner``.  The step may have been paused past its claim since
+    it started: what it would write was decided before, and the flow's new
+    owner may have written newer since."""
+
+    def fence() -> None:
+        if drive.fence is not None:
+            drive.fence(drive)  # ClaimLost once the claim is another's
+        holder = registry.holder(drive.flow_id)
+        if holder != owner:
+            drive.lost = True
+            raise logbook.FlowFenced(drive.flow_id, owner, holder)
+
+    return fence
+
+
 def parks_after(flow: Any) -> dict[str, Any]:
     """The atoms after which ``flow`` parks (by name): those right before a
     waiting step (a task whose ``parks`` is true), with that step; in
@@ -580,4 +601,5 @@ __all__ = [
     "end_wait",
     "let_go_of_removed",
     "parks_after",
+    "write_fence",
 ]

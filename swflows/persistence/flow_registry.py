@@ -173,6 +173,16 @@ class FlowRegistry:
 
         return self._store._read("get flow", op)
 
+    def holder(self, flow_id: str) -> str | None:
+        """Who holds ``flow_id`` now: its row's owner (None: nobody, or no row)."""
+        table = self._table
+
+        def op(conn: sa.Connection) -> str | None:
+            owner = conn.scalar(sa.select(table.c.owner).where(table.c.id == flow_id))
+            return None if owner is None else str(owner)
+
+        return self._store._read("read flow owner", op)
+
     def find(
         self,
         *,

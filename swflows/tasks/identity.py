@@ -37,7 +37,9 @@ class EnsureStackUser(base.Task):
     def execute(self, services: Services, deployment_id: str) -> dict[str, Any]:
         users = services.clients.stack_users
         name = user_name(deployment_id)
+        services.check_fence()
         project_id = users.ensure_project(name, f"swflows deployment {deployment_id}")
+        services.check_fence()
         user_id = users.ensure_user(
             name, project_id, impl_heat.stack_user_password(services, deployment_id)
         )
@@ -80,20 +82,26 @@ def delete_stack_user(services: Services, deployment_id: str) -> None:
     """Remove the deployment's stack user and project, and first the queues
     of that project: Zaqar keeps them when Keystone deletes the project, and
     once the user is gone nothing can reach them (ZAQAR_SIGNAL's credentials
-    mode makes its queues there; an agent's late signal makes them again)."""
+    mode makes its queues there; an agent's late signal makes them again).
+
+    Each removal checks the flow's fence first (:meth:`Services.check_fence`):
+    a flow lost meanwhile removes nothing its new owner may be using."""
     users = services.clients.stack_users
     name = user_name(deployment_id)
     found = users.find_user(name)
     project = users.find_project(name)
     if found is not None and project is not None:
         user = StackUser(found.id, name, project.id)
+        services.check_fence()
         base.revert_quietly(
             f"queues of stack project {name}",
             lambda: purge_queues(services, user, deployment_id),
         )
     if found is not None:
+        services.check_fence()
         base.revert_quietly(f"stack user {name}", lambda: users.delete_user(found.id))
     if project is not None:
+        services.check_fence()
         base.revert_quietly(
             f"stack project {name}", lambda: users.delete_project(project.id)
         )

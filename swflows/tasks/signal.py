@@ -37,9 +37,9 @@ class CreateSignalStore(_TransportTask):
         stack_user: dict[str, Any] | None,
     ) -> dict[str, Any]:
         ref = SignalRef(deployment_id, generation, timeout)
-        store = self.transport(services).create_store(
-            services, ref, StackUser.from_dict(stack_user)
-        )
+        transport = self.transport(services)
+        services.check_fence()
+        store = transport.create_store(services, ref, StackUser.from_dict(stack_user))
         return {"ref": ref.to_dict(), **store}
 
     def revert(
@@ -59,7 +59,7 @@ class CreateSignalStore(_TransportTask):
             result = transport.describe_store(ref, StackUser.from_dict(stack_user))
         store = result
         base.revert_quietly(
-            f"signal store {store}", lambda: transport.delete_store(services, store)
+            f"signal store {store}", lambda: delete_store(services, transport, store)
         )
 
 
@@ -67,7 +67,17 @@ class DeleteSignalStore(_TransportTask):
     """Remove the signal store once its signal has been read."""
 
     def execute(self, services: Services, signal_store: dict[str, Any]) -> None:
-        self.transport(services).delete_store(services, signal_store)
+        delete_store(services, self.transport(services), signal_store)
+
+
+def delete_store(
+    services: Services, transport: SignalTransport, store: dict[str, Any]
+) -> None:
+    """Remove a signal store, unless the flow removing it was lost: its new
+    owner may be waiting on a store of the same name (a re-run makes it
+    again)."""
+    services.check_fence()
+    transport.delete_store(services, store)
 
 
 class AwaitSignal(_TransportTask):

@@ -46,6 +46,10 @@ class Context(Protocol):
     def project_clients(self) -> Clients:
         """The clients of a deployment's own resources (through its trust)."""
 
+    def check_fence(self) -> None:
+        """Raise (a BaseException) when this process no longer holds the
+        flow it writes for; called right before a write outside the database."""
+
 
 def read_in_turn(reads: Sequence[Callable[[], SignalRead]]) -> list[SignalRead]:
     """:data:`ReadAll` one after the other, in the calling thread."""
