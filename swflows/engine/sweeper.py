@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from swflows import exceptions, metadata, trusts
+from swflows import exceptions, failpoints, metadata, trusts
 from swflows import transport_names as names
+from swflows.engine import liveness as loops
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
 from swflows.transports import owner
@@ -58,6 +59,8 @@ class Sweeper:
         registry: flow_rows.FlowRegistry,
         conf: Any,
         contain: Contain,
+        *,
+        loop: loops.Loop | None = None,
     ) -> None:
         self.services = services
         self.registry = registry
@@ -69,6 +72,8 @@ class Sweeper:
         #: unneeded owner rows, (kind, id) -> when first seen
         self._unneeded: dict[tuple[str, str], float] = {}
         self.trust_grace = TRUST_GRACE
+        #: its health: a sweep that ran all its steps is a good iteration
+        self.loop = loop or loops.Loop("sweeper", float(conf.sweep_interval))
 
     def sweep_if_due(self) -> None:
         """Sweep stores and channels once ``sweep_interval`` has passed
@@ -77,15 +82,22 @@ class Sweeper:
         if clock - self._last_sweep < float(self.conf.sweep_interval):
             return
         self._last_sweep = clock
+        failed = 0
         for step, sweep in (
             ("sweeping signal stores", self.sweep),
             ("sweeping channels", self.sweep_channels),
             ("sweeping trusts", self.sweep_trusts),
         ):
             try:
+                failpoints.hit(f"sweeper.{step.rpartition(' ')[2]}")
                 sweep()
-            except Exception as exc:
+            except loops.FATAL:
+                raise
+            except BaseException as exc:
+                failed += 1
                 self.contain(step, exc)
+        if not failed:
+            self.loop.ok()
 
     def sweep_trusts(self) -> list[tuple[str, str]]:
         """Let go of the owner rows and trusts nothing has needed since
