@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 import webob
 from oslo_config import cfg
 
-from swflows import derive, exceptions
+from swflows import derive, exceptions, signals
 from swflows.engine import faults
 from swflows.transports import impl_zaqar
 
@@ -187,7 +187,11 @@ class PushApp:
             return _error(413, f"a signal is at most {self.max_bytes} bytes")
         try:
             notification = json.loads(body)
-        except ValueError:
+            # the wrapper is one level more than the signal it carries
+            signals.check_depth(notification, signals.MAX_SIGNAL_DEPTH + 1)
+        except exceptions.SignalRejected as exc:  # a ValueError: first
+            return _error(400, exc.message)
+        except (ValueError, RecursionError):
             notification = None
         if not isinstance(notification, dict) or "body" not in notification:
             return _error(400, "not a Zaqar notification")
