@@ -7,8 +7,11 @@ busy installation with no conductor free would hold it)."""
 
 from __future__ import annotations
 
+import pathlib
+import re
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -97,4 +100,26 @@ def test_a_deploy_made_again_returns_the_deployment_it_made(
             input_values={"x": "1"},
             deployment_id=first.id,
         )
+    assert len(local.agent.ran) == 1
+
+
+def test_the_readme_example_of_a_deploy_made_again(
+    local: LocalSwflows, held: threading.Event
+) -> None:
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("**A wait that ends early", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "README has no example under 'A wait that ends early'"
+    sw = local.sw
+    config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    names: dict[str, Any] = {
+        "sw": sw,
+        "server_id": local.new_server(),
+        "config": config,
+    }
+    threading.Timer(3, held.set).start()  # a conductor takes it later
+    exec(compile(match.group(1), str(readme), "exec"), names)  # noqa: S102
+    assert names["dep"].id == names["dep_id"]
+    assert len(sw.list_flows(deployment_id=names["dep_id"])) <= 1
+    assert sw.wait(names["dep_id"], timeout=30).status == states.COMPLETE
     assert len(local.agent.ran) == 1
