@@ -25,12 +25,12 @@ from swflows import (
     states,
     trusts,
 )
-from swflows.engine import liveness as loops
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
 
 if TYPE_CHECKING:
     from swflows.api.deployments import Deployments
+    from swflows.engine import liveness as loops
 
 LOG = logging.getLogger(__name__)
 
@@ -155,8 +155,12 @@ class GroupDriver:
         self._thread: threading.Thread | None = None
         self._held: set[str] = set()
         self._next: float | None = None
+        if liveness is None:  # the engine is loaded with the runner, not before
+            from swflows.engine.liveness import Liveness
+
+            liveness = Liveness()
         #: its health, among its runner's loops
-        self.loop = (liveness or loops.Liveness()).loop("groups", self.interval)
+        self.loop = liveness.loop("groups", self.interval)
 
     def start(self) -> None:
         if self._thread is None:
@@ -227,7 +231,7 @@ class GroupDriver:
                 self.advance(group_id)
             except exceptions.GroupNotFound:
                 self._held.discard(group_id)
-            except loops.FATAL:
+            except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException:
                 LOG.exception("group %s: could not advance", group_id)

@@ -46,6 +46,10 @@ SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
 #: longer than making a deployment takes, and than reporting a result
 TRUST_GRACE = 600.0
 
+#: the period of a sweeper's loop made without one (``[watcher]
+#: sweep_interval``'s default)
+SWEEP_EVERY = 60.0
+
 #: how a sweep reports a failure it contained: ``(step, error)``
 Contain = Callable[[str, BaseException], None]
 
@@ -73,7 +77,7 @@ class Sweeper:
         self._unneeded: dict[tuple[str, str], float] = {}
         self.trust_grace = TRUST_GRACE
         #: its health: a sweep that ran all its steps is a good iteration
-        self.loop = loop or loops.Loop("sweeper", float(conf.sweep_interval))
+        self.loop = loop or loops.Loop("sweeper", SWEEP_EVERY)
 
     def sweep_if_due(self) -> None:
         """Sweep stores and channels once ``sweep_interval`` has passed
