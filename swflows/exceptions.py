@@ -201,7 +201,13 @@ class FlowLocked(FlowError):
 
 class WaitTimeout(SwflowsError, TimeoutError):
     """A blocking wait ended before the deployment reached a terminal status
-    (or, with ``flow_id``, before a custom flow ended)."""
+    (or, with ``flow_id``, before a custom flow ended).
+
+    ``started`` is False when the wait ended before the action even
+    started (its flow waits for a conductor, on a busy installation): the
+    flow is recorded and runs later all the same, so the caller keeps
+    ``deployment_id`` to look at it, rather than starting it again.
+    """
 
     def __init__(
         self,
@@ -210,17 +216,39 @@ class WaitTimeout(SwflowsError, TimeoutError):
         *,
         flow_id: str | None = None,
         group: str | None = None,
+        started: bool = True,
     ) -> None:
         what = f"flow {flow_id}" if flow_id else f"deployment {deployment_id}"
         if group:
             what = f"group {group}"
+        message = f"{what} still running after {seconds:g} s"
+        if not started:
+            message = (
+                f"{what} not started after {seconds:g} s: its flow is queued "
+                "and runs later; wait for it or show it by this id"
+            )
         super().__init__(
-            f"{what} still running after {seconds:g} s",
+            message,
             deployment_id=deployment_id,
             flow_id=flow_id,
+            started=started,
         )
         self.deployment_id = deployment_id
         self.flow_id = flow_id
+        self.started = started
+
+
+class DeploymentExists(ValidationError):
+    """A deployment was asked for under the id of another one: a different
+    server, config, action or inputs (the same ones are the same call,
+    made again, and get the deployment that exists)."""
+
+    def __init__(self, deployment_id: str, reason: str) -> None:
+        super().__init__(
+            "deployment_id", f"deployment {deployment_id} exists with {reason}"
+        )
+        self.fields["deployment_id"] = deployment_id
+        self.deployment_id = deployment_id
 
 
 class Forbidden(SwflowsError, PermissionError):

@@ -21,6 +21,10 @@ from swflows import exceptions, model, states
 
 #: the largest signal accepted, as Heat's ``max_json_body_size``
 MAX_SIGNAL_BYTES: Final = 1048576
+#: the deepest nesting of arrays and objects a signal may hold (the payload
+#: object itself is level 1): far more than any output needs, and far less
+#: than what makes Python's recursive JSON and database code overflow
+MAX_SIGNAL_DEPTH: Final = 64
 #: what an agent trims a signal to, as Heat's ``heat-config-notify`` does
 AGENT_SIGNAL_BYTES: Final = 950000
 
@@ -89,12 +93,14 @@ def parse_payload(
     """The signal in ``raw``, or None when nothing has been signalled yet.
 
     An empty body (how a TempURL signal object is seeded) is "no signal
-    yet"; ``{}`` is a signal.  Anything over ``max_bytes``, not UTF-8, not
-    strict JSON (no NaN or Infinity) or not a JSON object is refused with
+    yet"; ``{}`` is a signal.  Anything over ``max_bytes``, nested deeper
+    than :data:`MAX_SIGNAL_DEPTH`, not UTF-8, not strict JSON (no NaN or
+    Infinity) or not a JSON object is refused with
     :class:`~swflows.exceptions.SignalRejected`.  A mapping (a signal an
     embedder received through its own API) is checked the same way.
     """
     if isinstance(raw, Mapping):
+        check_depth(raw)
         try:
             size = len(json.dumps(raw, allow_nan=False).encode("utf-8"))
         except (TypeError, ValueError) as exc:
@@ -136,14 +142,35 @@ def parse_payload(
         ) from None
     except RecursionError:
         raise exceptions.SignalRejected(
-            "signal", "payload is not JSON this parser accepts: it nests too deeply"
+            "signal", f"payload nests deeper than {MAX_SIGNAL_DEPTH} levels"
         ) from None
+    check_depth(payload)
     if not isinstance(payload, dict):
         kind = _JSON_TYPES.get(type(payload), type(payload).__name__)
         raise exceptions.SignalRejected(
             "signal", f"payload must be a JSON object, not {kind}"
         )
     return payload
+
+
+def check_depth(value: Any, limit: int = MAX_SIGNAL_DEPTH) -> None:
+    """Refuse (:class:`~swflows.exceptions.SignalRejected`) a value whose
+    arrays and objects nest deeper than ``limit``; looked at without
+    recursion, so any depth is refused rather than overflowing."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise exceptions.SignalRejected(
+                "signal", f"payload nests deeper than {limit} levels"
+            )
+        stack.extend((child, depth + 1) for child in children)
 
 
 def is_progress(payload: Mapping[str, Any]) -> bool:

@@ -23,8 +23,8 @@ from swflows import (
     states,
 )
 from swflows.api.base import FIRST_GENERATION, checked_input_values
+from swflows.api.idempotence import Idempotence
 from swflows.api.plans import Plans
-from swflows.api.results import Results
 
 if TYPE_CHECKING:
     from oslo_context.context import RequestContext
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from swflows.flows import common
 
 
-class Deployments(Plans, Results):
+class Deployments(Plans, Idempotence):
     """Starts the flows of single-server deployments."""
 
     def deploy(
@@ -57,6 +57,16 @@ class Deployments(Plans, Results):
         With ``context``, the deployment is its project's, and the server's
         deployment policy must admit that project and config (Forbidden
         naming the rule otherwise).
+
+        A ``deployment_id`` the caller chose makes the call idempotent: made
+        again with the same server, config, action and inputs (after a
+        :class:`~swflows.exceptions.WaitTimeout`, or a crash), it starts
+        nothing and returns that deployment (waiting for it as asked); with
+        others, it raises :class:`~swflows.exceptions.DeploymentExists`.
+        With ``wait=False`` the deployment is returned once its flow wrote
+        it; if that takes longer than ``wait_timeout`` (a busy installation,
+        no conductor free), :class:`~swflows.exceptions.WaitTimeout` with
+        ``started`` false names it: it runs later all the same.
         """
         self._allow(context, "swflows:deployment:create")
         source = self._visible_config(context, config_id)
@@ -65,6 +75,7 @@ class Deployments(Plans, Results):
         derive.check_action(source, action, actions)
         transport = self._signal_transport(signal_transport, server_id)
         plan = self._plan(server_id, transport, config_transport)
+        chosen = deployment_id is not None
         deployment_id = deployment_id or model.new_id()
         inputs: dict[str, Any] = {
             "deployment_id": deployment_id,
@@ -80,6 +91,10 @@ class Deployments(Plans, Results):
         }
         if actions is not None:
             inputs["actions"] = list(actions)
+        if chosen:
+            again = self._deployed_already(context, deployment_id, inputs)
+            if again is not None:
+                return self._again(deployment_id, again, wait, wait_timeout)
         self._own(context, projects.DEPLOYMENT, deployment_id)
         started = self._start_delegated(context, deployment_id, "deploy", plan, inputs)
         return self._result(deployment_id, started, wait, wait_timeout)

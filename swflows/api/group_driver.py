@@ -15,12 +15,22 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from swflows import derive, exceptions, model, projects, rollout, states, trusts
+from swflows import (
+    derive,
+    exceptions,
+    failpoints,
+    model,
+    projects,
+    rollout,
+    states,
+    trusts,
+)
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
 
 if TYPE_CHECKING:
     from swflows.api.deployments import Deployments
+    from swflows.engine import liveness as loops
 
 LOG = logging.getLogger(__name__)
 
@@ -132,7 +142,9 @@ def _ended(member: dict[str, Any], found: tuple[str, int, bool] | None) -> str |
 class GroupDriver:
     """Drives the operations of groups on one runner (see the module)."""
 
-    def __init__(self, sw: Deployments, owner: str) -> None:
+    def __init__(
+        self, sw: Deployments, owner: str, *, liveness: loops.Liveness | None = None
+    ) -> None:
         self.sw = sw
         self.rows = GroupStore(sw.store)
         self.owner = owner
@@ -143,6 +155,12 @@ class GroupDriver:
         self._thread: threading.Thread | None = None
         self._held: set[str] = set()
         self._next: float | None = None
+        if liveness is None:  # the engine is loaded with the runner, not before
+            from swflows.engine.liveness import Liveness
+
+            liveness = Liveness()
+        #: its health, among its runner's loops
+        self.loop = liveness.loop("groups", self.interval)
 
     def start(self) -> None:
         if self._thread is None:
@@ -169,19 +187,18 @@ class GroupDriver:
         self._wake.set()
 
     def _run_forever(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self.tick()
-            except Exception:
-                LOG.exception("groups: a pass failed")
-            wait = self.interval
-            if self._next is not None:
-                wait = max(0.05, min(wait, self._next - time.time()))
-            self._wake.wait(wait)
-            self._wake.clear()
+        with self.loop.running_in(self._stopping.is_set):
+            while not self._stopping.is_set():
+                self.loop.run(self.tick)
+                wait = self.interval
+                if self._next is not None:
+                    wait = max(0.05, min(wait, self._next - time.time()))
+                self._wake.wait(wait)
+                self._wake.clear()
 
     def tick(self) -> None:
         """One pass over every group whose operation runs."""
+        failpoints.hit("groups.tick")
         now = time.time()
         self._next = None
         for group_id, owner, lease_until in self.rows.in_progress():
@@ -210,10 +227,13 @@ class GroupDriver:
                 LOG.info("group %s: taken over from %s", group_id, owner)
             self._held.add(group_id)
             try:
+                failpoints.hit("groups.advance")
                 self.advance(group_id)
             except exceptions.GroupNotFound:
                 self._held.discard(group_id)
-            except Exception:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException:
                 LOG.exception("group %s: could not advance", group_id)
 
     def advance(self, group_id: str) -> None:

@@ -702,7 +702,7 @@ class Groups(Deployments):
 
     def _runner_started(self, runner: Runner) -> None:
         super()._runner_started(runner)
-        self._groups = GroupDriver(self, runner.owner)
+        self._groups = GroupDriver(self, runner.owner, liveness=runner.liveness)
         self._groups.start()
 
     def _closing(self) -> None:

@@ -83,6 +83,14 @@ class Results(Base):
         except tenacity.RetryError:
             raise exceptions.WaitTimeout(deployment_id, timeout or 0) from None
 
+    def _started(self, deployment_id: str, generation: int) -> bool:
+        """Whether the action of ``generation`` has been started (its
+        flow wrote the deployment as it is at that generation)."""
+        try:
+            return self.show(deployment_id).generation >= generation
+        except exceptions.DeploymentNotFound:
+            return False
+
     def _result(
         self,
         deployment_id: str,
@@ -93,10 +101,19 @@ class Results(Base):
     ) -> model.Deployment:
         """The deployment once its flow ended (``wait``), else as soon as
         the flow started the action of ``generation`` (IN_PROGRESS, unless
-        the flow already ended it) or ended."""
+        the flow already ended it) or ended.  WaitTimeout (``started``
+        false) when the flow did not start it within ``wait_timeout``
+        (60 s by default)."""
         flow_id, future = started
         if wait:
-            self.runner.wait(flow_id, wait_timeout)
+            try:
+                self.runner.wait(flow_id, wait_timeout)
+            except exceptions.WaitTimeout as exc:
+                if self._started(deployment_id, generation):
+                    raise
+                raise exceptions.WaitTimeout(
+                    deployment_id, wait_timeout or 0, started=False
+                ) from exc
             return self.show(deployment_id)
 
         def look() -> model.Deployment | None:
@@ -113,11 +130,16 @@ class Results(Base):
                 return None  # the row as it was before this action
             return found
 
+        limit = wait_timeout or 60
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda found: found is None),
             wait=tenacity.wait_fixed(0.05),
-            stop=tenacity.stop_after_delay(wait_timeout or 60),
-            retry_error_callback=lambda _: self.show(deployment_id),
+            stop=tenacity.stop_after_delay(limit),
+            retry_error_callback=lambda _: None,
         )
-        found = retrying(look)
-        return found if found is not None else self.show(deployment_id)
+        found: model.Deployment | None = retrying(look)
+        if found is None:
+            # its flow is recorded (a job posted) and runs later: never
+            # NotFound, which would have the caller deploy it again
+            raise exceptions.WaitTimeout(deployment_id, limit, started=False)
+        return found

@@ -8,7 +8,7 @@ from typing import Any
 
 from swflows.cli import base, parsing
 
-COLUMNS = ("name", "host", "pid", "flows")
+COLUMNS = ("name", "host", "pid", "flows", "stale loops")
 
 
 class Conductor(base.Command):
@@ -41,7 +41,9 @@ class Conductor(base.Command):
 
 
 class ListConductors(base.Lister):
-    """Live conductors and the flows each holds; the active signal watcher
+    """Live conductors, the flows each holds and its background loops that
+    stopped or are stale (``stale loops``: its claims' upkeep, claiming,
+    leases, watcher, sweeper, election, groups); the active signal watcher
     and the jobs waiting on the board follow the table (on stderr)."""
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
@@ -59,7 +61,13 @@ class ListConductors(base.Lister):
         finally:
             board.close()
         rows = [
-            (name, info.get("host"), info.get("pid"), " ".join(info["flows"]))
+            (
+                name,
+                info.get("host"),
+                info.get("pid"),
+                " ".join(info["flows"]),
+                " ".join(info["stale"]),
+            )
             for name, info in sorted(found["conductors"].items())
         ]
         self.app.stderr.write(

@@ -193,6 +193,12 @@ class CreateDeployment(_Operation):
             metavar="TRANSPORT",
             help="POLL_TEMP_URL, ZAQAR_MESSAGE or POLL_SERVER_HEAT",
         )
+        parser.add_argument(
+            "--id",
+            metavar="ID",
+            help="the deployment's id (a new one by default); the same command "
+            "run again with this id does not deploy twice",
+        )
         add_timeout(parser, "the server has to signal")
         add_wait(parser)
         return parser
@@ -212,6 +218,7 @@ class CreateDeployment(_Operation):
             signal_transport=parsed_args.signal_transport,
             config_transport=parsed_args.config_transport,
             timeout=parsing.minutes_to_seconds(parsed_args.timeout),
+            deployment_id=parsed_args.id,
             wait=False,
             context=self.ctx,
         )

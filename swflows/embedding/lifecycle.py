@@ -96,18 +96,21 @@ class Lifecycle:
                 pass
         if not self._handles(config_id, model.CREATE, actions):
             return None
-        made = self.sw.deploy(
-            server_id,
-            config_id,
-            input_values=input_values,
-            name=name,
-            actions=actions,
-            signal_transport=signal_transport,
-            config_transport=config_transport,
-            timeout=timeout,
-            deployment_id=deployment_id,
-            wait=False,
-        )
+        try:
+            made = self.sw.deploy(
+                server_id,
+                config_id,
+                input_values=input_values,
+                name=name,
+                actions=actions,
+                signal_transport=signal_transport,
+                config_transport=config_transport,
+                timeout=timeout,
+                deployment_id=deployment_id,
+                wait=False,
+            )
+        except exceptions.WaitTimeout as exc:
+            return _queued(exc)
         return made.id
 
     def handle_update(
@@ -125,13 +128,16 @@ class Lifecycle:
         source = config_id or current.source_config_id
         if source is None or not self._handles(source, model.UPDATE, current.actions):
             return None
-        made = self.sw.redeploy(
-            deployment_id,
-            input_values=input_values,
-            config_id=config_id,
-            timeout=timeout,
-            wait=False,
-        )
+        try:
+            made = self.sw.redeploy(
+                deployment_id,
+                input_values=input_values,
+                config_id=config_id,
+                timeout=timeout,
+                wait=False,
+            )
+        except exceptions.WaitTimeout as exc:
+            return _queued(exc)
         return made.id
 
     def handle_delete(self, deployment_id: str, *, timeout: int | None = None) -> None:
@@ -165,7 +171,10 @@ class Lifecycle:
         if source is None or not self._handles(source, action, current.actions):
             return None
         call = getattr(self.sw, ACTIONS[action])
-        made: model.Deployment = call(deployment_id, wait=False)
+        try:
+            made: model.Deployment = call(deployment_id, wait=False)
+        except exceptions.WaitTimeout as exc:
+            return _queued(exc)
         return made.id
 
     def _handles(
@@ -210,6 +219,15 @@ class Lifecycle:
         raise exceptions.FlowError(
             None, f"deployment {deployment_id}: undeploy ended and left it in place"
         )
+
+
+def _queued(exc: exceptions.WaitTimeout) -> str:
+    """The id of an action whose flow is recorded but not started yet
+    (no conductor took it in time): ``check_*_complete`` follows it as any
+    other, since its flow is there."""
+    if exc.started:
+        raise exc
+    return exc.deployment_id
 
 
 __all__ = ["ACTIONS", "DeploymentFailed", "Lifecycle"]

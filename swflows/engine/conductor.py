@@ -32,7 +32,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from swflows.engine import faults, jobboard
+from swflows import failpoints
+from swflows.engine import faults, jobboard, liveness
 from swflows.engine import runner as engine_runner
 from swflows.persistence import flow_registry as flow_rows
 
@@ -111,6 +112,7 @@ class Conductor(jobboard.Jobs):
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._last_reap = 0.0
+        self._last_announce = 0.0
         self.started_at = time.time()
         #: jobs settled, by how (consumed, abandoned, trashed)
         self.settled: dict[str, int] = {}
@@ -158,17 +160,24 @@ class Conductor(jobboard.Jobs):
 
     # -- claiming ---------------------------------------------------------
     def _claim_forever(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.claim_some()
-                if time.monotonic() - self._last_reap >= self.board.claim_expiry:
-                    self._last_reap = time.monotonic()
-                    self.reap_owners()
-            except Exception as exc:
-                self.runner.failures["claim jobs"] += 1
-                LOG.warning("conductor %s: %s", self.name, faults.describe(exc))
-            self._wake.wait(POLL_SECONDS)
-            self._wake.clear()
+        loop = self.runner.liveness.loop("conductor", POLL_SECONDS)
+        with loop.running_in(self._stop.is_set):
+            while not self._stop.is_set():
+                if not loop.run(self._claim_once):
+                    self.runner.failures["claim jobs"] += 1
+                self._wake.wait(POLL_SECONDS)
+                self._wake.clear()
+
+    def _claim_once(self) -> None:
+        failpoints.hit("conductor.claim")
+        self.claim_some()
+        clock = time.monotonic()
+        if clock - self._last_reap >= self.board.claim_expiry:
+            self._last_reap = clock
+            self.reap_owners()
+        if clock - self._last_announce >= self.board.claim_expiry / 3:
+            # the heartbeat announces too: either shows the other's health
+            self._announce()
 
     def claim_some(self) -> list[str]:
         """Claim unclaimed jobs while there is room; the flows started."""
@@ -348,39 +357,46 @@ class Conductor(jobboard.Jobs):
 
     # -- claims' upkeep ---------------------------------------------------
     def _heartbeat_forever(self) -> None:
-        interval = self.board.claim_expiry / 3
-        while not self._stop_heartbeat.wait(interval):
-            try:
-                self.heartbeat()
-            except Exception as exc:
-                self.runner.failures["extend claims"] += 1
-                LOG.warning(
-                    "conductor %s: claims not extended: %s",
-                    self.name,
-                    faults.describe(exc),
-                )
+        loop = self.runner.liveness.loop("claims", self.board.claim_expiry / 3)
+        with loop.running_in(self._stop_heartbeat.is_set):
+            while not self._stop_heartbeat.wait(loop.every):
+                if not loop.run(self.heartbeat):
+                    self.runner.failures["extend claims"] += 1
 
     def heartbeat(self) -> None:
         """Announce this conductor and extend its claims; stop the flows
-        whose claim is gone."""
+        whose claim is gone.  One claim that cannot be extended (its board
+        call failed) does not keep the others from being extended."""
+        failpoints.hit("conductor.heartbeat")
         self._announce()
         with self._lock:
             held = dict(self._held)
+        error: BaseException | None = None
         for flow_id, job in held.items():
-            if self.board.extend(job, self.name):
-                continue
-            with self._lock:
-                self._lost.add(flow_id)
-            LOG.warning("flow %s: claim lost to another conductor", flow_id)
-            self.runner.lose(flow_id)
+            try:
+                if self.board.extend(job, self.name):
+                    continue
+                with self._lock:
+                    self._lost.add(flow_id)
+                LOG.warning("flow %s: claim lost to another conductor", flow_id)
+                self.runner.lose(flow_id)
+            except liveness.FATAL:
+                raise
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
 
     def _announce(self) -> None:
+        self._last_announce = time.monotonic()
         self.board.announce(
             self.name,
             {
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "since": self.started_at,
+                "at": round(time.time(), 3),
+                "loops": self.runner.liveness.report(),
             },
         )
 
@@ -411,8 +427,10 @@ def status(
     conf: Any = None,
     store: Any = None,
 ) -> dict[str, Any]:
-    """What an operator sees: live conductors and the flows each holds,
-    the jobs waiting on the board, and the active signal watcher."""
+    """What an operator sees: live conductors, the flows each holds and
+    its background loops that stopped or are stale (``stale``, see
+    :mod:`swflows.engine.liveness`), the jobs waiting on the board, and the
+    active signal watcher."""
     live = board.conductors()
     holding: dict[str, list[str]] = {name: [] for name in live}
     waiting: list[str] = []
@@ -424,9 +442,14 @@ def status(
             holding[owner].append(flow_id or "?")
         else:
             orphaned[flow_id or "?"] = owner
+    now = time.time()
     return {
         "conductors": {
-            name: {**info, "flows": sorted(holding[name])}
+            name: {
+                **info,
+                "flows": sorted(holding[name]),
+                "stale": liveness.stale_in(info.get("loops"), now),
+            }
             for name, info in live.items()
         },
         "waiting": waiting,

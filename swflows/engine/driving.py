@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import tenacity
 from taskflow import atom as tf_atom
+from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
 from taskflow.types import failure as tf_failure
 from taskflow.types import notifier
@@ -171,6 +172,8 @@ class Driving(Results):
         def callback(state: str, details: dict[str, Any]) -> None:
             if drive.fence is not None and state in FENCED_STATES:
                 drive.fence(drive)  # a BaseException: the step does not run
+            if drive.lost and state in FENCED_STATES:  # another's now
+                raise logbook.FlowFenced(drive.flow_id, self.owner, None)
             if state != tf_states.SUCCESS:
                 return
             if drive.custom and self.registry.cancel_requested(drive.flow_id):
@@ -185,7 +188,10 @@ class Driving(Results):
     def _drive(self, drive: _Drive) -> None:
         error: BaseException | None = None
         try:
-            if not (drive.resumed and self._park_if_waiting(drive)):
+            # one lost or stopped before it began is left as stored
+            if not (drive.lost or self.stopping) and not (
+                drive.resumed and self._park_if_waiting(drive)
+            ):
                 if drive.custom and self.registry.cancel_requested(drive.flow_id):
                     drive.cancelling = True
                 while True:
@@ -519,6 +525,29 @@ def write_fence(
     return fence
 
 
+def suspend(drive: _Drive) -> bool:
+    """Ask a drive's engine to stop before its next step; whether it was asked.
+
+    It waits for the step running to end (TaskFlow runs a step holding its
+    storage's lock): for ``close()``, not for a heartbeat.  Never raises
+    for the two ways it can fail: the engine's logbook is another runner's
+    now (:class:`~swflows.persistence.logbook.FlowFenced`: the engine stops
+    anyway, at its next write, which the fence refuses), or the engine has
+    not started yet (TaskFlow's ``InvalidState``: the drive does not run
+    once it sees ``lost`` or the runner stopping).  So a ``close()`` that
+    stops many flows stops them all.
+    """
+    try:
+        drive.engine.suspend()
+    except logbook.FlowFenced as exc:
+        LOG.debug("flow %s: not suspended: %s", drive.flow_id, exc)
+        return False
+    except tf_exc.InvalidState as exc:
+        LOG.debug("flow %s: not suspended (not started): %s", drive.flow_id, exc)
+        return False
+    return True
+
+
 def parks_after(flow: Any) -> dict[str, Any]:
     """The atoms after which ``flow`` parks (by name): those right before a
     waiting step (a task whose ``parks`` is true), with that step; in
@@ -601,5 +630,6 @@ __all__ = [
     "end_wait",
     "let_go_of_removed",
     "parks_after",
+    "suspend",
     "write_fence",
 ]

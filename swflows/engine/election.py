@@ -51,7 +51,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from swflows import exceptions
+from swflows import exceptions, failpoints
+from swflows.engine import liveness as loops
 
 LOG = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class Election:
         timeout: int = DEFAULT_TIMEOUT,
         on_elected: Callable[[], object] | None = None,
         on_revoked: Callable[[], object] | None = None,
+        liveness: loops.Liveness | None = None,
     ) -> None:
         scheme = urllib.parse.urlsplit(backend_url).scheme
         if scheme not in SCHEMES:
@@ -181,6 +183,8 @@ class Election:
         self._mutex = threading.Lock()
         self._elected = threading.Condition(self._mutex)
         self._last_error = ""
+        #: the campaign's health (a loop of ``liveness``, or its own)
+        self.loop = (liveness or loops.Liveness()).loop("election", self.tick)
         #: times won and lost (for tests and the operator view)
         self.elections = 0
         self.revocations = 0
@@ -284,33 +288,44 @@ class Election:
         return coordinator
 
     def _campaign(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._step()
-            except Exception as exc:
-                detail = f"{type(exc).__name__}: {exc}"
-                if detail != self._last_error:
-                    LOG.warning(
-                        "election %s on %s: %s (tried again every %.1f s)",
-                        self.role,
-                        describe_url(self.backend_url),
-                        detail,
-                        self.tick,
-                    )
-                    self._last_error = detail
-            self._stopping.wait(self.tick)
+        with self.loop.running_in(self._stopping.is_set):
+            while not self._stopping.is_set():
+                if self.loop.run(self._step):
+                    self._last_error = ""
+                else:
+                    self._tried_again()
+                self._stopping.wait(self.tick)
+
+    def _tried_again(self) -> None:
+        """Say once per new error that the backend is tried again."""
+        detail = self.loop.last_error
+        if detail and detail != self._last_error:
+            LOG.warning(
+                "election %s on %s: %s (tried again every %.1f s)",
+                self.role,
+                describe_url(self.backend_url),
+                detail,
+                self.tick,
+            )
+            self._last_error = detail
 
     def _watch_lease(self) -> None:
         """Tell of a lease that ran out when it does, even while the
         campaign waits on a backend out of reach."""
         delay = self.tick
         while not self._stopping.wait(delay):
-            if self._leading and not self.is_leader:
-                self._demote("its lease ran out unrenewed")
+            try:
+                if self._leading and not self.is_leader:
+                    self._demote("its lease ran out unrenewed")
+            except loops.FATAL:
+                raise
+            except BaseException as exc:
+                LOG.warning("election %s: telling of a lost lease: %s", self.role, exc)
             left = self._lease_until - time.monotonic()
             delay = min(self.tick, max(0.02, left)) if self._leading else self.tick
 
     def _step(self) -> None:
+        failpoints.hit("election.step")
         coordinator = self._coordinator
         if coordinator is None:
             return
@@ -344,7 +359,6 @@ class Election:
             if lock.acquire(blocking=False):
                 self._lock = lock
                 self._renewed(sent)
-        self._last_error = ""
 
     def _renewed(self, sent: float) -> None:
         if self._stopping.is_set():
@@ -404,7 +418,9 @@ class Election:
             return
         try:
             callback()
-        except Exception:
+        except loops.FATAL:
+            raise
+        except BaseException:
             LOG.exception("election %s: %s failed", self.role, name)
 
 

@@ -206,7 +206,8 @@ class Board:
     # -- conductors -------------------------------------------------------
     def announce(self, name: str, info: dict[str, Any]) -> None:
         """Record conductor ``name`` as live for ``claim_expiry`` seconds
-        (Redis; renewed by calling again) or for its session (ZooKeeper)."""
+        (Redis; renewed by calling again) or for its session (ZooKeeper),
+        with ``info`` (replaced by each call)."""
         data = json.dumps({"name": name, **info})
         if self.kind == "redis":
             client = self._redis()
@@ -222,6 +223,8 @@ class Board:
         client.ensure_path(self._presence_path())
         if client.exists(path) is None:
             client.create(path, data.encode(), ephemeral=True)
+        else:  # what it announces changes (its loops' health)
+            client.set(path, data.encode())
 
     def retire(self, name: str) -> None:
         """Forget conductor ``name`` (it stops)."""

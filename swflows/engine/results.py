@@ -13,7 +13,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
+from taskflow import storage
 
 from swflows import exceptions
 from swflows.persistence import flow_registry as flow_rows
@@ -128,6 +130,19 @@ class Results:
             "result": meta.get("result") or {},
             "error": meta.get("error"),
         }
+
+    def inputs_of(self, flow_id: str) -> dict[str, Any] | None:
+        """The inputs flow ``flow_id`` was launched with, from its logbook;
+        None when it has none (not stored yet, or it is gone)."""
+        try:
+            with self._connection() as conn:
+                detail = conn.get_logbook(flow_id).find(flow_id)
+        except tf_exc.NotFound:
+            return None
+        for atom in detail or ():
+            if atom.name == storage.Storage.injector_name:
+                return dict(atom.results or {})
+        return None
 
     def forget_result(self, flow_id: str) -> bool:
         """Remove an ended custom flow's stored outcome; False if none."""

@@ -29,8 +29,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from swflows.engine import faults, jobboard
-from swflows.engine.driving import parks_after
+from swflows.engine import faults, jobboard, liveness
+from swflows.engine.driving import parks_after, suspend
 from swflows.engine.election import Election
 from swflows.engine.launching import (
     Launching,
@@ -66,6 +66,7 @@ class Runner(Takeover, Launching):
     ) -> None:
         super().__init__(services, workers=workers)
         self._threads: list[threading.Thread] = []
+        self.liveness = liveness.Liveness()
         self.watcher = Watcher(self)
         #: the watcher's election among the runners sharing the database
         #: (None: no ``[coordination] backend_url``, this watcher watches)
@@ -82,6 +83,7 @@ class Runner(Takeover, Launching):
                 timeout=int(self.conf.coordination.leader_timeout),
                 on_elected=self.watcher.wake,
                 on_revoked=self.watcher.wake,
+                liveness=self.liveness,
             )
         #: with ``[jobboard] enabled``: flows are posted as jobs for
         #: conductors, not driven here (unless this is a conductor's runner)
@@ -108,21 +110,36 @@ class Runner(Takeover, Launching):
             self._threads.append(thread)
 
     def close(self) -> None:
-        """Stop: running flows are suspended and released for any runner."""
+        """Stop: running flows are suspended and released for any runner.
+
+        Every part is stopped, whatever stopping another raised (a flow
+        whose logbook another runner holds now, a backend out of reach):
+        what failed is logged, never raised.
+        """
         self._stopping.set()
         self.watcher.wake()
         with self._lock:
             drives = list(self._drives.values())
+
+        def step(what: str, call: Callable[[], object]) -> None:
+            try:
+                call()
+            except liveness.FATAL:
+                raise
+            except BaseException as exc:
+                LOG.warning("closing the runner: %s: %s", what, faults.describe(exc))
+
         for drive in drives:
-            drive.engine.suspend()
-        self._executor.shutdown(wait=True)
+            step(f"suspending flow {drive.flow_id}", functools.partial(suspend, drive))
+        step("stopping its threads", functools.partial(self._executor.shutdown, True))
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
         if self.election is not None:
-            self.election.stop()  # a standby watches from its next tick
+            # a standby watches from its next tick
+            step("leaving the election", self.election.stop)
         if self.jobs is not None:
-            self.jobs.close_board()
+            step("closing the jobboard", self.jobs.close_board)
 
     def resume_ended(self, deployment_id: str) -> None:
         """Resume at once, on the runner's threads, the parked flows of a

@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from swflows import exceptions, metadata, trusts
+from swflows import exceptions, failpoints, metadata, trusts
 from swflows import transport_names as names
+from swflows.engine import liveness as loops
 from swflows.engine.reconciler import Reconciler
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
@@ -46,6 +47,10 @@ SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
 #: longer than making a deployment takes, and than reporting a result
 TRUST_GRACE = 600.0
 
+#: the period of a sweeper's loop made without one (``[watcher]
+#: sweep_interval``'s default)
+SWEEP_EVERY = 60.0
+
 #: how a sweep reports a failure it contained: ``(step, error)``
 Contain = Callable[[str, BaseException], None]
 
@@ -59,6 +64,8 @@ class Sweeper:
         registry: flow_rows.FlowRegistry,
         conf: Any,
         contain: Contain,
+        *,
+        loop: loops.Loop | None = None,
     ) -> None:
         self.services = services
         self.registry = registry
@@ -73,6 +80,8 @@ class Sweeper:
         self.reconciler = Reconciler(
             services, registry, lambda: float(self.conf.orphan_grace)
         )
+        #: its health: a sweep that ran all its steps is a good iteration
+        self.loop = loop or loops.Loop("sweeper", SWEEP_EVERY)
 
     def sweep_if_due(self) -> None:
         """Sweep stores and channels once ``sweep_interval`` has passed
@@ -81,6 +90,7 @@ class Sweeper:
         if clock - self._last_sweep < float(self.conf.sweep_interval):
             return
         self._last_sweep = clock
+        failed = 0
         for step, sweep in (
             ("reconciling deployments", self.reconciler.reconcile),
             ("sweeping signal stores", self.sweep),
@@ -88,9 +98,15 @@ class Sweeper:
             ("sweeping trusts", self.sweep_trusts),
         ):
             try:
+                failpoints.hit(f"sweeper.{step.rpartition(' ')[2]}")
                 sweep()
-            except Exception as exc:
+            except loops.FATAL:
+                raise
+            except BaseException as exc:
+                failed += 1
                 self.contain(step, exc)
+        if not failed:
+            self.loop.ok()
 
     def sweep_trusts(self) -> list[tuple[str, str]]:
         """Let go of the owner rows and trusts nothing has needed since

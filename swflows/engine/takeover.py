@@ -23,9 +23,10 @@ from taskflow import engines, storage
 from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
 
-from swflows import exceptions, flows
+from swflows import exceptions, failpoints, flows
 from swflows.engine import faults
 from swflows.engine.driving import Driving
+from swflows.engine.liveness import Liveness
 from swflows.engine.results import CUSTOM, META_KEY, FlowCancelled
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
@@ -48,6 +49,9 @@ INJECTOR: Final = storage.Storage.injector_name
 
 class Takeover(Driving):
     """Resumes parked and interrupted flows; renews this runner's leases."""
+
+    #: the runner's background loops, and those running beside it
+    liveness: Liveness
 
     # -- resuming ---------------------------------------------------------
     def resume_parked(
@@ -274,21 +278,15 @@ class Takeover(Driving):
 
     # -- leases -----------------------------------------------------------
     def _renew_forever(self) -> None:
-        interval = self.lease_seconds / 3
-        failures = 0
-        while not self._stopping.wait(interval):
-            try:
-                self.renew_leases()
-                failures = 0
-            except Exception as exc:
-                failures += 1
-                self.failures["renew leases"] += 1
-                LOG.log(
-                    logging.ERROR if failures == 1 else logging.DEBUG,
-                    "could not renew flow leases (%d in a row): %s",
-                    failures,
-                    faults.describe(exc),
-                )
+        loop = self.liveness.loop("leases", self.lease_seconds / 3)
+        with loop.running_in(lambda: self.stopping):
+            while not self._stopping.wait(loop.every):
+                if not loop.run(self._renew_once):
+                    self.failures["renew leases"] += 1
+
+    def _renew_once(self) -> None:
+        failpoints.hit("runner.renew_leases")
+        self.renew_leases()
 
     def renew_leases(self) -> None:
         """Extend this runner's leases; stop the flows whose lease was lost."""
@@ -301,7 +299,6 @@ class Takeover(Driving):
             if flow_id not in held and not drive.parking:
                 # another runner took it over: stop before the next step
                 drive.lost = True
-                drive.engine.suspend()
         cancelled = self.registry.cancelled_among(
             flow_id
             for flow_id, drive in drives.items()
@@ -311,12 +308,19 @@ class Takeover(Driving):
             self._end_waits(drives[flow_id])
 
     def lose(self, flow_id: str) -> None:
-        """Another process owns ``flow_id`` now: stop before its next step."""
+        """Another process owns ``flow_id`` now: stop before its next step.
+
+        The drive is marked lost, not suspended: suspending waits for the
+        step it runs to end (TaskFlow runs a step holding its storage's
+        lock), and the heartbeat calling this must not wait for a step.
+        Its next step does not start (:meth:`~swflows.engine.driving.
+        Driving._on_atom`), and the step it runs cannot record its end:
+        its logbook is fenced (:mod:`swflows.persistence.logbook`).
+        """
         with self._lock:
             drive = self._drives.get(flow_id)
         if drive is not None:
             drive.lost = True
-            drive.engine.suspend()
 
 
 __all__ = ["INJECTOR", "MAX_TAKEOVERS", "TERMINAL_FLOW_STATES", "Takeover"]

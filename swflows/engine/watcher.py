@@ -53,9 +53,10 @@ from typing import Any, Protocol
 
 import tenacity
 
-from swflows import enrollment, signals, states
+from swflows import enrollment, failpoints, signals, states
 from swflows import outcomes as signal_tasks
 from swflows.engine import faults
+from swflows.engine import liveness as loops
 from swflows.engine.containment import Containment
 from swflows.engine.election import Election
 from swflows.engine.reading import SignalReader
@@ -153,6 +154,9 @@ class Resumer(Protocol):
     @property
     def stopping(self) -> bool: ...
 
+    @property
+    def liveness(self) -> loops.Liveness: ...
+
     def resume_parked(
         self, flow_id: str, waiting: dict[str, Any] | None = None
     ) -> bool: ...
@@ -184,8 +188,14 @@ class Watcher:
         self.reader = SignalReader(
             self.services, runner.offload, self.containment.contain
         )
+        #: this watcher's loop, and its sweeper's
+        self.loop = runner.liveness.loop("watcher", float(self.conf.max_poll_interval))
         self.sweeper = Sweeper(
-            self.services, runner.registry, self.conf, self.containment.contain
+            self.services,
+            runner.registry,
+            self.conf,
+            self.containment.contain,
+            loop=runner.liveness.loop("sweeper", float(self.conf.sweep_interval)),
         )
         #: the last cycle found a signal
         self.busy = False
@@ -227,37 +237,57 @@ class Watcher:
             self._last_takeover = clock
             try:
                 self.runner.resume_interrupted()
-            except Exception as exc:
+            except loops.FATAL:
+                raise
+            except BaseException as exc:
                 self.contain("takeover", exc)
         self._sleep(float(self.conf.poll_interval))
 
     def run_forever(self) -> None:
-        while not self.runner.stopping:
-            if not self.active:
-                self.stand_by()
-                continue
-            started = time.monotonic()
-            # a failed cycle (the parked flows could not be read: the
-            # database is out of reach) is tried again with backoff
-            retrying = tenacity.Retrying(
-                retry=tenacity.retry_if_exception_type(Exception),
-                stop=lambda state: self.runner.stopping,
-                wait=self._backoff(),
-                sleep=self._sleep,
-                after=self._cycle_failed,
-                reraise=True,
-            )
-            try:
-                with self._cycling:
-                    retrying(self._cycle_unless_stopping)
-            except Exception:
-                return  # it failed as the runner stopped
+        """Cycle until the runner stops; one iteration's error, whatever
+        it is, is contained (:mod:`swflows.engine.liveness`)."""
+        with self.loop.running_in(lambda: self.runner.stopping):
+            while not self.runner.stopping:
+                if not self.loop.run(self._iteration):
+                    self._sleep(float(self.conf.poll_interval))
+
+    def _iteration(self) -> None:
+        """One cycle (tried again with backoff while it fails), or a rest
+        on standby."""
+        failpoints.hit("watcher.iteration")
+        if not self.active:
+            self.sweeper.loop.set_idle(True)
+            self.stand_by()
+            return
+        self.sweeper.loop.set_idle(False)
+        started = time.monotonic()
+        # a failed cycle (the parked flows could not be read: the
+        # database is out of reach) is tried again with backoff
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(
+                lambda exc: not isinstance(exc, loops.FATAL)
+            ),
+            stop=lambda state: self.runner.stopping,
+            wait=self._backoff(),
+            sleep=self._sleep,
+            after=self._cycle_failed,
+            reraise=True,
+        )
+        try:
+            with self._cycling:
+                retrying(self._cycle_unless_stopping)
+        except loops.FATAL:
+            raise
+        except BaseException:
             if self.runner.stopping:
-                return
-            failed = int(retrying.statistics.get("attempt_number", 1)) - 1
-            if failed:
-                LOG.warning("signal watcher: cycles run again, after %d failed", failed)
-            self._sleep(self._delay(0, time.monotonic() - started))
+                return  # it failed as the runner stopped
+            raise
+        if self.runner.stopping:
+            return
+        failed = int(retrying.statistics.get("attempt_number", 1)) - 1
+        if failed:
+            LOG.warning("signal watcher: cycles run again, after %d failed", failed)
+        self._sleep(self._delay(0, time.monotonic() - started))
 
     def _cycle_unless_stopping(self) -> None:
         if not self.runner.stopping:
@@ -378,7 +408,9 @@ class Watcher:
         self.resumed += len(resumed)
         try:
             self._housekeeping()
-        except Exception as exc:
+        except loops.FATAL:
+            raise
+        except BaseException as exc:
             self.contain("housekeeping", exc)
         self.containment.forget_all_but(by_id)
         return resumed
@@ -396,14 +428,18 @@ class Watcher:
         try:
             if not (self._check(row, read, now) or self._gone(row, gone)):
                 return "check", False
-        except Exception as exc:
+        except loops.FATAL:
+            raise
+        except BaseException as exc:
             return "check", exc
         return self._resume(row.id, dict(row.waiting) if row.waiting else None)
 
     def _resume(self, flow_id: str, waiting: dict[str, Any] | None) -> tuple[str, Any]:
         try:
             return "resume", self.runner.resume_parked(flow_id, waiting)
-        except Exception as exc:
+        except loops.FATAL:
+            raise
+        except BaseException as exc:
             return "resume", exc
 
     @staticmethod

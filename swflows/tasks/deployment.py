@@ -7,7 +7,16 @@ import logging
 import time
 from typing import Any
 
-from swflows import derive, exceptions, metadata, model, projects, states, trusts
+from swflows import (
+    derive,
+    exceptions,
+    failpoints,
+    metadata,
+    model,
+    projects,
+    states,
+    trusts,
+)
 from swflows.services import Services
 from swflows.tasks import base, config, identity
 
@@ -77,6 +86,7 @@ class CreateDeployment(_PublishingTask):
         parent_id: str | None = None,
         actions: list[str] | None = None,
     ) -> float:
+        failpoints.hit("deployment.create")
         try:
             existing = services.store.get_deployment(deployment_id)
         except exceptions.DeploymentNotFound:

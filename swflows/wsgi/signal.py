@@ -187,14 +187,20 @@ class PushApp:
             return _error(413, f"a signal is at most {self.max_bytes} bytes")
         try:
             notification = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past reading
             notification = None
         if not isinstance(notification, dict) or "body" not in notification:
             return _error(400, "not a Zaqar notification")
         if notification.get("queue_name", queue) != queue:
             return _error(400, "the notification is for another queue")
         message = notification["body"]
-        payload = message if isinstance(message, (str, bytes)) else json.dumps(message)
+        if isinstance(message, str | bytes | dict):
+            payload = message  # an object is checked as an embedder's mapping
+        else:  # refused as not an object: its JSON, if it has one
+            try:
+                payload = json.dumps(message)
+            except RecursionError:
+                return _error(400, "signal: payload must be a JSON object")
         deployment_id, generation = ref
         return _deliver(self.sw, "pushed signal", deployment_id, payload, generation)
 
@@ -203,7 +209,7 @@ def _deliver(
     sw: Any,
     what: str,
     deployment_id: str,
-    payload: bytes | str,
+    payload: bytes | str | Mapping[str, Any],
     generation: int | None = None,
     context: Any = None,
 ) -> webob.Response:

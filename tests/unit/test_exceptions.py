@@ -48,6 +48,10 @@ SAMPLES: dict[type[exceptions.SwflowsError], tuple[exceptions.SwflowsError, str]
     exceptions.FlowError: (exceptions.FlowError("flow-2", "cannot rebuild"), "flow-2"),
     exceptions.FlowLocked: (exceptions.FlowLocked("flow-3", "leased"), "flow-3"),
     exceptions.WaitTimeout: (exceptions.WaitTimeout("dep-3", 2.5), "dep-3"),
+    exceptions.DeploymentExists: (
+        exceptions.DeploymentExists("dep-4", "server srv-9, not srv-1"),
+        "dep-4",
+    ),
     exceptions.Forbidden: (
         exceptions.Forbidden("swflows:config:delete", "not allowed by policy"),
         "swflows:config:delete",
@@ -130,3 +134,14 @@ def test_wait_timeout_message() -> None:
         str(exceptions.WaitTimeout("d", 2.5))
         == "deployment d still running after 2.5 s"
     )
+    queued = exceptions.WaitTimeout("d", 3, started=False)
+    assert str(queued).startswith("deployment d not started after 3 s")
+    assert (queued.deployment_id, queued.started) == ("d", False)
+    assert exceptions.WaitTimeout("d", 1).started
+
+
+def test_deployment_exists_is_bad_input_naming_the_deployment() -> None:
+    err = exceptions.DeploymentExists("d", "server s2, not s1")
+    assert isinstance(err, ValueError)
+    assert (err.field, err.deployment_id) == ("deployment_id", "d")
+    assert str(err) == "deployment_id: deployment d exists with server s2, not s1"

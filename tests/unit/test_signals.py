@@ -109,7 +109,25 @@ class TestParsePayload:
 
     def test_deep_nesting(self) -> None:
         message = rejected(b"[" * 200000 + b"]" * 200000)
-        assert "nests too deeply" in message
+        assert message == "signal: payload nests deeper than 64 levels"
+
+    @pytest.mark.parametrize("depth", [65, 900])
+    def test_nesting_past_the_limit_is_refused(self, depth: int) -> None:
+        text = '{"a": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+        message = "signal: payload nests deeper than 64 levels"
+        assert rejected(text) == message
+        assert rejected(text.encode()) == message
+        assert rejected(json.loads(text)) == message  # an embedder's mapping
+
+    def test_nesting_to_the_limit_is_a_signal(self) -> None:
+        text = '{"a": ' + "[" * 63 + "{}" + "]" * 63 + "}"  # the {} is level 65
+        assert "64 levels" in rejected(text)
+        text = '{"a": ' + "[" * 63 + "1" + "]" * 63 + "}"
+        assert signals.parse_payload(text) is not None
+        deep = {"a": {"b": [[{"c": 1}]]}}
+        signals.check_depth(deep, 5)
+        with pytest.raises(exceptions.SignalRejected):
+            signals.check_depth(deep, 4)
 
     def test_mapping_without_json_form(self) -> None:
         assert "no JSON form" in rejected({"a": object()})

@@ -144,3 +144,31 @@ def test_each_transport_is_read_at_once_with_the_others(
     assert fast_began < slow_ended and slow_began < fast_ended
     assert status(runner, slow).status == states.IN_PROGRESS
     assert status(runner, fast).status == states.IN_PROGRESS
+
+
+def test_a_deeply_nested_signal_is_refused_like_any_malformed_one() -> None:
+    """900 levels once overflowed the code that handles a signal, and the
+    deployment ended ``internal_error`` after three failed tries: it is a
+    signal swflows refuses, read by the watcher or handed by an embedder."""
+    from swflows.fixture import LocalSwflows
+
+    def deep(item: Any) -> dict[str, Any]:
+        nested: Any = "bottom"
+        for _ in range(900):
+            nested = [nested]
+        return {"deploy_status_code": 0, "result": nested}
+
+    with LocalSwflows(answer=deep) as local:
+        sw = local.sw
+        config = sw.create_config(
+            "app", "#!/bin/sh\n", group="script", outputs=[{"name": "result"}]
+        )
+        dep = sw.deploy(local.new_server(), config.id, wait_timeout=60)
+        assert dep.status == states.FAILED
+        assert dep.reason is not None
+        assert dep.reason["kind"] == states.ReasonKind.SIGNAL_REJECTED.value
+        assert "nests deeper than 64 levels" in dep.status_reason
+        # what an embedder hands to signal(): the same outcome
+        outcome = outcomes.outcome_from_payload(sw.services, dep, deep(None))
+        assert outcome is not None
+        assert outcome.reason["kind"] == states.ReasonKind.SIGNAL_REJECTED.value

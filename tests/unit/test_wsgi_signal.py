@@ -106,3 +106,19 @@ def test_a_push_is_authenticated_by_its_queue_token(sw: Swflows) -> None:
     odd = "not-a-signal-queue"
     odd_token = impl_zaqar.push_token(sw.services, odd)
     assert push(app, f"/v1/push/{odd}", odd_token, note).status_int == 404
+
+
+def test_a_push_nested_too_deeply_is_refused(sw: Swflows) -> None:
+    """One the parser reads goes on as a signal (refused as any malformed
+    one: ``signal_rejected``; here no deployment holds the queue: 404);
+    one it cannot read is no notification (400); never a 500."""
+    app = PushApp(sw)
+    queue = f"sws-{uuid.uuid4()}-1"
+    token = impl_zaqar.push_token(sw.services, queue)
+    path = f"/v1/push/{queue}"
+    for depth, status in ((900, 404), (5000, 400)):
+        nested = b"[" * depth + b"]" * depth
+        for inner in (b'{"a": ' + nested + b"}", nested):
+            body = b'{"queue_name": "%s", "body": %s}' % (queue.encode(), inner)
+            response = push(app, path, token, body)
+            assert response.status_int == status, response.text

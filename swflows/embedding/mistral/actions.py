@@ -113,14 +113,14 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             if self.request_context is None or not hold_trust(
                 sw, self.request_context, key
             ):
-                started = self.call(sw, False)
+                started = self._start(sw)
                 completions.add(
                     started.data["id"],
                     lambda done: report(url, self.finished(done), token),
                 )
                 return None
             try:
-                started = self.call(sw, False)
+                started = self._start(sw)
             except BaseException:
                 drop_trust(sw, key)
                 raise
@@ -134,6 +134,17 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             return None
         except Exception as exc:
             return types.Result(error=error_of(exc))
+
+    def _start(self, sw: Swflows) -> types.Result:
+        """:meth:`call` without waiting.  An action whose flow no conductor
+        started in time is recorded all the same and runs later: its
+        result is reported when it ends, as any other's."""
+        try:
+            return self.call(sw, False)
+        except exceptions.WaitTimeout as exc:
+            if exc.started:
+                raise
+            return types.Result(data={"id": exc.deployment_id})
 
     def call(self, sw: Swflows, wait: bool) -> types.Result:
         """Run the call; with ``wait`` return the final result, else a

@@ -1,0 +1,125 @@
+"""Honest waits: a deploy whose flow has not written its deployment when
+the wait ends says so (WaitTimeout naming the deployment, never
+DeploymentNotFound: the flow runs later all the same), and a deploy made
+again under the id it chose returns that deployment instead of deploying
+twice (SQLite, the in-process agent; the flow held by a failpoint, as a
+busy installation with no conductor free would hold it)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from swflows import exceptions, failpoints, model, states
+from swflows.fixture import LocalSwflows
+
+HELD = "deployment.create"
+
+
+@pytest.fixture
+def local() -> Iterator[LocalSwflows]:
+    with LocalSwflows() as made:
+        yield made
+
+
+@pytest.fixture
+def held() -> Iterator[threading.Event]:
+    """The flows that write a deployment wait until this is set."""
+    release = threading.Event()
+    with failpoints.armed(HELD, failpoints.stall(30, until=release)):
+        try:
+            yield release
+        finally:
+            release.set()
+
+
+def test_a_wait_that_ends_before_the_deployment_is_written_names_it(
+    local: LocalSwflows, held: threading.Event
+) -> None:
+    sw = local.sw
+    config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    server = local.new_server()
+    chosen = model.new_id()
+    with pytest.raises(exceptions.WaitTimeout) as caught:
+        sw.deploy(server, config.id, deployment_id=chosen, wait=False, wait_timeout=0.3)
+    assert not isinstance(caught.value, exceptions.DeploymentNotFound)
+    assert caught.value.deployment_id == chosen
+    assert caught.value.started is False
+    assert chosen in str(caught.value) and "not started" in str(caught.value)
+    # a blocking wait says the same
+    with pytest.raises(exceptions.WaitTimeout) as blocking:
+        sw.deploy(server, config.id, wait_timeout=0.3)
+    assert blocking.value.started is False
+    # made again meanwhile: the same flow, not a second one
+    with pytest.raises(exceptions.WaitTimeout):
+        sw.deploy(server, config.id, deployment_id=chosen, wait=False, wait_timeout=0.3)
+    assert len(sw.list_flows(deployment_id=chosen)) == 1
+    # another config under that id is refused, even before it is written
+    other = sw.create_config("other", "#!/bin/sh\n", group="script")
+    with pytest.raises(exceptions.DeploymentExists, match="config"):
+        sw.deploy(server, other.id, deployment_id=chosen, wait=False)
+    held.set()  # the flow goes on: the deployment is made, once
+    done = sw.wait(chosen, timeout=30)
+    assert done.status == states.COMPLETE
+    assert sw.deploy(server, config.id, deployment_id=chosen).id == chosen
+    assert sw.wait(blocking.value.deployment_id, timeout=30).status == states.COMPLETE
+    assert len(local.agent.ran) == 2  # each deployment ran once
+
+
+def test_a_deploy_made_again_returns_the_deployment_it_made(
+    local: LocalSwflows,
+) -> None:
+    sw = local.sw
+    config = sw.create_config(
+        "app", "#!/bin/sh\n", group="script", inputs=[{"name": "x"}]
+    )
+    server = local.new_server()
+    first = sw.deploy(server, config.id, input_values={"x": "1"})
+    assert first.status == states.COMPLETE
+    again = sw.deploy(
+        server, config.id, input_values={"x": "1"}, deployment_id=first.id, wait=False
+    )
+    assert (again.id, again.generation, again.status) == (
+        first.id,
+        first.generation,
+        states.COMPLETE,
+    )
+    assert sw.list_flows(deployment_id=first.id) == []
+    assert len(local.agent.ran) == 1
+    with pytest.raises(exceptions.DeploymentExists, match="other input values"):
+        sw.deploy(server, config.id, input_values={"x": "2"}, deployment_id=first.id)
+    with pytest.raises(exceptions.DeploymentExists, match="server"):
+        sw.deploy(
+            local.new_server(),
+            config.id,
+            input_values={"x": "1"},
+            deployment_id=first.id,
+        )
+    assert len(local.agent.ran) == 1
+
+
+def test_the_readme_example_of_a_deploy_made_again(
+    local: LocalSwflows, held: threading.Event
+) -> None:
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("**A wait that ends early", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "README has no example under 'A wait that ends early'"
+    sw = local.sw
+    config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    names: dict[str, Any] = {
+        "sw": sw,
+        "server_id": local.new_server(),
+        "config": config,
+    }
+    threading.Timer(3, held.set).start()  # a conductor takes it later
+    exec(compile(match.group(1), str(readme), "exec"), names)  # noqa: S102
+    assert names["dep"].id == names["dep_id"]
+    assert len(sw.list_flows(deployment_id=names["dep_id"])) <= 1
+    assert sw.wait(names["dep_id"], timeout=30).status == states.COMPLETE
+    assert len(local.agent.ran) == 1
