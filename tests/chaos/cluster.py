@@ -4,6 +4,7 @@ end for threads that died."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -125,6 +126,17 @@ class Cluster:
         found = conductor.active_watcher(sw.conf, sw.store)
         pid = owner_pid(found) if found.count(":") >= 2 else None
         return next((p for p in self.procs if p.popen and p.pid == pid), None)
+
+    def busiest(self, sw: Swflows) -> Proc | None:
+        """The conductor holding the most flows now (None: none holds one)."""
+        held = collections.Counter(
+            owner_pid(r.owner) for r in sw.list_flows() if r.owner
+        )
+        for pid, _ in held.most_common():
+            found = next((p for p in self.conductors if p.popen and p.pid == pid), None)
+            if found is not None:
+                return found
+        return None
 
     def alive(self) -> bool:
         return all(p.popen is not None and p.popen.poll() is None for p in self.procs)

@@ -52,6 +52,8 @@ SIGNALS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
 CONFIG_TRANSPORTS = (names.POLL_TEMP_URL, names.ZAQAR_MESSAGE)
 #: a deployment's timeout: well past any takeover, so none ends by it
 TIMEOUT = 150
+#: how long a call waits for a conductor to start (or end) its action
+WAIT_TIMEOUT = TIMEOUT + 60
 #: the group's members, one per server
 GROUP = "chaos-group"
 #: ``fail`` input of an action that succeeds
@@ -127,7 +129,7 @@ class Fault:
 def schedule(
     rng: random.Random, seconds: float, claim_expiry: int, conductors: int
 ) -> list[Fault]:
-    """The faults: every kind in turn (shuffled per round), 10 to 20 s apart."""
+    """The faults: every kind in turn (shuffled per round), 8 to 15 s apart."""
     kinds = ["kill", "stop", "kill-leader"]
     if shutil.which("stress-ng"):
         kinds.append("overload")
@@ -144,7 +146,7 @@ def schedule(
             "overload": rng.uniform(5, 15),
         }.get(kind, rng.uniform(0.5, 3))
         faults.append(Fault(at, kind, rng.randrange(conductors), length))
-        at += rng.uniform(10, 20)
+        at += rng.uniform(8, 15)
     return faults
 
 
@@ -289,6 +291,10 @@ class Soak:
 
     def one_fault(self, fault: Fault) -> None:
         proc: Proc | None = self.cluster.conductors[fault.target]
+        if fault.kind in ("kill", "stop"):
+            # the conductor holding the most flows, if one holds any: the
+            # seeded one otherwise
+            proc = self.cluster.busiest(self.sw) or proc
         if fault.kind == "kill-leader":
             proc = self.cluster.leader(self.sw)
             if proc is None:
@@ -348,7 +354,7 @@ class Soak:
                 self.violation(
                     action.deployment_id or action.parent,
                     f"{action.kind} {action.op}: no conductor started it in "
-                    f"{TIMEOUT} s ({exc})",
+                    f"{WAIT_TIMEOUT} s ({exc})",
                 )
                 if action.kind in ("trigger", "group"):
                     action.ended = "late"
@@ -390,6 +396,8 @@ class Soak:
         weights = [4, 3, 2, 2] if len(self.mine) < 2 * self.n_servers else [0, 3, 1, 5]
         kind = self.rng.choices(kinds, weights)[0] if idle else "deploy"
         fail = self.rng.random() < 0.1
+        # a fifth block in a thread of the pool until their action ended
+        blocking = self.rng.random() < 0.2
         if kind == "deploy":
             server = self.rng.choice(self.servers)
             action, values = self.new_op(kind, model.CREATE, fail)
@@ -408,8 +416,8 @@ class Soak:
                     signal_transport=signal_transport,
                     timeout=TIMEOUT,
                     deployment_id=action.deployment_id,
-                    wait=False,
-                    wait_timeout=TIMEOUT,
+                    wait=blocking,
+                    wait_timeout=WAIT_TIMEOUT,
                 )
 
             self.submit(action, deploy)
@@ -428,7 +436,7 @@ class Soak:
                 self.mine[target] = action
 
             def undeploy() -> None:
-                self.sw.undeploy(target, wait=False, wait_timeout=TIMEOUT)
+                self.sw.undeploy(target, wait=blocking, wait_timeout=WAIT_TIMEOUT)
 
             self.submit(action, undeploy)
             return
@@ -441,7 +449,10 @@ class Soak:
 
             def redeploy() -> None:
                 dep = self.sw.redeploy(
-                    target, input_values=values, wait=False, wait_timeout=TIMEOUT
+                    target,
+                    input_values=values,
+                    wait=blocking,
+                    wait_timeout=WAIT_TIMEOUT,
                 )
                 action.generation = dep.generation
 
@@ -458,8 +469,8 @@ class Soak:
                     target,
                     "BACKUP",
                     input_values=values,
-                    wait=False,
-                    wait_timeout=TIMEOUT,
+                    wait=blocking,
+                    wait_timeout=WAIT_TIMEOUT,
                 )
             finally:
                 with self._lock:
@@ -550,7 +561,7 @@ class Soak:
                 signal_transport=names.TEMP_URL_SIGNAL,
                 timeout=TIMEOUT,
                 wait=False,
-                wait_timeout=TIMEOUT,
+                wait_timeout=WAIT_TIMEOUT,
             )
             self.group_id = shown["id"]
             self.log(f"group {self.group_id} created (g1)")
@@ -576,7 +587,7 @@ class Soak:
                 self.group_id,
                 member_values={m: {"op": f"g2-{m}"} for m in members},
                 wait=False,
-                wait_timeout=TIMEOUT,
+                wait_timeout=WAIT_TIMEOUT,
             )
 
         self.submit(action, redeploy)
@@ -694,13 +705,13 @@ class Soak:
 
         def undeploy(action: Action) -> None:
             try:
-                self.sw.undeploy(action.deployment_id, wait_timeout=TIMEOUT)
+                self.sw.undeploy(action.deployment_id, wait_timeout=WAIT_TIMEOUT)
                 action.ended = "GONE"
             except exceptions.WaitTimeout as exc:
                 action.ended = "late"  # posted: its hook runs all the same
                 self.violation(
                     action.deployment_id,
-                    f"final undeploy not ended in {TIMEOUT} s: {exc}; "
+                    f"final undeploy not ended in {WAIT_TIMEOUT} s: {exc}; "
                     + self.describe(action.deployment_id),
                 )
             except Exception as exc:
@@ -717,7 +728,7 @@ class Soak:
                 gone = self.sw.delete_group(
                     self.group_id,
                     policy={"max_concurrency": len(self.servers)},
-                    wait_timeout=TIMEOUT,
+                    wait_timeout=WAIT_TIMEOUT,
                 )
                 self.log("group deleted")
                 if gone is not None:
