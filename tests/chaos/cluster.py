@@ -18,8 +18,19 @@ from swflows.api import Swflows
 from swflows.engine import conductor
 from tests.functional.test_jobboard import ROOT, Setup, owner_pid
 
-#: a thread that died of an exception (Python's threading.excepthook)
-THREAD_DIED = re.compile(r"^Exception in thread (\S+)", re.MULTILINE)
+#: a thread that died of an exception (Python's threading.excepthook); the
+#: processes' log lines may run into it
+THREAD_DIED = re.compile(r"Exception in thread (\S+?):")
+
+
+def died_of(text: str) -> str:
+    """The exception line that ends a traceback starting ``text``, among
+    the other lines written meanwhile."""
+    for line in text.splitlines()[1:]:
+        if not line or line[0].isspace() or line.startswith(("Traceback", "swflows: ")):
+            continue
+        return THREAD_DIED.split(line)[0] or line
+    return "?"
 
 
 class Proc:
@@ -60,7 +71,7 @@ class Proc:
         self.pids.append(self.popen.pid)
         self.cluster.setup.procs.append(self.popen)
 
-    def wait_started(self, timeout: float = 120) -> None:
+    def wait_started(self, timeout: float = 300) -> None:
         """Until the conductor says it runs (a standby: its first state)."""
         mark = b"conductor " if self.role == "conductor" else b"state "
         deadline = time.monotonic() + timeout
@@ -82,17 +93,12 @@ class Proc:
         self.popen.wait(30)
 
     def deaths(self) -> list[tuple[Path, str, str]]:
-        """(log, thread, exception line) of each thread that died."""
+        """(log, thread, exception) of each thread that died."""
         found = []
         for log in self.logs:
             text = log.read_text(errors="replace")
             for match in THREAD_DIED.finditer(text):
-                tail = text[match.end() :].split("\n\n", 1)[0].splitlines()
-                last = next(
-                    (line for line in reversed(tail) if line and line[0] != " "),
-                    "?",
-                )
-                found.append((log, match.group(1), last.strip()))
+                found.append((log, match.group(1), died_of(text[match.end() :])))
         return found
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import random
 import shutil
@@ -38,13 +39,14 @@ from typing import Any
 
 import pytest
 
-from swflows import exceptions, model, states
+from swflows import exceptions, model, projects, states
 from swflows import transport_names as names
 from swflows.api import Swflows
 from tests.chaos.cluster import Cluster, Proc
 from tests.functional.flowkit import leftovers
 from tests.functional.test_enrollment import channel_leftovers
 from tests.functional.test_jobboard import Setup
+from tests.functional.test_trusts import trusts_of
 
 #: the summary lines of the runs, for pytest's terminal summary
 SUMMARIES = pytest.StashKey[list[str]]()
@@ -91,9 +93,12 @@ class Action:
 class Violation:
     deployment_id: str
     what: str
+    #: which invariant: outcome, not-ended, raised, hook, flow-left, leak,
+    #: thread-died
+    kind: str = "outcome"
 
     def __str__(self) -> str:
-        return f"{self.deployment_id or '-'}: {self.what}"
+        return f"[{self.kind}] {self.deployment_id or '-'}: {self.what}"
 
 
 @dataclasses.dataclass
@@ -111,6 +116,16 @@ class Report:
             f"operations={self.operations} faults={len(self.faults)} "
             f"violations={len(self.violations)}"
         )
+
+    def lines(self) -> list[str]:
+        """The summary, the violations by kind, then each of them."""
+        kinds = collections.Counter(v.kind for v in self.violations)
+        counted = " ".join(f"{k}={n}" for k, n in sorted(kinds.items()))
+        return [
+            self.summary(),
+            *([f"  by kind: {counted}"] if counted else []),
+            *(f"  {v}" for v in self.violations),
+        ]
 
 
 @dataclasses.dataclass
@@ -165,8 +180,16 @@ class Soak:
         conductors: int = 3,
         standbys: int = 2,
         claim_expiry: int,
+        cloud: dict[str, Any],
+        caller: Callable[[], Any],
     ) -> None:
         self.setup = setup
+        self.cloud = cloud
+        #: a new request context of a user of another project (demo2)
+        self.login = caller
+        self.caller: Any = None
+        #: the trust of each deployment made by the caller
+        self.trusts: dict[str, str] = {}
         self.sw = sw
         self.folder = folder
         self.seed = seed
@@ -205,24 +228,7 @@ class Soak:
         assert election is not None
         election.stop()
         self.cluster.start()
-        self.config = self.sw.create_config(
-            "chaos",
-            {
-                "configs": [
-                    {"actions": ["CREATE", "UPDATE"], "config": HOOK, "tool": "script"},
-                    {"actions": ["BACKUP"], "config": HOOK, "tool": "script"},
-                    {"actions": ["DELETE"], "config": HOOK, "tool": "script"},
-                ]
-            },
-            group="component",
-            inputs=[
-                {"name": "op"},
-                {"name": "runs", "default": str(self.runs)},
-                {"name": "fail", "default": NO_FAIL},
-                {"name": "nap", "default": "0"},
-            ],
-            outputs=[{"name": "result"}],
-        )
+        self.config = self.make_config("chaos", None)
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             booted = list(
                 pool.map(
@@ -237,6 +243,12 @@ class Soak:
             )
         self.servers = [b["server_id"] for b in booted]
         self.keys = {b["server_id"]: b["channel"]["key"] for b in booted}
+        # a third of the deploys are a caller's of another project, acting
+        # through a trust: its own config, and servers that take any project's
+        self.caller = self.login()
+        self.caller_config = self.make_config("chaos-caller", self.caller)
+        for server_id in self.servers:
+            self.sw.set_deploy_policy(server_id, {"mode": "any"})
         self.log(f"cluster and {len(self.servers)} servers up")
 
         seconds = self.minutes * 60
@@ -266,6 +278,28 @@ class Soak:
             self.violations,
         )
 
+    def make_config(self, name: str, context: Any) -> model.Config:
+        """The component config every action runs: :data:`HOOK`."""
+        return self.sw.create_config(
+            name,
+            {
+                "configs": [
+                    {"actions": ["CREATE", "UPDATE"], "config": HOOK, "tool": "script"},
+                    {"actions": ["BACKUP"], "config": HOOK, "tool": "script"},
+                    {"actions": ["DELETE"], "config": HOOK, "tool": "script"},
+                ]
+            },
+            group="component",
+            inputs=[
+                {"name": "op"},
+                {"name": "runs", "default": str(self.runs)},
+                {"name": "fail", "default": NO_FAIL},
+                {"name": "nap", "default": "0"},
+            ],
+            outputs=[{"name": "result"}],
+            context=context,
+        )
+
     def log(self, text: str) -> None:
         print(f"chaos [{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
@@ -274,9 +308,9 @@ class Soak:
         with self._lock, (self.folder / "operations.log").open("a") as out:
             out.write(f"{time.strftime('%H:%M:%S')} {text}\n")
 
-    def violation(self, deployment_id: str, what: str) -> None:
+    def violation(self, deployment_id: str, what: str, kind: str = "outcome") -> None:
         with self._lock:
-            self.violations.append(Violation(deployment_id, what))
+            self.violations.append(Violation(deployment_id, what, kind))
         self.log(f"VIOLATION {deployment_id}: {what}")
         self.note(f"VIOLATION {deployment_id}: {what}")
 
@@ -287,7 +321,9 @@ class Soak:
             try:
                 self.one_fault(fault)
             except Exception as exc:
-                self.violation("", f"fault {fault} could not be made: {exc!r}")
+                self.violation(
+                    "", f"fault {fault} could not be made: {exc!r}", kind="raised"
+                )
 
     def one_fault(self, fault: Fault) -> None:
         proc: Proc | None = self.cluster.conductors[fault.target]
@@ -347,6 +383,14 @@ class Soak:
             try:
                 call()
                 self.note(f"posted {action}")
+            except exceptions.FlowError as exc:
+                # posted, its flow failed while the call waited for its end
+                action.ended = "late"
+                self.violation(
+                    action.deployment_id or action.parent,
+                    f"{action.kind} {action.op} raised {type(exc).__name__}: {exc}",
+                    kind="raised",
+                )
             except exceptions.WaitTimeout as exc:
                 # posted, not started in time: followed as any other (a
                 # trigger's new deployment is not known: its hook only)
@@ -355,6 +399,7 @@ class Soak:
                     action.deployment_id or action.parent,
                     f"{action.kind} {action.op}: no conductor started it in "
                     f"{WAIT_TIMEOUT} s ({exc})",
+                    kind="not-ended",
                 )
                 if action.kind in ("trigger", "group"):
                     action.ended = "late"
@@ -364,6 +409,7 @@ class Soak:
                 self.violation(
                     action.deployment_id or action.parent,
                     f"{action.kind} {action.op} raised {type(exc).__name__}: {exc}",
+                    kind="raised",
                 )
                 with self._lock:
                     if action.deployment_id not in self.mine:
@@ -404,21 +450,28 @@ class Soak:
             action.deployment_id = model.new_id()
             action.generation = 1
             signal_transport = self.rng.choice(SIGNALS)
+            context = self.caller if self.rng.random() < 1 / 3 else None
+            config = self.config if context is None else self.caller_config
             with self._lock:
                 self.mine[action.deployment_id] = action
 
             def deploy() -> None:
-                self.sw.deploy(
-                    server,
-                    self.config.id,
-                    input_values=values,
-                    name=action.op,
-                    signal_transport=signal_transport,
-                    timeout=TIMEOUT,
-                    deployment_id=action.deployment_id,
-                    wait=blocking,
-                    wait_timeout=WAIT_TIMEOUT,
-                )
+                try:
+                    self.sw.deploy(
+                        server,
+                        config.id,
+                        input_values=values,
+                        name=action.op,
+                        signal_transport=signal_transport,
+                        timeout=TIMEOUT,
+                        deployment_id=action.deployment_id,
+                        wait=blocking,
+                        wait_timeout=WAIT_TIMEOUT,
+                        context=context,
+                    )
+                finally:
+                    if context is not None:
+                        self.trust_of(action)
 
             self.submit(action, deploy)
             return
@@ -482,6 +535,19 @@ class Soak:
                 self.mine[dep.id] = action
 
         self.submit(action, trigger)
+
+    def trust_of(self, action: Action) -> None:
+        """Record the trust of a deployment a caller made: there is one."""
+        found = self.sw.store.get_trust(projects.DEPLOYMENT, action.deployment_id)
+        if found is None:
+            with contextlib.suppress(exceptions.DeploymentNotFound):
+                self.sw.show(action.deployment_id)
+                self.violation(
+                    action.deployment_id, f"{action.op}: no trust made", kind="outcome"
+                )
+            return
+        with self._lock:
+            self.trusts[action.deployment_id] = found
 
     def last_action(self, deployment_id: str) -> Action | None:
         with self._lock:
@@ -647,6 +713,7 @@ class Soak:
                 dep_id,
                 f"{action.kind} {action.op} ({action.action}) not ended "
                 f"{bound} s after the stream: {self.describe(dep_id)}",
+                kind="not-ended",
             )
         if self.group_id:
             shown = self.sw.show_group(self.group_id)
@@ -655,11 +722,16 @@ class Soak:
                 self.violation(
                     self.group_id,
                     f"group {self.group_action.op} not ended: {shown['status_reason']}",
+                    kind="not-ended",
                 )
                 for member in shown["members"].values():
                     if member["status"] == states.IN_PROGRESS:
                         dep_id = member["deployment_id"]
-                        self.violation(dep_id, f"group member: {self.describe(dep_id)}")
+                        self.violation(
+                            dep_id,
+                            f"group member: {self.describe(dep_id)}",
+                            kind="not-ended",
+                        )
             else:
                 self.check_group(shown, self.group_action.op, self.group_action.action)
 
@@ -707,17 +779,19 @@ class Soak:
             try:
                 self.sw.undeploy(action.deployment_id, wait_timeout=WAIT_TIMEOUT)
                 action.ended = "GONE"
-            except exceptions.WaitTimeout as exc:
+            except (exceptions.WaitTimeout, exceptions.FlowError) as exc:
                 action.ended = "late"  # posted: its hook runs all the same
                 self.violation(
                     action.deployment_id,
-                    f"final undeploy not ended in {WAIT_TIMEOUT} s: {exc}; "
+                    f"final undeploy did not end: {type(exc).__name__}: {exc}; "
                     + self.describe(action.deployment_id),
+                    kind="not-ended",
                 )
             except Exception as exc:
                 self.violation(
                     action.deployment_id,
                     f"final undeploy raised {type(exc).__name__}: {exc}",
+                    kind="raised",
                 )
 
         with concurrent.futures.ThreadPoolExecutor(12) as pool:
@@ -733,10 +807,14 @@ class Soak:
                 self.log("group deleted")
                 if gone is not None:
                     self.violation(
-                        self.group_id, f"group delete: {gone['status_reason']}"
+                        self.group_id,
+                        f"group delete: {gone['status_reason']}",
+                        kind="raised",
                     )
             except Exception as exc:
-                self.violation(self.group_id, f"group delete raised {exc!r}")
+                self.violation(
+                    self.group_id, f"group delete raised {exc!r}", kind="raised"
+                )
         self.check_flows()
         self.log("flows and jobs checked")
         self.check_hooks(members)
@@ -753,11 +831,16 @@ class Soak:
                 row.deployment_id,
                 f"{row.kind} flow {row.id} left {row.state} owner={row.owner} "
                 f"takeovers={row.takeovers} note={row.note!r}",
+                kind="flow-left",
             )
         board = self.setup.board()
         try:
             for job in board.jobs():
-                self.violation("", f"job left on the board: {job.name} {job.details}")
+                self.violation(
+                    "",
+                    f"job left on the board: {job.name} {job.details}",
+                    kind="flow-left",
+                )
         finally:
             board.close()
 
@@ -795,31 +878,51 @@ class Soak:
             dep_id = asked.deployment_id if asked else ""
             n = started[key]
             if asked is None:
-                self.violation("", f"hook {key[0]} {key[1]} ran {n} times, asked never")
+                self.violation(
+                    "",
+                    f"hook {key[0]} {key[1]} ran {n} times, asked never",
+                    kind="hook",
+                )
             elif n != 1:
-                self.violation(dep_id, f"hook {key[0]} {key[1]} ran {n} times")
+                self.violation(
+                    dep_id, f"hook {key[0]} {key[1]} ran {n} times", kind="hook"
+                )
             elif asked.expect != states.FAILED and ended[key] != 1:
-                self.violation(dep_id, f"hook {key[0]} {key[1]} started, never ended")
+                self.violation(
+                    dep_id, f"hook {key[0]} {key[1]} started, never ended", kind="hook"
+                )
         for key in sorted(group_ops):
             if started[key] != 1:
                 self.violation(
-                    "", f"group hook {key[0]} {key[1]} ran {started[key]} times"
+                    "",
+                    f"group hook {key[0]} {key[1]} ran {started[key]} times",
+                    kind="hook",
                 )
 
     def check_leaks(self, every: set[str]) -> None:
+        self.log(f"{len(self.trusts)} deployments acted through a trust")
+        if self.trusts and self.caller is not None:
+            left = trusts_of(self.cloud, str(self.caller.user_id))
+            for dep_id, trust in sorted(self.trusts.items()):
+                if trust in left:
+                    self.violation(dep_id, f"leaked trust {trust}", kind="leak")
         for kind, found in leftovers(self.sw, *every).items():
             for name in found:
                 owner = next((d for d in every if d in name), "")
-                self.violation(owner, f"leaked {kind[:-1]} {name}")
+                self.violation(owner, f"leaked {kind[:-1]} {name}", kind="leak")
         self.keep_agent_logs()
         for server_id in self.servers:
             try:
                 self.sw.delete_server(server_id)
             except Exception as exc:
-                self.violation("", f"delete server {server_id} raised {exc!r}")
+                self.violation(
+                    "", f"delete server {server_id} raised {exc!r}", kind="raised"
+                )
         for server_id in self.servers:
             for name in channel_leftovers(self.sw, server_id, self.keys[server_id]):
-                self.violation("", f"server {server_id}: channel left: {name}")
+                self.violation(
+                    "", f"server {server_id}: channel left: {name}", kind="leak"
+                )
 
     def keep_agent_logs(self) -> None:
         """Copy the agents' logs before their servers (and logs) go."""
@@ -832,5 +935,7 @@ class Soak:
         for proc in self.cluster.procs:
             for log, thread, last in proc.deaths():
                 self.violation(
-                    "", f"{proc.name}: thread {thread} died ({last}), see {log}"
+                    "",
+                    f"{proc.name}: thread {thread} died ({last}), see {log}",
+                    kind="thread-died",
                 )

@@ -18,8 +18,10 @@ from swflows import transport_names as names
 from swflows.api import Swflows
 from tests.chaos.conftest import DEFAULT_SEEDS
 from tests.chaos.soak import SUMMARIES, Soak
+from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_enrollment import standin
 from tests.functional.test_jobboard import BOARDS, Setup
+from tests.functional.test_trusts import demo2_caller
 
 __all__ = ["standin"]  # a fixture, used by name
 
@@ -41,13 +43,19 @@ def setup(
     )
     made = Setup(request.param, devcloud, url, tmp_path, CLAIM_EXPIRY)
     suffix = uuid.uuid4().hex[:10]
+    ks = devcloud["keystone"]
+    # deferred work of deployments made by a caller acts through a trust
+    trustee = devcloud_keystone.ensure_trustee(ks["auth_url"], ks["admin"]["password"])
     with made.conf_path.open("a") as out:
         out.write(
             f"[compute]\nendpoint_override = {standin}\n"
             f"[DEFAULT]\nsignal_container = swflows-chaos-{suffix}\n"
             f"metadata_container = swflows-chaos-meta-{suffix}\n"
             f"zaqar_signal_auth = {names.ZAQAR_AUTH_CREDENTIALS}\n"
-            "[watcher]\nsweep_interval = 86400\n"
+            "deferred_auth_method = trusts\n"
+            "[trustee]\nauth_type = password\n"
+            + "".join(f"{key} = {value}\n" for key, value in trustee.items())
+            + "[watcher]\nsweep_interval = 86400\n"
             f"[coordination]\nleader_timeout = {CLAIM_EXPIRY}\n"
         )
     try:
@@ -73,7 +81,11 @@ def sw(setup: Setup) -> Iterator[Swflows]:
 
 
 def test_chaos_soak(
-    request: pytest.FixtureRequest, setup: Setup, sw: Swflows, tmp_path: Path
+    request: pytest.FixtureRequest,
+    devcloud: dict[str, Any],
+    setup: Setup,
+    sw: Swflows,
+    tmp_path: Path,
 ) -> None:
     option = request.config.getoption
     seed = option("--seed")
@@ -81,6 +93,8 @@ def test_chaos_soak(
         setup,
         sw,
         tmp_path,
+        cloud=devcloud,
+        caller=lambda: demo2_caller(devcloud)[1],
         seed=DEFAULT_SEEDS.get(setup.kind, 1) if seed is None else seed,
         minutes=option("--minutes"),
         servers=option("--servers"),
@@ -88,7 +102,7 @@ def test_chaos_soak(
         claim_expiry=CLAIM_EXPIRY,
     )
     report = soak.run()
-    lines = [report.summary(), *(f"  {v}" for v in report.violations)]
+    lines = report.lines()
     print("\n".join(lines))
     # in the terminal summary too, whatever the capture
     request.config.stash.setdefault(SUMMARIES, []).append("\n".join(lines))
