@@ -392,13 +392,14 @@ class Soak:
                     kind="raised",
                 )
             except exceptions.WaitTimeout as exc:
-                # posted, not started in time: followed as any other (a
-                # trigger's new deployment is not known: its hook only)
+                # posted, not started (or with ``wait``, not ended) in time:
+                # followed as any other (a trigger's new deployment is not
+                # known: its hook only)
                 self.note(f"late {action}: {exc!r}")
                 self.violation(
                     action.deployment_id or action.parent,
-                    f"{action.kind} {action.op}: no conductor started it in "
-                    f"{WAIT_TIMEOUT} s ({exc})",
+                    f"{action.kind} {action.op}: the call gave up after "
+                    f"{WAIT_TIMEOUT} s: {exc}",
                     kind="not-ended",
                 )
                 if action.kind in ("trigger", "group"):
