@@ -109,6 +109,8 @@ class Report:
     operations: int
     faults: list[str]
     violations: list[Violation]
+    #: calls that gave up waiting (a loaded machine): not violations
+    slow: list[Violation] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         return (
@@ -125,6 +127,7 @@ class Report:
             self.summary(),
             *([f"  by kind: {counted}"] if counted else []),
             *(f"  {v}" for v in self.violations),
+            *(f"  (not a violation) {v}" for v in self.slow),
         ]
 
 
@@ -202,6 +205,7 @@ class Soak:
         self.runs.touch()
         self.actions: list[Action] = []
         self.violations: list[Violation] = []
+        self.slow_calls: list[Violation] = []
         self.done_faults: list[str] = []
         self.servers: list[str] = []
         self.keys: dict[str, str] = {}
@@ -276,6 +280,7 @@ class Soak:
             self.ops,
             self.done_faults,
             self.violations,
+            self.slow_calls,
         )
 
     def make_config(self, name: str, context: Any) -> model.Config:
@@ -302,6 +307,14 @@ class Soak:
 
     def log(self, text: str) -> None:
         print(f"chaos [{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def slow(self, deployment_id: str, what: str) -> None:
+        """A call that gave up waiting: reported, not a violation (what the
+        action ended as is checked all the same)."""
+        with self._lock:
+            self.slow_calls.append(Violation(deployment_id, what, "slow"))
+        self.log(f"slow {deployment_id}: {what}")
+        self.note(f"slow {deployment_id}: {what}")
 
     def note(self, text: str) -> None:
         """A line of the operations' own log, ``operations.log``."""
@@ -396,11 +409,10 @@ class Soak:
                 # followed as any other (a trigger's new deployment is not
                 # known: its hook only)
                 self.note(f"late {action}: {exc!r}")
-                self.violation(
+                self.slow(
                     action.deployment_id or action.parent,
                     f"{action.kind} {action.op}: the call gave up after "
                     f"{WAIT_TIMEOUT} s: {exc}",
-                    kind="not-ended",
                 )
                 if action.kind in ("trigger", "group"):
                     action.ended = "late"
@@ -736,6 +748,17 @@ class Soak:
             else:
                 self.check_group(shown, self.group_action.op, self.group_action.action)
 
+    def until_gone(self, dep_id: str, timeout: float) -> bool:
+        """Whether the deployment is removed within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.sw.show(dep_id)
+            except exceptions.DeploymentNotFound:
+                return True
+            time.sleep(1)
+        return False
+
     def describe(self, dep_id: str) -> str:
         """A deployment as it stands, with its flows (the stranded ones
         have none)."""
@@ -780,7 +803,18 @@ class Soak:
             try:
                 self.sw.undeploy(action.deployment_id, wait_timeout=WAIT_TIMEOUT)
                 action.ended = "GONE"
-            except (exceptions.WaitTimeout, exceptions.FlowError) as exc:
+            except exceptions.WaitTimeout as exc:
+                action.ended = "late"  # posted: its hook runs all the same
+                self.slow(action.deployment_id, f"final undeploy: {exc}")
+                gone = self.until_gone(action.deployment_id, WAIT_TIMEOUT)
+                if not gone:
+                    self.violation(
+                        action.deployment_id,
+                        f"final undeploy not ended {2 * WAIT_TIMEOUT} s after "
+                        f"its call: {self.describe(action.deployment_id)}",
+                        kind="not-ended",
+                    )
+            except exceptions.FlowError as exc:
                 action.ended = "late"  # posted: its hook runs all the same
                 self.violation(
                     action.deployment_id,
