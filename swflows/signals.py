@@ -290,11 +290,17 @@ def server_gone_outcome(server_id: str, detail: str) -> Outcome:
     )
 
 
+#: how the status reasons of :func:`flow_broken_outcome` and
+#: :func:`orphaned_outcome` begin (counted by ``swflows conductor list``)
+FLOW_BROKEN_PREFIX = "Flow broken: "
+ORPHANED_PREFIX = "Deployment orphaned: "
+
+
 def flow_broken_outcome(flow_id: str, detail: str) -> Outcome:
     """Its flow failed and could not undo a step; the flow is kept BROKEN."""
     return Outcome(
         states.FAILED,
-        f"Flow {flow_id} failed and could not be undone: {detail}",
+        f"{FLOW_BROKEN_PREFIX}flow {flow_id} failed and could not be undone: {detail}",
         {
             "kind": states.ReasonKind.FLOW_BROKEN.value,
             "flow_id": flow_id,
@@ -307,7 +313,7 @@ def orphaned_outcome(detail: str) -> Outcome:
     """IN_PROGRESS with no flow left to end it."""
     return Outcome(
         states.FAILED,
-        f"Deployment orphaned: {detail}",
+        f"{ORPHANED_PREFIX}{detail}",
         {"kind": states.ReasonKind.ORPHANED.value, "detail": detail},
     )
 

@@ -47,6 +47,7 @@ class ListConductors(base.Lister):
     and the jobs waiting on the board follow the table (on stderr)."""
 
     def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        from swflows import signals
         from swflows.engine import conductor, jobboard
         from swflows.persistence import flow_registry as flow_rows
 
@@ -76,6 +77,17 @@ class ListConductors(base.Lister):
             + (f" ({' '.join(found['waiting'])})" if found["waiting"] else "")
             + "\n"
             f"parked flows (no job): {found['parked']}\n"
+        )
+        ended = flow_rows.reconciled(
+            flow_rows.FlowRegistry(sw.store),
+            {
+                "orphaned": signals.ORPHANED_PREFIX,
+                "flow_broken": signals.FLOW_BROKEN_PREFIX,
+            },
+        )
+        self.app.stderr.write(
+            "deployments ended with no flow to end them: "
+            f"{ended['orphaned']} orphaned, {ended['flow_broken']} flow_broken\n"
         )
         for flow_id, owner in sorted(found["held_by_gone"].items()):
             self.app.stderr.write(f"flow {flow_id} held by gone conductor {owner}\n")

@@ -546,6 +546,25 @@ def unflowed(
     return registry._store._read("find unflowed deployments", op)
 
 
+def reconciled(registry: FlowRegistry, prefixes: Mapping[str, str]) -> dict[str, int]:
+    """How many FAILED deployments' status reasons begin with each prefix
+    (``kind -> prefix``): those the reconciler or a broken flow ended."""
+    d = registry._store.tables.deployments
+
+    def op(conn: sa.Connection) -> dict[str, int]:
+        found = {}
+        for kind, prefix in prefixes.items():
+            query = (
+                sa.select(sa.func.count())
+                .select_from(d)
+                .where(d.c.status == "FAILED", d.c.status_reason.startswith(prefix))
+            )
+            found[kind] = int(conn.scalar(query) or 0)
+        return found
+
+    return registry._store._read("count reconciled deployments", op)
+
+
 def custom_running(registry: FlowRegistry) -> bool:
     """Whether a developer's own flow runs now (its deployments are
     not named by its row until it waits)."""
@@ -572,5 +591,6 @@ __all__ = [
     "custom_running",
     "new_owner",
     "owner_is_dead",
+    "reconciled",
     "unflowed",
 ]
