@@ -352,7 +352,8 @@ def test_a_reverted_deployment_lets_go_of_its_trust_last(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Its signal store, in the caller's project, is reverted through the
-    trust: the trust goes after it, with the deployment's owner row."""
+    trust; the deployment is kept FAILED with its trust, which goes after
+    it is deleted, with its owner row."""
     from swflows.tasks import metadata as metadata_tasks
 
     _, caller = demo2_caller(devcloud)
@@ -384,6 +385,15 @@ def test_a_reverted_deployment_lets_go_of_its_trust_last(
                 timeout=60,
                 context=caller,
             )
+        # its record is kept FAILED, naming the step, with its owner row
+        # and trust, until it is deleted; its signal store is gone already
+        row = sw.show(dep_id)
+        assert row.status == "FAILED"
+        assert row.reason is not None
+        assert row.reason["step"] == "PublishMetadata", row.reason
+        assert flowkit.leftovers(sw, dep_id) == {}
+        assert left_when_deleted == []
+        sw.undeploy(dep_id, context=caller)  # runs no DELETE, publishes no task
         with pytest.raises(exceptions.DeploymentNotFound):
             sw.show(dep_id)
         assert sw.store.get_owner(projects.DEPLOYMENT, dep_id) is None
