@@ -289,9 +289,14 @@ def test_cancel_flow_reverts_it_and_its_own_steps(
         assert ended["state"] == "REVERTED"
         assert "change window closed" in ended["error"]
         assert not maintenance.ticket_path(str(tickets), flow_id).exists()
-        with pytest.raises(exceptions.DeploymentNotFound):
-            sw.show(change)
-        assert [d.id for d in sw.list_deployments(server_id=host)] == [dep]
+        # the trigger it awaited ended FAILED (cancelled): kept, as any
+        # outcome is, until deleted
+        assert sw.show(change).status == states.FAILED
+        assert sw.show(change).reason == {
+            "kind": "cancelled",
+            "by": "cancelled: change window closed",
+        }
+        assert {d.id for d in sw.list_deployments(server_id=host)} == {dep, change}
         assert sw.list_flows() == []
         assert leftovers(sw, change) == {}
         with pytest.raises(exceptions.FlowNotFound):
