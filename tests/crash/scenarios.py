@@ -12,7 +12,7 @@ because its owner's process is dead, and resumes it from the logbook.
 Each case then checks that:
 
 * the deployment rows are in the right terminal state (or gone, where the
-  flow removes the row or reverts its creation);
+  flow removes the row); a revert keeps what the server ran;
 * the action's outcome was recorded exactly once: a SQLite trigger added
   to the case's database logs every IN_PROGRESS -> terminal change of a
   deployment row, whichever process made it;
@@ -162,7 +162,8 @@ CREATED = Row(states.COMPLETE, 1, "CREATE", "out-a")
 def setup_deploy(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
     config = component_config(sw)
     new = str(uuid.uuid4())
-    reverted = point.phase == "revert"
+    # reverted after its signal (``revert``), the action stays what the
+    # server ran: a deployment's outcome is never reverted away
     return Case(
         server,
         "deploy",
@@ -174,7 +175,7 @@ def setup_deploy(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
             "deployment_id": new,
         },
         acted_on=new,
-        rows={new: None if reverted else CREATED},
+        rows={new: CREATED},
         outcomes=[(new, 1, states.COMPLETE)],
     )
 
@@ -214,7 +215,6 @@ def setup_undeploy(delete_action: bool) -> Callable[..., Case]:
 def setup_trigger(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
     dep = deployed(sw, server, component_config(sw), point.signal_transport)
     new = str(uuid.uuid4())
-    reverted = point.phase == "revert"
     return Case(
         server,
         "trigger",
@@ -222,7 +222,8 @@ def setup_trigger(sw: Swflows, point: matrix.KillPoint, server: str) -> Case:
         {"input_values": {"foo": "c"}},
         acted_on=new,
         rows={
-            new: None if reverted else Row(states.COMPLETE, 1, "BACKUP", "out-c"),
+            # kept after a revert too: the server ran it
+            new: Row(states.COMPLETE, 1, "BACKUP", "out-c"),
             dep: CREATED,  # the original is untouched
         },
         outcomes=[(new, 1, states.COMPLETE)],
