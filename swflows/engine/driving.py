@@ -401,11 +401,13 @@ class Driving(Results):
         elif state == tf_states.FAILURE:
             # a revert failed: keep the logbook for an operator
             note = f"revert failed: {type(error).__name__}: {error}"
-            self.registry.break_flow(flow_id, note)
-            LOG.error("flow %s is BROKEN: %s", flow_id, note)
+            # its deployment ends first: a waiter sees the flow BROKEN only
+            # once its deployment says so
             end_left_running(
                 self.services, drive, signals.flow_broken_outcome(flow_id, note)
             )
+            self.registry.break_flow(flow_id, note)
+            LOG.error("flow %s is BROKEN: %s", flow_id, note)
             self._finish(flow_id, error or exceptions.FlowError(None, note))
         else:  # suspended by close(), or stopped by an error of storage
             # an outage is nobody's fault: it is not counted against the flow
