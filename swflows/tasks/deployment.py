@@ -181,25 +181,45 @@ def fail_new_deployment(
                 )
             except exceptions.ConcurrentUpdate:
                 continue
-        where = f" at {step}" if step else ""
-        try:
-            services.store.update_deployment(
-                deployment_id,
-                expected_status=states.IN_PROGRESS,
-                expected_generation=generation,
-                status=states.FAILED,
-                status_reason=f"{action} failed{where}: {error}",
-                reason={
-                    "kind": states.ReasonKind.INFRASTRUCTURE.value,
-                    "step": step or None,
-                    "error": error,
-                },
-                config_id=None,
-            )
+        if _end_failed(services, deployment_id, generation, action, step, error, None):
             return
-        except exceptions.ConcurrentUpdate:
-            continue
-    raise exceptions.ConcurrentUpdate(
+    raise _kept_changing(deployment_id)
+
+
+def _end_failed(
+    services: Services,
+    deployment_id: str,
+    generation: int,
+    action: str,
+    step: str,
+    error: str,
+    config_id: str | None,
+) -> bool:
+    """End the running action FAILED, kind ``infrastructure``, naming the
+    step and the error, pointing at ``config_id``; False if it changed
+    meanwhile (a compare-and-set on status and generation)."""
+    where = f" at {step}" if step else ""
+    try:
+        services.store.update_deployment(
+            deployment_id,
+            expected_status=states.IN_PROGRESS,
+            expected_generation=generation,
+            status=states.FAILED,
+            status_reason=f"{action} failed{where}: {error}",
+            reason={
+                "kind": states.ReasonKind.INFRASTRUCTURE.value,
+                "step": step or None,
+                "error": error,
+            },
+            config_id=config_id,
+        )
+    except exceptions.ConcurrentUpdate:
+        return False
+    return True
+
+
+def _kept_changing(deployment_id: str) -> exceptions.ConcurrentUpdate:
+    return exceptions.ConcurrentUpdate(
         f"deployment {deployment_id} kept changing while its flow reverted",
         deployment_id=deployment_id,
     )
@@ -277,7 +297,6 @@ class StartAction(_PublishingTask):
         **kwargs: Any,
     ) -> None:
         step, why = base.step_of(flow_failures)
-        where = f" at {step}" if step else ""
 
         def restore() -> None:
             if result and not base.is_failure(result):
@@ -295,27 +314,11 @@ class StartAction(_PublishingTask):
                     if previous and previous != row.config_id:
                         config.delete_config(services, previous)
                     return
-                try:
-                    services.store.update_deployment(
-                        deployment_id,
-                        expected_status=states.IN_PROGRESS,
-                        expected_generation=generation,
-                        status=states.FAILED,
-                        status_reason=f"{action} failed{where}: {why}",
-                        reason={
-                            "kind": states.ReasonKind.INFRASTRUCTURE.value,
-                            "step": step or None,
-                            "error": why,
-                        },
-                        config_id=previous,
-                    )
+                if _end_failed(
+                    services, deployment_id, generation, action, step, why, previous
+                ):
                     return
-                except exceptions.ConcurrentUpdate:
-                    continue
-            raise exceptions.ConcurrentUpdate(
-                f"deployment {deployment_id} kept changing while its flow reverted",
-                deployment_id=deployment_id,
-            )
+            raise _kept_changing(deployment_id)
 
         base.revert_patiently(f"deployment {deployment_id}", restore)
         self.republish(services, server_id)
