@@ -138,10 +138,16 @@ class Board:
         return str(job.uuid)
 
     def jobs(self, *, only_unclaimed: bool = False) -> list[Any]:
-        """The jobs on the board now, oldest first."""
-        return list(
-            self._board.iterjobs(only_unclaimed=only_unclaimed, ensure_fresh=True)
-        )
+        """The jobs on the board now, oldest first.
+
+        Sorted here: TaskFlow's Redis board lists the newest first, so
+        conductors that claim in its order starve an old job for as long as
+        new ones keep coming (seen: a deployment waiting minutes to start
+        while later ones ran).  Every job is posted with the same priority;
+        its sequence is the order it was posted in, on both boards.
+        """
+        found = self._board.iterjobs(only_unclaimed=only_unclaimed, ensure_fresh=True)
+        return sorted(found, key=lambda job: job.sequence)
 
     @staticmethod
     def flow_of(job: Any) -> str | None:

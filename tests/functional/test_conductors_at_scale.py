@@ -140,8 +140,10 @@ def test_three_conductors_a_hundred_deployments_one_killed(
         for i, server_id in enumerate(servers)
     ]
     wanted: dict[str, tuple[str, str]] = {}  # deployment id: (tag, signal)
+    latencies: list[float] = []  # seconds from a post to its row
 
     def post(server_id: str, tag: str, signal: str) -> None:
+        posted = time.monotonic()
         dep = sw.deploy(
             server_id,
             config.id,
@@ -153,6 +155,7 @@ def test_three_conductors_a_hundred_deployments_one_killed(
             # returns once a conductor wrote the row: jobs queue up meanwhile
             wait_timeout=WAIT,
         )
+        latencies.append(time.monotonic() - posted)
         wanted[dep.id] = (tag, signal)
 
     # posted from several threads, while the conductors already run them
@@ -164,7 +167,12 @@ def test_three_conductors_a_hundred_deployments_one_killed(
     for done_post in posts:
         done_post.result()
     posting.shutdown()
-    print(f"posted {len(wanted)} deployments in {time.monotonic() - t0:.1f} s")
+    latencies.sort()
+    print(
+        f"posted {len(wanted)} deployments in {time.monotonic() - t0:.1f} s; "
+        f"from a post to its row: median {latencies[len(latencies) // 2]:.1f} s, "
+        f"slowest {latencies[-1]:.1f} s"
+    )
     assert sw.runner.driving == 0  # this process posts; the conductors drive
     assert collections.Counter(s for _, s in wanted.values()) == {
         s: SERVERS * PER_SERVER // 2 for s in SIGNALS

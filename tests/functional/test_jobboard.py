@@ -473,3 +473,24 @@ def test_a_flow_whose_job_was_never_posted_is_posted_again(
     # posted again once unclaimed for twice the claim expiry
     assert time.monotonic() - posted >= 2 * CLAIM_EXPIRY
     assert starts(record, "a") == {flow_id: 1}
+
+
+@pytest.mark.parametrize("kind", BOARDS)
+def test_jobs_are_listed_oldest_first_so_none_starves(
+    kind: str, devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    """Conductors claim in the order the board lists: oldest first, or an
+    old job waits as long as new ones keep coming (TaskFlow's Redis board
+    lists the newest first)."""
+    made = Setup(kind, devcloud, "sqlite://", tmp_path)
+    board = made.board()
+    try:
+        posted = [board.post(f"flow-{n}", f"job-{n}") for n in range(6)]
+        listed = [str(job.uuid) for job in board.jobs()]
+        assert listed == posted
+        board.claim(board.jobs()[0], "someone")
+        unclaimed = [str(job.uuid) for job in board.jobs(only_unclaimed=True)]
+        assert unclaimed == posted[1:]
+    finally:
+        board.close()
+        made.close()  # removes the board's namespace

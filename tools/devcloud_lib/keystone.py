@@ -17,7 +17,7 @@ import pwd
 
 from . import httpjson, layout, swift
 from .context import Cloud
-from .procs import Check, run_sql, server_env, spawn
+from .procs import Check, access_log, run_sql, server_env, spawn
 
 REGION = "RegionOne"
 #: this machine's PostgreSQL (tools/services starts it); Keystone's database
@@ -109,6 +109,7 @@ def start(cloud: Cloud) -> Check:
     port = cloud.ports["keystone"]
     argv = [str(layout.venv_bin("gunicorn")), "--bind", f"127.0.0.1:{port}"]
     argv += ["--workers", "2", "--worker-class", "sync"]  # see [cache]
+    argv += access_log("keystone")
     argv += ["--timeout", "120", "--graceful-timeout", "5"]
     # Without it every gunicorn of a user shares ~/.gunicorn/gunicorn.ctl.
     argv += ["--no-control-socket"]

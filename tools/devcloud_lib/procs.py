@@ -166,6 +166,19 @@ class Started:
     proc: subprocess.Popen = field(repr=False)
 
 
+def access_log(name: str) -> list[str]:
+    """gunicorn options logging each request of server ``name`` (method,
+    path, status, milliseconds) to ``LOGS/name-access.log``: what a test
+    run asked of it, and how long each took."""
+    log = layout.LOGS / f"{name}-access.log"
+    return [
+        "--access-logfile",
+        str(log),
+        "--access-logformat",
+        "%(m)s %(U)s %(s)s %(M)s",
+    ]
+
+
 def spawn(
     name: str,
     argv: list[str],

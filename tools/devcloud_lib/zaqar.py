@@ -8,7 +8,7 @@ import uuid
 from . import httpjson, layout
 from .context import Cloud
 from .keystone import service_credentials
-from .procs import Check, server_env, spawn
+from .procs import Check, access_log, server_env, spawn
 
 CONF = """\
 [DEFAULT]
@@ -72,6 +72,7 @@ def start(cloud: Cloud) -> Check:
     port = cloud.ports["zaqar"]
     argv = [str(layout.venv_bin("gunicorn")), "--bind", f"127.0.0.1:{port}"]
     argv += ["--workers", "2", "--worker-class", "sync"]
+    argv += access_log("zaqar")
     argv += ["--timeout", "120", "--graceful-timeout", "5", "--no-control-socket"]
     argv += ["--pythonpath", str(layout.IN_VENV), "--chdir", str(cloud.dir("zaqar"))]
     argv += ["zaqar_app:application"]
