@@ -377,6 +377,10 @@ class Conductor(jobboard.Jobs):
                 if self.board.extend(job, self.name):
                     continue
                 with self._lock:
+                    if self._held.get(flow_id) is not job:
+                        # its drive ended meanwhile and its job was settled
+                        # (consumed once parked): nothing was lost
+                        continue
                     self._lost.add(flow_id)
                 LOG.warning("flow %s: claim lost to another conductor", flow_id)
                 self.runner.lose(flow_id)

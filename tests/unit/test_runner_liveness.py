@@ -292,3 +292,39 @@ def test_conductor_list_names_a_conductors_stale_loops(local: LocalSwflows) -> N
     assert found["conductors"][driver.name]["loops"]["claims"]["died"] is True
     sw.close()
     driver.runner.close()
+
+
+def test_a_heartbeat_racing_a_drive_that_ended_loses_nothing(
+    local: LocalSwflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flow parked while a heartbeat runs: its job was consumed after the
+    heartbeat copied what it holds, so extending it fails.  That is no lost
+    claim: the flow is not stopped or counted lost (it was, with a warning
+    "claim lost to another conductor" on a quiet machine)."""
+    sw = Swflows(local.store, Clients(), local.conf, start=False)
+    board = MemoryBoard()
+    driver = conductor.Conductor(sw, board=board, workers=2)  # type: ignore[arg-type]
+    lost: list[str] = []
+    monkeypatch.setattr(driver.runner, "lose", lost.append)
+    try:
+        for flow_id in ("f-ended", "f-held"):
+            board.post(flow_id, flow_id)
+        jobs = {board.flow_of(job): job for job in board.jobs()}
+        for flow_id, job in jobs.items():
+            assert board.claim(job, driver.name)
+            driver._held[str(flow_id)] = job
+
+        def extend(job: object, who: str) -> bool:
+            if job is jobs["f-ended"]:  # its drive ends as it is extended
+                with driver._lock:
+                    driver._held.pop("f-ended")
+                return False
+            return job is not jobs["f-held"]  # and this one was taken
+
+        monkeypatch.setattr(board, "extend", extend)
+        driver.heartbeat()
+        assert lost == ["f-held"]
+        assert driver._lost == {"f-held"}
+    finally:
+        driver.close()
+        sw.close()
