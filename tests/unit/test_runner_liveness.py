@@ -310,9 +310,9 @@ def test_a_heartbeat_racing_a_drive_that_ended_loses_nothing(
         for flow_id in ("f-ended", "f-held"):
             board.post(flow_id, flow_id)
         jobs = {board.flow_of(job): job for job in board.jobs()}
-        for flow_id, job in jobs.items():
+        for name, job in jobs.items():
             assert board.claim(job, driver.name)
-            driver._held[str(flow_id)] = job
+            driver._held[str(name)] = job
 
         def extend(job: object, who: str) -> bool:
             if job is jobs["f-ended"]:  # its drive ends as it is extended
