@@ -182,18 +182,19 @@ class Conductor(jobboard.Jobs):
     def claim_some(self) -> list[str]:
         """Claim unclaimed jobs while there is room; the flows started."""
         started: list[str] = []
-        if self._stop.is_set():
-            return started
+        if self._stop.is_set() or self._full():
+            return started  # listing the board costs a call per job on it
         for job in self.board.jobs(only_unclaimed=True):
-            with self._lock:
-                if len(self._held) >= self.capacity:
-                    break
-            if self._stop.is_set():
+            if self._full() or self._stop.is_set():
                 break
             flow_id = self._take(job)
             if flow_id is not None:
                 started.append(flow_id)
         return started
+
+    def _full(self) -> bool:
+        with self._lock:
+            return len(self._held) >= self.capacity
 
     def _take(self, job: Any) -> str | None:
         if not self.board.claim(job, self.name):
