@@ -87,6 +87,9 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         self._converter = backend.converter
         #: (flow id, owner) whose ownership every write checks first
         self.fence: tuple[str, str] | None = None
+        #: the drive whose engine writes through this connection (None: no
+        #: engine's): only its writes carry its held-back progress
+        self.drive: Fenced | None = None
 
     def _check_fence(self, conn: sa.Connection) -> None:
         """Raise :class:`FlowFenced` unless the fenced flow's row still names
@@ -120,10 +123,13 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         """
         values = atom_detail.to_dict()
         fingerprint = _fingerprint(values)
-        if self._backend.last_written(atom_detail.uuid) == fingerprint:
-            self._backend.defer(atom_detail.uuid, values)
+        drive = self.drive
+        if drive is not None and self._backend.last_written(atom_detail.uuid) == (
+            fingerprint
+        ):
+            drive.defer(atom_detail.uuid, values)
             return atom_detail
-        deferred = self._backend.take_deferred(but=atom_detail.uuid)
+        deferred = drive.take_deferred(but=atom_detail.uuid) if drive else {}
         try:
             with self._engine.begin() as conn:
                 self._check_fence(conn)
@@ -135,13 +141,15 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             self._backend.written(atom_detail.uuid, fingerprint)
             return atom_detail
         except sa.exc.SQLAlchemyError:
-            self._backend.restore_deferred(deferred)
+            if drive is not None:
+                drive.restore_deferred(deferred)
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure,
                 f"Failed updating atom details with uuid '{atom_detail.uuid}'",
             )
         except BaseException:
-            self._backend.restore_deferred(deferred)
+            if drive is not None:
+                drive.restore_deferred(deferred)
             raise
 
     def _update_atom(
@@ -174,7 +182,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         flowdetails = self._tables.flowdetails
         atomdetails = self._tables.atomdetails
         flow_id = flow_detail.uuid
-        deferred = self._backend.take_deferred()
+        drive = self.drive
+        deferred = drive.take_deferred() if drive else {}
         try:
             with self._engine.begin() as conn:
                 self._check_fence(conn)
@@ -204,13 +213,15 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             self._backend.saved_atoms_are(flow_id, set(atoms) | known)
             return flow_detail
         except sa.exc.SQLAlchemyError:
-            self._backend.restore_deferred(deferred)
+            if drive is not None:
+                drive.restore_deferred(deferred)
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure,
                 f"Failed updating flow details with uuid '{flow_id}'",
             )
         except BaseException:
-            self._backend.restore_deferred(deferred)
+            if drive is not None:
+                drive.restore_deferred(deferred)
             raise
 
     def destroy_logbook(self, book_uuid: str) -> Any:
@@ -261,8 +272,6 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
         self._atoms_written: collections.OrderedDict[str, str] = (
             collections.OrderedDict()
         )
-        #: per thread, atom uuid -> values whose only change is progress
-        self._local = threading.local()
         #: flow uuid -> uuids of its atoms known to be saved
         self._flow_atoms: collections.OrderedDict[str, set[str]] = (
             collections.OrderedDict()
@@ -278,36 +287,6 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
             self._atoms_written.move_to_end(atom_id)
             while len(self._atoms_written) > REMEMBERED:
                 self._atoms_written.popitem(last=False)
-
-    def _deferred(self) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] | None = getattr(self._local, "deferred", None)
-        if found is None:
-            found = self._local.deferred = {}
-        return found
-
-    def defer(self, atom_id: str, values: dict[str, Any]) -> None:
-        """Keep an atom's values to write with this thread's next write.
-
-        Per thread: an engine saves its atoms and its flow from the thread
-        running it, so a flow's deferred progress goes out with a write of
-        that same flow, never inside another flow's transaction.
-        """
-        self._deferred()[atom_id] = values
-
-    def take_deferred(self, but: str | None = None) -> dict[str, dict[str, Any]]:
-        """This thread's deferred values to write now (``but``'s are superseded)."""
-        deferred = self._deferred()
-        if but is not None:
-            deferred.pop(but, None)
-        taken = dict(deferred)
-        deferred.clear()
-        return taken
-
-    def restore_deferred(self, deferred: dict[str, dict[str, Any]]) -> None:
-        """Put back deferred values a failed write did not save."""
-        mine = self._deferred()
-        for atom_id, values in deferred.items():
-            mine.setdefault(atom_id, values)
 
     def saved_atoms(self, flow_id: str) -> set[str]:
         with self._memo_lock:
@@ -339,20 +318,59 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
         every write checks ``owner`` still holds the flow."""
         return Fenced(self, flow_id, owner)
 
+    def unfenced(self) -> Fenced:
+        """This backend as one engine drives a flow nobody else may: its
+        progress-only saves are held back for its next write all the same
+        (an engine on the backend itself writes each save at once)."""
+        return Fenced(self, None, None)
+
 
 class Fenced:
     """A :class:`Backend` whose connections write only while a flow's row
     names its owner (see the module's description); all else is the
     backend's."""
 
-    def __init__(self, backend: Backend, flow_id: str, owner: str) -> None:
+    def __init__(
+        self, backend: Backend, flow_id: str | None, owner: str | None
+    ) -> None:
         self.backend = backend
-        self.fence = (flow_id, owner)
+        self.fence = None if flow_id is None or owner is None else (flow_id, owner)
+        #: atom uuid -> values whose only change is progress, held back to
+        #: go with this drive's next write.  They belong to this drive: one
+        #: that stopped (its claim lost, its step failed) leaves them
+        #: unwritten, so they never overwrite what the flow's next owner
+        #: wrote since (nor cross into another flow's transaction).
+        self._deferred: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        if flow_id is not None:
+            # what this process remembers writing for the flow may be older
+            # than its rows: another process may have driven it since
+            backend.forget_book(flow_id)
 
     def get_connection(self) -> Connection:
         conn = self.backend.get_connection()
         conn.fence = self.fence
+        conn.drive = self
         return conn
+
+    def defer(self, atom_id: str, values: dict[str, Any]) -> None:
+        """Keep an atom's values to write with this drive's next write."""
+        with self._lock:
+            self._deferred[atom_id] = values
+
+    def take_deferred(self, but: str | None = None) -> dict[str, dict[str, Any]]:
+        """The held-back values to write now (``but``'s are superseded)."""
+        with self._lock:
+            if but is not None:
+                self._deferred.pop(but, None)
+            taken, self._deferred = self._deferred, {}
+        return taken
+
+    def restore_deferred(self, deferred: dict[str, dict[str, Any]]) -> None:
+        """Put back held-back values a failed write did not save."""
+        with self._lock:
+            for atom_id, values in deferred.items():
+                self._deferred.setdefault(atom_id, values)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)

@@ -261,6 +261,55 @@ class LogbookContract:
             with pytest.raises(logbook.FlowFenced, match="nobody"):
                 conn.update_atom_details(ad)
 
+    def test_progress_held_back_by_a_drive_that_stopped_is_never_written(
+        self, store: Store, fast: Any
+    ) -> None:
+        """A drive stopped (its claim lost) right after a progress-only save
+        that was held back to ride with its next write.  The flow's new
+        owner ends the step.  Neither a later drive of another flow on the
+        same thread nor a later drive of this flow here writes what was held
+        back: it would put the step back to RUNNING without its result (a
+        resumed flow then failed: "Expected to be able to find output
+        'action_started'")."""
+        registry = flow_rows.FlowRegistry(store)
+        books = [sample_book("f"), sample_book("g")]
+        flows = [next(iter(book)) for book in books]
+        for book, fd in zip(books, flows, strict=True):
+            registry.add(
+                fd.uuid,
+                kind="custom",
+                deployment_id="",
+                server_id="",
+                owner="runner-a",
+                lease_until=time.time() + 60,
+            )
+            with connection(fast) as conn:
+                conn.save_logbook(book)
+        f, g = flows
+        step = by_name(f, "task-a")
+        step.state, step.results = states.RUNNING, None
+        with connection(fast.fenced(f.uuid, "runner-a")) as conn:
+            conn.update_atom_details(step)
+            step.meta = {"progress": 0.5}
+            conn.update_atom_details(step)  # progress alone: held back
+        # the new owner ends the step
+        with connection(fast) as conn:
+            ended = by_name(next(iter(conn.get_logbook(books[0].uuid))), "task-a")
+        ended.state, ended.results = states.SUCCESS, {"action_started": 1}
+        with connection(StockOn(fast)) as conn:
+            conn.update_atom_details(ended)
+        # this thread drives another flow, then this one again
+        other = by_name(g, "task-a")
+        other.results = "g's"
+        with connection(fast.fenced(g.uuid, "runner-a")) as conn:
+            conn.update_atom_details(other)
+            conn.update_flow_details(g)
+        with connection(fast.fenced(f.uuid, "runner-a")) as conn:
+            conn.update_flow_details(f)
+        with connection(fast) as conn:
+            got = by_name(next(iter(conn.get_logbook(books[0].uuid))), "task-a")
+        assert (got.state, got.results) == (states.SUCCESS, {"action_started": 1})
+
     def test_busy_atoms_name_the_running_step(self, fast: Any) -> None:
         seen: list[Any] = []
         flow_ids: list[str] = []
@@ -389,7 +438,7 @@ class LogbookContract:
             }
             return rows, PROBED.pop(book.uuid)[1], commits
 
-        fast_rows, fast_seen, fast_commits = run(fast)
+        fast_rows, fast_seen, fast_commits = run(fast.unfenced())
         stock_rows, stock_seen, stock_commits = run(stock)
         assert fast_rows == stock_rows
         assert {row[2].get("progress") for row in fast_rows.values()} == {1.0}
@@ -437,6 +486,6 @@ def test_pinned_taskflow_internals() -> None:
     fast = logbook.Connection(
         logbook.Backend(engine, tables.tables("x_")), stock._upgrade_lock
     )
-    assert set(vars(fast)) == set(vars(conn)) | {"fence"}
+    assert set(vars(fast)) == set(vars(conn)) | {"fence", "drive"}
     assert impl_sqlalchemy._Alchemist(conn._tables)._tables is conn._tables
     engine.dispose()
