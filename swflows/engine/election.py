@@ -51,7 +51,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from swflows import exceptions, failpoints
+from swflows import exceptions, extras, failpoints
 from swflows.engine import liveness as loops
 
 LOG = logging.getLogger(__name__)
@@ -161,6 +161,7 @@ class Election:
             raise ElectionError(
                 f"leader timeout {timeout!r}: a whole number of seconds, at least 2"
             )
+        extras.require(scheme, f"a {scheme} election ([coordination] backend_url)")
         self.backend_url = backend_url
         self.scheme = scheme
         self.role = role

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from taskflow import exceptions as tf_exceptions
 from taskflow.jobs import backends as job_backends
 
-from swflows import exceptions
+from swflows import exceptions, extras
 from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class Board:
         self.conf = board_conf(url)
         self.kind = str(self.conf["board"])
         self.claim_expiry = float(claim_expiry)
+        extras.require(self.kind, f"a {self.kind} jobboard ([jobboard] backend_url)")
         self._board: Any = job_backends.fetch(name, dict(self.conf))
         self._presence: Any = None
 
