@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "swflows.projects",
             "swflows.policies",
             "swflows.failpoints",
+            "swflows.extras",
         ),
     ),
     ("persistence", ("swflows.persistence",)),
