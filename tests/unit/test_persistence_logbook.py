@@ -94,6 +94,24 @@ def sample_book(name: str = "book") -> Any:
     return book
 
 
+def saved_book(
+    registry: flow_rows.FlowRegistry, backend: Any, name: str, owner: str
+) -> Any:
+    """A :func:`sample_book` saved, its flow's row naming ``owner``."""
+    book = sample_book(name)
+    registry.add(
+        next(iter(book)).uuid,
+        kind="custom",
+        deployment_id="",
+        server_id="",
+        owner=owner,
+        lease_until=time.time() + 60,
+    )
+    with connection(backend) as conn:
+        conn.save_logbook(book)
+    return book
+
+
 def by_name(fd: Any, name: str) -> Any:
     return next(ad for ad in fd if ad.name == name)
 
@@ -216,18 +234,8 @@ class LogbookContract:
         self, store: Store, fast: Any
     ) -> None:
         registry = flow_rows.FlowRegistry(store)
-        book = sample_book()
+        book = saved_book(registry, fast, "book", "runner-a")
         fd = next(iter(book))
-        registry.add(
-            fd.uuid,
-            kind="custom",
-            deployment_id="",
-            server_id="",
-            owner="runner-a",
-            lease_until=time.time() + 60,
-        )
-        with connection(fast) as conn:
-            conn.save_logbook(book)
         ad = by_name(fd, "task-a")
         ad.results = "a's"
         with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
@@ -272,20 +280,8 @@ class LogbookContract:
         resumed flow then failed: "Expected to be able to find output
         'action_started'")."""
         registry = flow_rows.FlowRegistry(store)
-        books = [sample_book("f"), sample_book("g")]
-        flows = [next(iter(book)) for book in books]
-        for book, fd in zip(books, flows, strict=True):
-            registry.add(
-                fd.uuid,
-                kind="custom",
-                deployment_id="",
-                server_id="",
-                owner="runner-a",
-                lease_until=time.time() + 60,
-            )
-            with connection(fast) as conn:
-                conn.save_logbook(book)
-        f, g = flows
+        books = [saved_book(registry, fast, name, "runner-a") for name in "fg"]
+        f, g = (next(iter(book)) for book in books)
         step = by_name(f, "task-a")
         step.state, step.results = states.RUNNING, None
         with connection(fast.fenced(f.uuid, "runner-a")) as conn:
