@@ -16,6 +16,8 @@ from pathlib import Path
 
 from swflows.api import Swflows
 from swflows.engine import conductor
+from tests.chaos import netfault
+from tests.chaos.netfault import FaultProxy
 from tests.functional.test_jobboard import ROOT, Setup, owner_pid
 
 #: a thread that died of an exception (Python's threading.excepthook); the
@@ -107,15 +109,52 @@ class Cluster:
     watchers only stand in the election, on ``setup``'s configuration."""
 
     def __init__(
-        self, setup: Setup, folder: Path, conductors: int, standbys: int
+        self,
+        setup: Setup,
+        folder: Path,
+        conductors: int,
+        standbys: int,
+        *,
+        proxied: bool = True,
     ) -> None:
         self.setup = setup
         self.folder = folder
+        #: the relays in front of the store and the board (``store``,
+        #: ``board``): the cluster's processes reach both through them
+        self.proxies: dict[str, FaultProxy] = {}
         self.conf = setup.conf_path
+        if proxied:
+            self.conf = folder / "cluster.conf"
+            self.conf.touch(mode=0o600)
+            self.conf.write_text(self._through_proxies(setup.conf_path.read_text()))
         self.spec = folder / "standby.json"
         self.spec.write_text(json.dumps({"conf": str(self.conf), "overrides": {}}))
         self.conductors = [Proc(self, "conductor", i) for i in range(conductors)]
         self.standbys = [Proc(self, "standby", i) for i in range(standbys)]
+
+    def _through_proxies(self, text: str) -> str:
+        """``text`` (a configuration file) with the store's and the board's
+        URLs pointing at relays of their own."""
+        lines, section = [], ""
+        for line in text.splitlines():
+            if line.startswith("["):
+                section = line.strip("[] ")
+            key, sep, value = line.partition(" = ")
+            name = {
+                ("database", "connection"): "store",
+                ("jobboard", "backend_url"): "board",
+            }.get((section, key.strip()))
+            if sep and name:
+                url, self.proxies[name] = netfault.through(value, name)
+                line = f"{key}{sep}{url}"
+            lines.append(line)
+        missing = {"store", "board"} - set(self.proxies)
+        assert not missing, f"no URL of the {missing} in {self.setup.conf_path}"
+        return "\n".join(lines) + "\n"
+
+    def close(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.close()
 
     @property
     def procs(self) -> list[Proc]:

@@ -1,5 +1,7 @@
 """The chaos soak: a steady stream of operations while conductors and the
-elected signal watcher are killed and frozen, then the invariants.
+elected signal watcher are killed and frozen, the machine overloaded, and
+the cluster's connections to its store and its board reset, cut off or
+slowed (:mod:`tests.chaos.netfault`), then the invariants.
 
 Every hook the agents run appends ``<op> <action> <pid> start`` (and
 ``end`` when it succeeds) to one file, the agents' own record; every
@@ -131,14 +133,30 @@ class Report:
         ]
 
 
+#: faults of the network between the cluster and its store or its board
+#: (:mod:`tests.chaos.netfault`): every connection reset (a restart of the
+#: server), nothing passing for a while, every chunk late
+NETWORK_FAULTS = (
+    "store-reset",
+    "store-blackhole",
+    "store-slow",
+    "board-reset",
+    "board-blackhole",
+)
+#: how late each chunk to and from the store is in a ``store-slow``
+SLOW_STORE_DELAY = 0.05
+
+
 @dataclasses.dataclass
 class Fault:
     """One fault of the seeded schedule, ``at`` seconds into the stream."""
 
     at: float
-    kind: str  # kill, stop, kill-leader, overload
+    kind: str  # kill, stop, kill-leader, overload, or a NETWORK_FAULTS
     target: int  # which conductor (kill, stop)
-    seconds: float  # frozen (stop), dead before the restart, overloaded
+    #: frozen (stop), dead before the restart, overloaded, cut off (a
+    #: blackhole), slowed
+    seconds: float
 
     def __str__(self) -> str:
         return f"{self.kind}@{self.at:.0f}s"
@@ -148,9 +166,7 @@ def schedule(
     rng: random.Random, seconds: float, claim_expiry: int, conductors: int
 ) -> list[Fault]:
     """The faults: every kind in turn (shuffled per round), 8 to 15 s apart."""
-    kinds = ["kill", "stop", "kill-leader"]
-    if shutil.which("stress-ng"):
-        kinds.append("overload")
+    kinds = ["kill", "stop", "kill-leader", "overload", *NETWORK_FAULTS]
     faults: list[Fault] = []
     at = rng.uniform(5, 10)
     round_: list[str] = []
@@ -162,6 +178,10 @@ def schedule(
         length = {
             "stop": claim_expiry + rng.uniform(2, 5),
             "overload": rng.uniform(5, 15),
+            # past the claim expiry about half the time
+            "board-blackhole": rng.uniform(1, 2 * claim_expiry),
+            "store-blackhole": rng.uniform(1, 2 * claim_expiry),
+            "store-slow": rng.uniform(5, 15),
         }.get(kind, rng.uniform(0.5, 3))
         faults.append(Fault(at, kind, rng.randrange(conductors), length))
         at += rng.uniform(8, 15)
@@ -272,6 +292,7 @@ class Soak:
         self.log(f"stream ended: {self.ops} operations, faults {self.done_faults}")
         self.drain()
         self.finish()
+        self.cluster.close()
         self.log(f"done in {time.monotonic() - t0:.0f} s")
         return Report(
             self.seed,
@@ -339,6 +360,9 @@ class Soak:
                 )
 
     def one_fault(self, fault: Fault) -> None:
+        if fault.kind in NETWORK_FAULTS:
+            self.network_fault(fault)
+            return
         proc: Proc | None = self.cluster.conductors[fault.target]
         if fault.kind in ("kill", "stop"):
             # the conductor holding the most flows, if one holds any: the
@@ -370,6 +394,24 @@ class Soak:
             time.sleep(fault.seconds)
             proc.start()  # on the schedule's time, started or not
             what += f", restarted as pid {proc.pid}"
+        self.done_faults.append(what)
+        self.log(f"fault done: {what}")
+
+    def network_fault(self, fault: Fault) -> None:
+        name, _, how = fault.kind.partition("-")
+        proxy = self.cluster.proxies[name]
+        if how == "reset":
+            what = f"{name}: {proxy.reset()} connections reset"
+        else:
+            what = f"{name} {how} for {fault.seconds:.1f} s"
+            self.log(f"fault: {what}")
+            hold = (
+                proxy.blackhole()
+                if how == "blackhole"
+                else proxy.slow(SLOW_STORE_DELAY)
+            )
+            with hold:
+                time.sleep(fault.seconds)
         self.done_faults.append(what)
         self.log(f"fault done: {what}")
 
