@@ -19,6 +19,7 @@ from . import (
     install,
     keystone,
     layout,
+    mistral,
     swflowsconf,
     swift,
     zaqar,
@@ -253,6 +254,7 @@ def cmd_up() -> int:
             layout.RECORDS.unlink(missing_ok=True)
         layout.CLOUD_JSON.unlink(missing_ok=True)
         heat.down()  # its service user and endpoint go with the old Keystone
+        mistral.down()
 
         spent = install.ensure()
         state = "up to date" if spent is None else f"installed in {spent:.1f} s"
@@ -318,9 +320,42 @@ def cmd_heat_status() -> int:
     return 0 if up else 1
 
 
+def cmd_mistral_up() -> int:
+    """Start Mistral (afresh) on the running dev cloud."""
+    with exclusive():
+        if not is_up(health()):
+            raise DevcloudError("the dev cloud is not up: run tools/devcloud up")
+        cloud = json.loads(layout.CLOUD_JSON.read_text())
+        doc = mistral.up(cloud)
+    print("mistral: " + ", ".join(f"{k} {v:.1f} s" for k, v in doc["timings"].items()))
+    print(f"mistral-api  {doc['url']} ({mistral.MISTRAL_JSON})")
+    return 0
+
+
+def cmd_mistral_down() -> int:
+    with exclusive():
+        mistral.down()
+    print("mistral stopped")
+    return 0
+
+
+def cmd_mistral_executor_start() -> int:
+    with exclusive():
+        started = mistral.start_executor_again()
+    print("mistral-executor started" if started else "mistral-executor was running")
+    return 0
+
+
+def cmd_mistral_status() -> int:
+    up = mistral.is_up()
+    print("mistral up" if up else "mistral down")
+    return 0 if up else 1
+
+
 def cmd_down() -> int:
     with exclusive():
         heat.down()
+        mistral.down()
         records = load_records()
         t0 = time.monotonic()
         killed = stop(records)
@@ -382,6 +417,18 @@ COMMANDS = {
     "heat-engine-start": (
         cmd_heat_engine_start,
         "start heat-engine again if it is not running (after a crash)",
+    ),
+    "mistral-up": (
+        cmd_mistral_up,
+        "install Mistral (first time), then start mistral-engine, "
+        "mistral-executor and mistral-api afresh on the running cloud; "
+        "writes .devcloud/mistral.json",
+    ),
+    "mistral-down": (cmd_mistral_down, "stop Mistral's servers"),
+    "mistral-status": (cmd_mistral_status, "exit 0 only if Mistral answers"),
+    "mistral-executor-start": (
+        cmd_mistral_executor_start,
+        "start mistral-executor again if it is not running (after a crash)",
     ),
     "env": (
         cmd_env,

@@ -1,0 +1,467 @@
+"""A real OpenStack Mistral (mistral-api, -engine and -executor) on the dev cloud.
+
+``tools/devcloud mistral-up`` installs mistral from ``tools/mistral-lock.txt``
+into ``.devcloud/mistral`` (swflows from this tree beside it: its actions are
+``mistral.actions`` entry points, which Mistral's legacy action provider
+loads), then starts mistral-api, mistral-engine and mistral-executor against
+the dev cloud's Keystone (a ``mistral`` service user, the ``workflowv2``
+endpoint in the catalog), this machine's RabbitMQ (a vhost of its own) and
+PostgreSQL (Mistral's database and swflows', made afresh at each start).
+The executor's swflows reads ``$SWFLOWS_CONFIG_FILE``: the dev cloud as the
+demo user, its store on PostgreSQL.  ``.devcloud/mistral.json`` says where
+everything is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from . import httpjson, install, keystone, layout, swflowsconf
+from .procs import (
+    Check,
+    DevcloudError,
+    Record,
+    Started,
+    free_ports,
+    port_in_use,
+    run_sql,
+    start_ticks,
+    stop,
+    wait_ready,
+)
+
+LOCK_FILE = layout.TOOLS / "mistral-lock.txt"
+VENV = layout.BASE / "mistral"
+STAMP = VENV / "mistral-lock.sha256"
+STATE = layout.BASE / "mistral-state"
+RECORDS = STATE / "servers.json"
+MISTRAL_JSON = layout.BASE / "mistral.json"
+CONF = STATE / "mistral.conf"
+SWFLOWS_CONF = STATE / "swflows.conf"
+
+SERVICE_USER = "mistral"
+SERVICE_TYPE = "workflowv2"
+#: the servers, each a ``mistral-server --server <role>``, in start order
+ROLES = ("engine", "executor", "api")
+RABBIT = os.environ.get("SWFLOWS_MISTRAL_RABBIT", "127.0.0.1:5672")
+PG = os.environ.get(
+    "SWFLOWS_MISTRAL_PG", "postgresql+psycopg2://postgres@127.0.0.1:5432"
+)
+READY_TIMEOUT = 120.0
+#: what each server logs once it serves (the API answers instead)
+STARTED_LINE = {
+    "engine": b"Engine server started.",
+    "executor": b"Executor server started.",
+}
+
+
+def python() -> Path:
+    return VENV / "bin" / "python"
+
+
+# ------------------------------------------------------------------ install
+
+
+def _digest() -> str:
+    digest = hashlib.sha256(LOCK_FILE.read_bytes())
+    digest.update((layout.REPO / "setup.cfg").read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_venv() -> float | None:
+    """Install Mistral (and swflows from this tree); seconds spent, None if
+    current.  swflows goes in without dependencies: the lock holds them, and
+    its ``mistral.actions`` entry points are what Mistral loads."""
+    if python().exists() and STAMP.exists() and STAMP.read_text().strip() == _digest():
+        return None
+    t0 = time.monotonic()
+    uv = install._bootstrap_uv(install.server_python())
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VIRTUAL_ENV", "PYTHON"))
+    }
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env.setdefault("PBR_VERSION", "0.1.0")
+    STAMP.unlink(missing_ok=True)
+    if not python().exists():
+        install._run(
+            [uv, "venv", "-q", "--clear", "--python", install.server_python(), VENV],
+            "creating the Mistral venv",
+            env,
+        )
+    sync = [uv, "pip", "sync", "-q", "--python", python(), "--require-hashes"]
+    install._run([*sync, "--compile-bytecode", LOCK_FILE], "installing Mistral", env)
+    pkg = [uv, "pip", "install", "-q", "--python", python(), "--no-deps"]
+    install._run([*pkg, "-e", layout.REPO], "installing swflows beside Mistral", env)
+    STAMP.write_text(_digest() + "\n")
+    return time.monotonic() - t0
+
+
+# -------------------------------------------------------------- resources
+
+
+def _sql(statements: list[str], database: str = "postgres") -> None:
+    """Run statements (autocommit) on this machine's PostgreSQL."""
+    refused = run_sql(python(), f"{PG}/{database}", statements)
+    if refused is not None:
+        raise DevcloudError(f"PostgreSQL at {PG} refused {statements}:\n{refused}")
+
+
+def databases() -> dict[str, str]:
+    """Mistral's database and swflows' (the executor's actions'), by role."""
+    tag = layout.clone_tag()
+    return {"mistral": f"mistral_{tag}", "swflows": f"mistral_swflows_{tag}"}
+
+
+def make_databases() -> dict[str, str]:
+    urls = {}
+    for role, name in databases().items():
+        _sql(
+            [
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+                f'CREATE DATABASE "{name}"',
+            ]
+        )
+        urls[role] = f"{PG}/{name}"
+    return urls
+
+
+def make_vhost() -> str:
+    """A RabbitMQ vhost of this checkout's Mistral (its topics are fixed
+    names: two Mistrals on one vhost would take each other's messages)."""
+    vhost = f"swflows-mistral-{layout.clone_tag()}"
+    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    for argv in (
+        ["add_vhost", vhost],
+        ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
+    ):
+        res = subprocess.run(
+            [*sudo, ctl, *argv], capture_output=True, text=True, timeout=60
+        )
+        if res.returncode != 0 and "already_exists" not in res.stderr + res.stdout:
+            raise DevcloudError(
+                f"rabbitmqctl {' '.join(argv)} failed (exit {res.returncode}): "
+                f"{(res.stderr or res.stdout)[-800:]}"
+            )
+    return vhost
+
+
+def register(cloud: dict[str, Any], password: str, api_port: int) -> None:
+    """The ``mistral`` service user (admin of project ``service``) and the
+    workflowv2 endpoints, replacing those of a previous start."""
+    ks = cloud["keystone"]
+    admin = ks["admin"]
+    api = keystone.Api(
+        ks["auth_url"],
+        keystone.password_token(
+            ks["auth_url"], admin["username"], admin["password"], "admin"
+        ),
+    )
+    projects = {p["name"]: p["id"] for p in api("GET", "/projects")["projects"]}
+    roles = {r["name"]: r["id"] for r in api("GET", "/roles")["roles"]}
+    service_project = projects["service"]
+    found = api("GET", f"/users?name={SERVICE_USER}&domain_id=default")["users"]
+    if found:
+        user_id = found[0]["id"]
+        api("PATCH", f"/users/{user_id}", {"user": {"password": password}})
+    else:
+        user_id = api.create(
+            "user",
+            name=SERVICE_USER,
+            password=password,
+            domain_id="default",
+            default_project_id=service_project,
+        )
+    for role in ("admin", "service"):
+        api("PUT", f"/projects/{service_project}/users/{user_id}/roles/{roles[role]}")
+    for service in api("GET", f"/services?type={SERVICE_TYPE}")["services"]:
+        for endpoint in api("GET", f"/endpoints?service_id={service['id']}")[
+            "endpoints"
+        ]:
+            api("DELETE", f"/endpoints/{endpoint['id']}")
+        api("DELETE", f"/services/{service['id']}")
+    service_id = api.create("service", type=SERVICE_TYPE, name="mistral")
+    for interface in ("public", "internal", "admin"):
+        api.create(
+            "endpoint",
+            service_id=service_id,
+            interface=interface,
+            url=f"http://127.0.0.1:{api_port}/v2",
+            region_id=ks["region"],
+        )
+
+
+# ----------------------------------------------------------------- config
+
+
+def mistral_conf(
+    cloud: dict[str, Any],
+    *,
+    password: str,
+    vhost: str,
+    database_url: str,
+    api_port: int,
+) -> str:
+    ks = cloud["keystone"]
+    auth_url = ks["auth_url"]
+    host = f"swflows-mistral-{layout.clone_tag()}"
+    return f"""\
+[DEFAULT]
+transport_url = rabbit://guest:guest@{RABBIT}/{vhost}
+auth_type = keystone
+use_stderr = true
+debug = false
+
+[api]
+host = 127.0.0.1
+port = {api_port}
+
+[database]
+connection = {database_url}
+
+[pecan]
+auth_enable = true
+
+[keystone_authtoken]
+www_authenticate_uri = {auth_url}
+auth_type = password
+auth_url = {auth_url}
+username = {SERVICE_USER}
+password = {password}
+user_domain_id = default
+project_name = service
+project_domain_id = default
+region_name = {ks["region"]}
+
+[engine]
+host = {host}
+
+[executor]
+type = remote
+host = {host}
+
+[cron_trigger]
+enabled = false
+run_in_api = false
+
+[oslo_concurrency]
+lock_path = {STATE / "locks"}
+"""
+
+
+def swflows_conf(cloud: dict[str, Any], database_url: str, secret_key: str) -> str:
+    """The executor's swflows: the dev cloud as its demo user, the store on
+    PostgreSQL (tests read it too, with this same file)."""
+    return swflowsconf.conf_text(
+        cloud,
+        database=database_url,
+        extra={"database": [f"secret_key = {secret_key}"]},
+    )
+
+
+# ------------------------------------------------------------- processes
+
+
+def load_records() -> dict[str, Record]:
+    try:
+        raw = json.loads(RECORDS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: Record(**rec) for name, rec in raw.items()}
+
+
+def _save(records: dict[str, Record]) -> None:
+    RECORDS.write_text(
+        json.dumps({n: r.__dict__ for n, r in records.items()}, indent=1)
+    )
+
+
+def server_argv(role: str) -> list[str]:
+    return [
+        str(VENV / "bin" / "mistral-server"),
+        "--server",
+        role,
+        "--config-file",
+        str(CONF),
+    ]
+
+
+def spawn(role: str, port: int, records: dict[str, Record]) -> Started:
+    """Start ``mistral-<role>`` in a process group of its own (oslo.service
+    forks its worker there)."""
+    name = f"mistral-{role}"
+    if port and port_in_use(port):
+        raise DevcloudError(f"{name}: port {port} is already in use")
+    log = STATE / f"{name}.log"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OS_", "PYTHON", "VIRTUAL_ENV", "SWFLOWS_"))
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    if role == "executor":
+        env["SWFLOWS_CONFIG_FILE"] = str(SWFLOWS_CONF)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            server_argv(role),
+            cwd=STATE,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    records[name] = Record(name, proc.pid, start_ticks(proc.pid) or 0, port, str(log))
+    _save(records)
+    return Started(records[name], proc)
+
+
+def _logged_start(role: str, records: dict[str, Record]) -> Check:
+    """Start a server that has no port; ready once it logs that it serves."""
+    log = STATE / f"mistral-{role}.log"
+    since = log.stat().st_size if log.exists() else 0
+    started = spawn(role, 0, records)
+
+    def serving() -> bool:
+        with open(log, "rb") as f:
+            f.seek(since)
+            return STARTED_LINE[role] in f.read()
+
+    return Check(f"mistral-{role}", [started], serving)
+
+
+def start_executor_again() -> bool:
+    """Start mistral-executor if it is not running (a test killed it); True
+    if it had to be started."""
+    records = load_records()
+    if "mistral-api" not in records:
+        raise DevcloudError("Mistral is not running: run tools/devcloud mistral-up")
+    old = records.get("mistral-executor")
+    if old is not None and old.alive():
+        return False
+    if old is not None:
+        stop({"mistral-executor": old})  # its worker, if it outlived it
+    wait_ready([_logged_start("executor", records)], READY_TIMEOUT)
+    return True
+
+
+def _api_answers(port: int) -> bool:
+    # the version list is public (no token needed)
+    return httpjson.call("GET", f"http://127.0.0.1:{port}/", timeout=5).status == 200
+
+
+def is_up() -> bool:
+    """Mistral runs, registered in the running dev cloud's Keystone."""
+    try:
+        doc = json.loads(MISTRAL_JSON.read_text())
+        cloud = json.loads(layout.CLOUD_JSON.read_text())
+    except (OSError, ValueError):
+        return False
+    if doc.get("auth_url") != cloud["keystone"]["auth_url"]:
+        return False
+    records = load_records()
+    if set(records) != {f"mistral-{role}" for role in ROLES}:
+        return False
+    if not all(r.alive() for r in records.values()):
+        return False
+    try:
+        return _api_answers(records["mistral-api"].port)
+    except OSError:
+        return False
+
+
+def down() -> list[str]:
+    killed = stop(load_records())
+    RECORDS.unlink(missing_ok=True)
+    MISTRAL_JSON.unlink(missing_ok=True)
+    return killed
+
+
+def up(cloud: dict[str, Any]) -> dict[str, Any]:
+    """Start Mistral from scratch (stopping a previous one); its document."""
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    timings["install"] = ensure_venv() or 0.0
+    down()
+    shutil.rmtree(STATE, ignore_errors=True)
+    (STATE / "locks").mkdir(parents=True)
+    t1 = time.monotonic()
+    (api_port,) = free_ports(1)
+    password = secrets.token_urlsafe(18)
+    register(cloud, password, api_port)
+    vhost = make_vhost()
+    urls = make_databases()
+    secret_key = subprocess.run(
+        [
+            str(python()),
+            "-c",
+            "from cryptography import fernet;"
+            " print(fernet.Fernet.generate_key().decode())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    layout.write_private(
+        CONF,
+        mistral_conf(
+            cloud,
+            password=password,
+            vhost=vhost,
+            database_url=urls["mistral"],
+            api_port=api_port,
+        ),
+    )
+    layout.write_private(SWFLOWS_CONF, swflows_conf(cloud, urls["swflows"], secret_key))
+    manage = [str(VENV / "bin" / "mistral-db-manage"), "--config-file", str(CONF)]
+    for command in (["upgrade", "head"], ["populate"]):
+        res = subprocess.run([*manage, *command], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise DevcloudError(
+                f"mistral-db-manage {' '.join(command)} failed:\n{res.stderr[-2000:]}"
+            )
+    timings["prepare"] = time.monotonic() - t1
+    records: dict[str, Record] = {}
+    try:
+        checks = [_logged_start(role, records) for role in ("engine", "executor")]
+        api = spawn("api", api_port, records)
+        checks.append(Check("mistral-api", [api], lambda: _api_answers(api_port)))
+        wait_ready(checks, READY_TIMEOUT)
+    except BaseException:
+        stop(records)
+        raise
+    timings["start"] = time.monotonic() - t0 - timings["install"] - timings["prepare"]
+    doc = {
+        "url": f"http://127.0.0.1:{api_port}/v2",
+        "auth_url": cloud["keystone"]["auth_url"],
+        "conf": str(CONF),
+        "swflows_conf": str(SWFLOWS_CONF),
+        "service_user": {
+            "username": SERVICE_USER,
+            "password": password,
+            "project_name": "service",
+            "user_domain_id": "default",
+            "project_domain_id": "default",
+        },
+        "database_url": urls["swflows"],
+        "mistral_database_url": urls["mistral"],
+        "vhost": vhost,
+        "executor_argv": server_argv("executor"),
+        "logs": {name: rec.log for name, rec in records.items()},
+        "timings": timings,
+    }
+    layout.write_private_json(MISTRAL_JSON, doc)
+    return doc
+
+
+__all__ = ["MISTRAL_JSON", "down", "is_up", "start_executor_again", "up"]
