@@ -17,8 +17,9 @@ own account: a deleted deployment's trust into its project is gone), and
 the deleted deployments whose time has passed are forgotten.  And it lets
 go of the Keystone trusts (with their owner rows) nothing needs any
 more, once seen unneeded for :data:`TRUST_GRACE` seconds (see
-:func:`swflows.trusts.unneeded`): a runner that stopped between a revert and letting go of the trust, or a
-process that died holding a pending result's trust.
+:func:`swflows.trusts.unneeded`): a runner that stopped between a revert
+and letting go of the trust, or a process that died holding a pending
+result's trust.
 """
 
 from __future__ import annotations
