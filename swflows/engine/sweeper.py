@@ -10,11 +10,16 @@ another installation sharing the account.  The same sweep removes
 metadata objects and queues that carry this installation's owner tag and
 that no server of its store has owned at any sweep for
 ``channel_sweep_grace`` seconds (a crash, or a version before unenroll
-closed its race, left them).  And it lets go of the Keystone
-trusts (with their owner rows) nothing needs any more, once seen unneeded
-for :data:`TRUST_GRACE` seconds (see :func:`swflows.trusts.unneeded`): a
-runner that stopped between a revert and letting go of the trust, or a
-process that died holding a pending result's trust.
+closed its race, left them).  A late signal can also bring back the store
+of a deployment already deleted: the store remembers deleted deployments
+past their signal URLs' expiry, and such stores are swept too (in swflows'
+own account: a deleted deployment's trust into its project is gone), and
+the deleted deployments whose time has passed are forgotten.  And it lets
+go of the Keystone trusts (with their owner rows) nothing needs any
+more, once seen unneeded for :data:`TRUST_GRACE` seconds (see
+:func:`swflows.trusts.unneeded`): a runner that stopped between a revert
+and letting go of the trust, or a process that died holding a pending
+result's trust.
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ class Sweeper:
             ("sweeping signal stores", self.sweep),
             ("sweeping channels", self.sweep_channels),
             ("sweeping trusts", self.sweep_trusts),
+            ("forgetting the deleted", self.services.store.forget_deleted),
         ):
             try:
                 failpoints.hit(f"sweeper.{step.rpartition(' ')[2]}")
@@ -216,15 +222,19 @@ class Sweeper:
 
         A store of a deployment this database does not hold is left alone:
         another installation sharing the Swift account or Zaqar project may
-        be waiting on it.
+        be waiting on it; unless this database deleted it lately (and
+        remembers it, see :meth:`swflows.persistence.deployments.
+        DeploymentRows.deleted_generation`).
         """
         ref = _ref_of(key)
         if ref is None or ref.deployment_id in live:
             return False
+        store = self.services.store
         try:
-            deployment = self.services.store.get_deployment(ref.deployment_id)
+            deployment = store.get_deployment(ref.deployment_id)
         except exceptions.DeploymentNotFound:
-            return False
+            # deleted here lately: a late signal brought its store back
+            return store.deleted_generation(ref.deployment_id) is not None
         return deployment.is_terminal or deployment.generation != ref.generation
 
     def sweep_channels(self) -> list[str]:

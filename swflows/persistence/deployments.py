@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -33,6 +34,10 @@ UPDATABLE_FIELDS: Final = frozenset(
     }
 )
 _FIXED_FIELDS: Final = frozenset({"id", "server_id", "creation_time", "updated_time"})
+#: how long a deleted deployment is remembered past its timeout at least:
+#: past the signal URLs it handed out (valid for its timeout plus
+#: ``tempurl_grace_period``, 600 s by default)
+REMEMBER_DELETED: Final = 86400.0
 
 
 class DeploymentRows(ServerRows):
@@ -321,30 +326,80 @@ class DeploymentRows(ServerRows):
         return self._read("list deployments", op)
 
     def delete_deployment(
-        self, deployment_id: str, *, missing_ok: bool = False, keep_owner: bool = False
+        self,
+        deployment_id: str,
+        *,
+        missing_ok: bool = False,
+        keep_owner: bool = False,
+        remember: float = 0.0,
     ) -> None:
         """Delete a deployment and bump its server's metadata_version.
 
         Its configs stay (delete the derived one afterwards if it is done
         with).  Its owner row goes with it, unless ``keep_owner`` (its trust
         is still needed: a revert removes the row before the signal store
-        the trust reaches).  DeploymentNotFound unless ``missing_ok``.
+        the trust reaches).  It is remembered as deleted for its timeout
+        plus ``remember`` seconds, a day at least (see
+        :meth:`deleted_generation`).
+        DeploymentNotFound unless ``missing_ok``.
         """
         d = self._tables.deployments
+        gone = self._tables.deleted
 
         def op(conn: sa.Connection) -> None:
-            server_id = conn.scalar(
-                sa.select(d.c.server_id).where(d.c.id == deployment_id)
-            )
-            if server_id is not None:
-                self._lock_server(conn, server_id)
+            row = conn.execute(
+                sa.select(d.c.server_id, d.c.generation, d.c.timeout).where(
+                    d.c.id == deployment_id
+                )
+            ).first()
+            if row is not None:
+                self._lock_server(conn, row.server_id)
                 deleted = conn.execute(sa.delete(d).where(d.c.id == deployment_id))
                 if deleted.rowcount:
                     if not keep_owner:
                         self._forget(conn, "deployment", deployment_id)
-                    self._bump(conn, server_id)
+                    self._bump(conn, row.server_id)
+                    now = time.time()
+                    # a caller-given id may be deleted again after a redeploy
+                    conn.execute(
+                        sa.delete(gone).where(gone.c.deployment_id == deployment_id)
+                    )
+                    conn.execute(
+                        sa.insert(gone).values(
+                            deployment_id=deployment_id,
+                            generation=row.generation,
+                            deleted_at=now,
+                            forget_at=now
+                            + (row.timeout or 0)
+                            + max(remember, REMEMBER_DELETED),
+                        )
+                    )
                     return
             if not missing_ok:
                 raise exceptions.DeploymentNotFound(deployment_id)
 
         self._write("delete deployment", op)
+
+    def deleted_generation(self, deployment_id: str) -> int | None:
+        """The generation a deployment was deleted at, while it is
+        remembered (None: never deleted here, or forgotten)."""
+        gone = self._tables.deleted
+        return self._read(
+            "read a deleted deployment",
+            lambda conn: conn.scalar(
+                sa.select(gone.c.generation).where(
+                    gone.c.deployment_id == deployment_id
+                )
+            ),
+        )
+
+    def forget_deleted(self, now: float | None = None) -> int:
+        """Forget the deleted deployments whose time has passed; how many."""
+        gone = self._tables.deleted
+        cutoff = time.time() if now is None else now
+        return self._write(
+            "forget deleted deployments",
+            lambda conn: (
+                conn.execute(sa.delete(gone).where(gone.c.forget_at < cutoff)).rowcount
+            ),
+        )

@@ -92,6 +92,8 @@ class Tables:
     groups: sa.Table
     #: who made each config, deployment, server and group; servers' policies
     owners: sa.Table
+    #: deployments deleted lately: their late signal stores are still ours
+    deleted: sa.Table
     #: TaskFlow's logbook, under the same prefix (see :func:`logbook_tables`)
     tf_logbooks: sa.Table
     tf_flowdetails: sa.Table
@@ -210,6 +212,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
     )
     groups = group_table(metadata, p)
     owners = owner_table(metadata, p)
+    deleted = deleted_table(metadata, p)
     logbooks, flowdetails, atomdetails = logbook_tables(metadata, p)
     return Tables(
         p,
@@ -220,6 +223,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         flows,
         groups,
         owners,
+        deleted,
         logbooks,
         flowdetails,
         atomdetails,
@@ -294,6 +298,27 @@ def owner_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         # sealed like every secret; removed with the row
         sa.Column("trust", json_type(), nullable=True),
         sa.Index(f"ix_{p}owners_kind_project_id", "kind", "project_id"),
+    )
+
+
+def deleted_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    """Deployments deleted lately (:meth:`swflows.persistence.deployments.
+    DeploymentsMixin.delete_deployment`), each kept until no signal URL it
+    handed out can still be used: a signal sent late (an agent's retry, a
+    post in flight while the undeploy removed the store) recreates a store
+    that only this row still shows to be this installation's, so the
+    sweeper removes it (:mod:`swflows.engine.sweeper`)."""
+    p = prefix
+    return sa.Table(
+        f"{p}deleted",
+        metadata,
+        sa.Column("deployment_id", sa.String(ID_LENGTH), primary_key=True),
+        # the generation it ended at (its stores are named by generation)
+        sa.Column("generation", sa.Integer(), nullable=False),
+        sa.Column("deleted_at", epoch_seconds(), nullable=False),
+        # when the row goes: no URL it signed is valid any more
+        sa.Column("forget_at", epoch_seconds(), nullable=False),
+        sa.Index(f"ix_{p}deleted_forget_at", "forget_at"),
     )
 
 

@@ -346,7 +346,12 @@ class DeleteDeployment(_PublishingTask):
     ) -> None:
         # its signal stores are gone: the last thing that needed its trust
         trusts.release(services, projects.DEPLOYMENT, deployment_id)
-        services.store.delete_deployment(deployment_id, missing_ok=True)
+        # remembered as deleted while a signal URL it handed out is valid
+        services.store.delete_deployment(
+            deployment_id,
+            missing_ok=True,
+            remember=float(services.conf.tempurl_grace_period),
+        )
         # the server may be unenrolled as soon as the row is gone: no
         # channel is made for it, and one removed meanwhile stays removed
         metadata.publish_server(

@@ -18,6 +18,7 @@ import requests
 from swflows import conf as sw_conf
 from swflows import exceptions, signals, states
 from swflows.api import Swflows
+from swflows.clients.messaging import SignedUrlClient
 from swflows.persistence import flow_registry as flow_rows
 from tests.functional import db_fixtures, flowkit
 from tests.functional.db_fixtures import mysql_url, pg_url  # noqa: F401 (fixtures)
@@ -202,6 +203,50 @@ def test_cancel_then_late_signal_is_ignored_and_swept(
             states.ReasonKind.CANCELLED.value
         )
         sw.undeploy(dep.id)
+
+
+def test_stores_late_signals_bring_back_after_an_undeploy_are_swept(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    # an agent's signal sent again (its first went through, the answer was
+    # lost) or in flight while the undeploy removed the store: the TempURL
+    # and the signed queue URL are still valid, and Swift and Zaqar make
+    # the object and the queue again, for a deployment no longer in the
+    # store
+    with instance(devcloud, tmp_path, watcher__sweep_interval=3600.0) as sw:
+        config = script_config(sw)
+        deps = {
+            transport: sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                timeout=60,
+                wait=False,
+                signal_transport=transport,
+            ).id
+            for transport in ("TEMP_URL_SIGNAL", "ZAQAR_SIGNAL")
+        }
+        swift_dep, zaqar_dep = deps["TEMP_URL_SIGNAL"], deps["ZAQAR_SIGNAL"]
+        until(
+            lambda: all(parked(sw, dep_id) for dep_id in deps.values()),
+            what="the flows to park",
+        )
+        url = signal_inputs(sw, swift_dep)["deploy_signal_id"]
+        signed = signal_inputs(sw, zaqar_dep)["deploy_queue_signed_url"]
+        if isinstance(signed, str):
+            signed = json.loads(signed)
+        requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
+        SignedUrlClient(signed).post(FINAL, ttl=600)
+        for dep_id in deps.values():
+            assert sw.wait(dep_id, timeout=60).status == states.COMPLETE
+            sw.undeploy(dep_id)
+        assert leftovers(sw, *deps.values()) == {}
+
+        requests.put(url, data=json.dumps(FINAL), timeout=10).raise_for_status()
+        SignedUrlClient(signed).post(FINAL, ttl=600)
+        assert set(leftovers(sw, *deps.values())) == {"objects", "queues"}
+        swept = sw.runner.watcher.sweeper.sweep()
+        assert sorted(swept) == sorted([f"{swift_dep}/1", f"{zaqar_dep}/1"])
+        assert leftovers(sw, *deps.values()) == {}
 
 
 def test_two_signals_within_one_second_are_both_seen(

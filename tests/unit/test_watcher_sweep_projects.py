@@ -3,6 +3,7 @@ trusts (a fake object store per account, SQLite)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,48 @@ def test_no_trustee_lists_swflows_own_account_only(store: Store) -> None:
     )
     assert sweep.sweep() == ["ended/0"]
     assert own.names == set() and contained == []
+
+
+def test_a_store_a_late_signal_brings_back_after_the_delete_is_swept(
+    store: Store,
+) -> None:
+    # an agent's signal sent again (its first POST went through, its answer
+    # was lost) arrives after the undeploy removed the store and the row
+    store.create_deployment(deployment(id="gone", generation=3, timeout=60))
+    store.delete_deployment("gone", remember=10.0)
+    assert store.deleted_generation("gone") == 3
+    own = Account("gone/3", "never-here/1")
+    clients = Clients(object_store=lambda: own)  # type: ignore[arg-type,return-value]
+    conf = sw_conf.get_conf(config_files=[])
+    contained: list[tuple[str, BaseException]] = []
+    sweep = sweeper.Sweeper(
+        Services(store, conf, clients, secret=b"k" * 32),
+        flow_rows.FlowRegistry(store),
+        conf,
+        lambda step, exc: contained.append((step, exc)),
+    )
+    assert sweep.sweep() == ["gone/3"]
+    # a deployment this store never held may be another installation's
+    assert own.names == {"never-here/1"} and contained == []
+
+
+def test_a_deleted_deployment_is_remembered_a_day_past_its_timeout(
+    store: Store,
+) -> None:
+    store.create_deployment(deployment(id="d1", generation=2, timeout=600))
+    store.create_deployment(deployment(id="d2", generation=1))
+    before = time.time()
+    store.delete_deployment("d1", remember=10.0)  # less than the day
+    store.delete_deployment("d2", remember=2 * 86400.0)
+    # a caller-given id made again and deleted again: remembered once
+    store.create_deployment(deployment(id="d1", generation=5, timeout=600))
+    store.delete_deployment("d1")
+    assert store.deleted_generation("d1") == 5
+    assert store.forget_deleted(before + 600 + 86400 - 1) == 0
+    assert store.forget_deleted(time.time() + 600 + 86400 + 1) == 1
+    assert store.deleted_generation("d1") is None
+    assert store.deleted_generation("d2") == 1
+    assert store.forget_deleted(time.time() + 2 * 86400 + 1) == 1
+    # a delete that finds nothing remembers nothing
+    store.delete_deployment("never", missing_ok=True)
+    assert store.deleted_generation("never") is None
