@@ -129,8 +129,9 @@ class JitteredWait(tenacity.wait.wait_base):
 
 def watcher_role(store: Any) -> str:
     """The election's role name of the watchers of ``store``'s database
-    (see :meth:`Watcher.role`)."""
-    where = f"{store.url} {store.table_prefix}".encode()
+    and table prefix (see :meth:`Watcher.role`), named from the store's
+    own id, so processes reaching it by different URLs elect together."""
+    where = f"{store.installation_id} {store.table_prefix}".encode()
     return f"swflows-watcher-{hashlib.sha256(where).hexdigest()[:16]}"
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import logging
 import pathlib
 import types
@@ -328,6 +329,22 @@ class Database:
     @property
     def tables(self) -> _tables.Tables:
         return self._tables
+
+    @functools.cached_property
+    def installation_id(self) -> str:
+        """The store's own id (written once, when its tables were made):
+        the same in every process, whatever URL each reaches it by."""
+        t = self._tables.installation
+        found = self._read(
+            "read the installation id", lambda conn: conn.scalar(sa.select(t.c.id))
+        )
+        if not found:
+            raise exceptions.SwflowsError(
+                f"the store's {t.name} table has no row (written when the "
+                "table was made): restore it from a backup, or insert one row "
+                "(name 'installation', any new id) before starting swflows"
+            )
+        return str(found)
 
     def close(self) -> None:
         """Release connections; the store cannot be used afterwards."""

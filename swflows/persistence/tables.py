@@ -94,6 +94,8 @@ class Tables:
     owners: sa.Table
     #: deployments deleted lately: their late signal stores are still ours
     deleted: sa.Table
+    #: one row: what names this store wherever it is reached from
+    installation: sa.Table
     #: TaskFlow's logbook, under the same prefix (see :func:`logbook_tables`)
     tf_logbooks: sa.Table
     tf_flowdetails: sa.Table
@@ -213,6 +215,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
     groups = group_table(metadata, p)
     owners = owner_table(metadata, p)
     deleted = deleted_table(metadata, p)
+    installation = installation_table(metadata, p)
     logbooks, flowdetails, atomdetails = logbook_tables(metadata, p)
     return Tables(
         p,
@@ -224,6 +227,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         groups,
         owners,
         deleted,
+        installation,
         logbooks,
         flowdetails,
         atomdetails,
@@ -319,6 +323,21 @@ def deleted_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         # when the row goes: no URL it signed is valid any more
         sa.Column("forget_at", epoch_seconds(), nullable=False),
         sa.Index(f"ix_{p}deleted_forget_at", "forget_at"),
+    )
+
+
+def installation_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    """One row, written by the migration that made the table: the store's
+    own id, the same for every process whatever URL it reaches the
+    database by (a proxy, another host name).  The watcher election's role
+    is named from it (:func:`swflows.engine.watcher.watcher_role`)."""
+    return sa.Table(
+        f"{prefix}installation",
+        metadata,
+        # always "installation": a second row cannot be written
+        sa.Column("name", sa.String(STATUS_LENGTH), primary_key=True),
+        sa.Column("id", sa.String(ID_LENGTH), nullable=False),
+        sa.Column("created_at", timestamp(), nullable=False),
     )
 
 

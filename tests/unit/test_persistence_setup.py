@@ -419,3 +419,24 @@ def test_a_store_at_head_opens_without_alembic(tmp_path: pathlib.Path) -> None:
         check=True,
     )
     assert fresh.stdout.strip() != "[]"  # a new database is migrated
+
+
+def test_the_watcher_role_names_the_store_not_the_url_it_is_reached_by(
+    tmp_path: pathlib.Path,
+) -> None:
+    from swflows.engine.watcher import watcher_role
+
+    db = tmp_path / "s.sqlite"
+    (tmp_path / "sub").mkdir()
+    with (
+        Store(f"sqlite:///{db}") as first,
+        # the same file by another path, as a proxy or a host alias would be
+        Store(f"sqlite:///{tmp_path / 'sub' / '..' / 's.sqlite'}") as second,
+        Store(f"sqlite:///{db}", table_prefix="other_") as other_prefix,
+        Store(f"sqlite:///{tmp_path / 't.sqlite'}") as elsewhere,
+    ):
+        assert first.url != second.url
+        assert first.installation_id == second.installation_id
+        assert watcher_role(first) == watcher_role(second)
+        roles = {watcher_role(s) for s in (first, other_prefix, elsewhere)}
+        assert len(roles) == 3
