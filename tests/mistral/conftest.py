@@ -35,6 +35,57 @@ MISTRAL_RECORDS = REPO / ".devcloud" / "mistral-state" / "servers.json"
 #: a workflow execution's states once it ended
 ENDED = ("SUCCESS", "ERROR", "CANCELLED")
 
+HELLO = """#!/bin/sh
+echo "start $name" >> "$runs"
+sleep "$pause"
+printf "hello %s" "$name" > "$heat_outputs_path.result"
+echo "said hello to $name"
+echo "end $name" >> "$runs"
+"""
+
+#: deploy (synchronous unless ``wait`` is false), then show
+DEPLOY = """---
+version: '2.0'
+deploy_wf:
+  input:
+    - server_id
+    - config_id
+    - name
+    - wait: true
+    - deployment_id: null
+    - pause: 0
+    - runs: /dev/null
+    - config_file: null
+  output:
+    deployment: <% $.deployment %>
+    shown: <% $.shown %>
+  tasks:
+    deploy:
+      action: swflows.deploy
+      input:
+        server_id: <% $.server_id %>
+        config_id: <% $.config_id %>
+        deployment_id: <% $.deployment_id %>
+        input_values:
+          name: <% $.name %>
+          pause: <% $.pause %>
+          runs: <% $.runs %>
+        timeout: 120
+        wait: <% $.wait %>
+        config_file: <% $.config_file %>
+      timeout: 300
+      publish:
+        deployment: <% task().result %>
+      on-success: show
+    show:
+      action: swflows.show
+      input:
+        deployment_id: <% $.deployment.id %>
+        config_file: <% $.config_file %>
+      publish:
+        shown: <% task().result %>
+"""
+
 
 def run_devcloud(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -81,6 +132,33 @@ def server(sw: Swflows) -> Iterator[str]:
     made = sw.create_server("mistral-web", "cirros", "m1.tiny")
     yield str(made["server_id"])
     sw.delete_server(made["server_id"])
+
+
+@pytest.fixture(scope="session")
+def hello(sw: Swflows) -> str:
+    config = sw.create_config(
+        "hello",
+        HELLO,
+        group="script",
+        inputs=[
+            {"name": "name"},
+            {"name": "pause", "default": "0"},
+            {"name": "runs", "default": "/dev/null"},
+        ],
+        outputs=[{"name": "result"}],
+    )
+    return config.id
+
+
+def wait_for_status(sw: Swflows, deployment_id: str, timeout: float = 60) -> str:
+    """The deployment's status once the executor's action made it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return sw.show(deployment_id).status
+        except LookupError:
+            assert time.monotonic() < deadline, f"{deployment_id} never made"
+            time.sleep(0.3)
 
 
 def loads(text: Any) -> Any:

@@ -8,7 +8,6 @@ reports its result through mistral-api, found in the caller's catalog.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 
 from swflows import states
 from swflows.api import Swflows
-from tests.mistral.conftest import MistralApi
+from tests.mistral.conftest import DEPLOY, MistralApi, wait_for_status
 
 NAMES = [
     "swflows.cancel",
@@ -30,52 +29,9 @@ NAMES = [
     "swflows.undeploy",
 ]
 
-HELLO = """#!/bin/sh
-sleep "$pause"
-printf "hello %s" "$name" > "$heat_outputs_path.result"
-echo "said hello to $name"
-"""
-
 FAILING = """#!/bin/sh
 echo "no disk left" >&2
 exit 3
-"""
-
-DEPLOY = """---
-version: '2.0'
-deploy_wf:
-  input:
-    - server_id
-    - config_id
-    - name
-    - wait: true
-    - deployment_id: null
-    - pause: 0
-  output:
-    deployment: <% $.deployment %>
-    shown: <% $.shown %>
-  tasks:
-    deploy:
-      action: swflows.deploy
-      input:
-        server_id: <% $.server_id %>
-        config_id: <% $.config_id %>
-        deployment_id: <% $.deployment_id %>
-        input_values:
-          name: <% $.name %>
-          pause: <% $.pause %>
-        timeout: 120
-        wait: <% $.wait %>
-      timeout: 300
-      publish:
-        deployment: <% task().result %>
-      on-success: show
-    show:
-      action: swflows.show
-      input:
-        deployment_id: <% $.deployment.id %>
-      publish:
-        shown: <% task().result %>
 """
 
 ON_ERROR = """---
@@ -136,31 +92,8 @@ cancel_wf:
 
 
 @pytest.fixture(scope="module")
-def hello(sw: Swflows) -> str:
-    config = sw.create_config(
-        "hello",
-        HELLO,
-        group="script",
-        inputs=[{"name": "name"}, {"name": "pause", "default": "0"}],
-        outputs=[{"name": "result"}],
-    )
-    return config.id
-
-
-@pytest.fixture(scope="module")
 def failing(sw: Swflows) -> str:
     return sw.create_config("failing", FAILING, group="script").id
-
-
-def wait_for_status(sw: Swflows, deployment_id: str, timeout: float = 60) -> str:
-    """The deployment's status once the executor's action made it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return sw.show(deployment_id).status
-        except LookupError:
-            assert time.monotonic() < deadline, f"{deployment_id} never made"
-            time.sleep(0.3)
 
 
 def test_mistral_lists_every_action(mistral_api: MistralApi) -> None:

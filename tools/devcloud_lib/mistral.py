@@ -45,7 +45,12 @@ STATE = layout.BASE / "mistral-state"
 RECORDS = STATE / "servers.json"
 MISTRAL_JSON = layout.BASE / "mistral.json"
 CONF = STATE / "mistral.conf"
+#: the executor's swflows ($SWFLOWS_CONFIG_FILE), and the one a workflow
+#: picks with ``config_file`` (in $SWFLOWS_CONFIG_DIRS): the same store
+#: under other tables, its deferred work (and results) through trusts
 SWFLOWS_CONF = STATE / "swflows.conf"
+TRUSTS_CONF = STATE / "swflows-trusts.conf"
+TRUSTS_TABLE_PREFIX = "trusts_"
 
 SERVICE_USER = "mistral"
 SERVICE_TYPE = "workflowv2"
@@ -252,21 +257,35 @@ host = {host}
 
 [cron_trigger]
 enabled = false
-run_in_api = false
+
+[action_heartbeat]
+# a synchronous action whose executor died is failed after 10 s, not 300
+check_interval = 2
+max_missed_heartbeats = 5
 
 [oslo_concurrency]
 lock_path = {STATE / "locks"}
 """
 
 
-def swflows_conf(cloud: dict[str, Any], database_url: str, secret_key: str) -> str:
+def swflows_conf(
+    cloud: dict[str, Any],
+    database_url: str,
+    secret_key: str,
+    trustee: dict[str, str] | None = None,
+) -> str:
     """The executor's swflows: the dev cloud as its demo user, the store on
-    PostgreSQL (tests read it too, with this same file)."""
-    return swflowsconf.conf_text(
-        cloud,
-        database=database_url,
-        extra={"database": [f"secret_key = {secret_key}"]},
-    )
+    PostgreSQL (tests read it too, with this same file); with ``trustee``,
+    under tables of its own, its deferred work done through trusts."""
+    extra: dict[str, list[str]] = {"database": [f"secret_key = {secret_key}"]}
+    if trustee is not None:
+        extra["database"].append(f"table_prefix = {TRUSTS_TABLE_PREFIX}")
+        extra["DEFAULT"] = ["deferred_auth_method = trusts"]
+        extra["trustee"] = [
+            "auth_type = password",
+            *(f"{key} = {value}" for key, value in trustee.items()),
+        ]
+    return swflowsconf.conf_text(cloud, database=database_url, extra=extra)
 
 
 # ------------------------------------------------------------- processes
@@ -311,6 +330,7 @@ def spawn(role: str, port: int, records: dict[str, Record]) -> Started:
     env["PYTHONUNBUFFERED"] = "1"
     if role == "executor":
         env["SWFLOWS_CONFIG_FILE"] = str(SWFLOWS_CONF)
+        env["SWFLOWS_CONFIG_DIRS"] = str(STATE)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             server_argv(role),
@@ -423,6 +443,11 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
         ),
     )
     layout.write_private(SWFLOWS_CONF, swflows_conf(cloud, urls["swflows"], secret_key))
+    ks = cloud["keystone"]
+    trustee = keystone.ensure_trustee(ks["auth_url"], ks["admin"]["password"])
+    layout.write_private(
+        TRUSTS_CONF, swflows_conf(cloud, urls["swflows"], secret_key, trustee)
+    )
     manage = [str(VENV / "bin" / "mistral-db-manage"), "--config-file", str(CONF)]
     for command in (["upgrade", "head"], ["populate"]):
         res = subprocess.run([*manage, *command], capture_output=True, text=True)
@@ -446,6 +471,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
         "auth_url": cloud["keystone"]["auth_url"],
         "conf": str(CONF),
         "swflows_conf": str(SWFLOWS_CONF),
+        "swflows_trusts_conf": str(TRUSTS_CONF),
         "service_user": {
             "username": SERVICE_USER,
             "password": password,
