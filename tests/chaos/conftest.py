@@ -15,8 +15,10 @@ __all__ = ["devcloud", "mysql_url", "pg_url"]  # fixtures, used by name
 
 #: the stream's length on each board when ``--minutes`` is not given
 DEFAULT_MINUTES = 1.0
-#: the seed of each board when ``--seed`` is not given: a fixed schedule
-DEFAULT_SEEDS = {"redis": 1, "zookeeper": 2}
+#: the seed of each board when ``--seed`` is not given: fixed schedules
+#: that, in a minute each, make every kind of fault between them (and
+#: kill the elected watcher on both boards)
+DEFAULT_SEEDS = {"redis": 8, "zookeeper": 2}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

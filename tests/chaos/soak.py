@@ -165,7 +165,8 @@ class Fault:
 def schedule(
     rng: random.Random, seconds: float, claim_expiry: int, conductors: int
 ) -> list[Fault]:
-    """The faults: every kind in turn (shuffled per round), 8 to 15 s apart."""
+    """The faults: every kind in turn (shuffled per round), 5 to 10 s
+    apart (a fault lasting longer delays the next)."""
     kinds = ["kill", "stop", "kill-leader", "overload", *NETWORK_FAULTS]
     faults: list[Fault] = []
     at = rng.uniform(5, 10)
@@ -184,7 +185,7 @@ def schedule(
             "store-slow": rng.uniform(5, 15),
         }.get(kind, rng.uniform(0.5, 3))
         faults.append(Fault(at, kind, rng.randrange(conductors), length))
-        at += rng.uniform(8, 15)
+        at += rng.uniform(5, 10)
     return faults
 
 
