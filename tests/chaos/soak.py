@@ -984,6 +984,11 @@ class Soak:
             for dep_id, trust in sorted(self.trusts.items()):
                 if trust in left:
                     self.violation(dep_id, f"leaked trust {trust}", kind="leak")
+        # a signal sent late (an agent's retry) may have brought a store
+        # back after its undeploy: the elected watcher's next sweep (a day
+        # apart here) removes it; one sweep now, as it would
+        late = self.sw.runner.watcher.sweeper.sweep()
+        self.log(f"stores late signals brought back, swept: {len(late)}")
         for kind, found in leftovers(self.sw, *every).items():
             for name in found:
                 owner = next((d for d in every if d in name), "")

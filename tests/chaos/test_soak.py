@@ -7,6 +7,7 @@ all."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +88,12 @@ def test_chaos_soak(
     sw: Swflows,
     tmp_path: Path,
 ) -> None:
+    if shutil.which("stress-ng") is None:
+        pytest.fail(
+            "the soak's overload fault needs stress-ng: `tools/services start` "
+            "installs it (apt-get install stress-ng)",
+            pytrace=False,
+        )
     option = request.config.getoption
     seed = option("--seed")
     soak = Soak(

@@ -277,5 +277,9 @@ def test_three_conductors_a_hundred_deployments_one_killed(
     for server_id in servers:
         sw.delete_server(server_id)
     assert all(p.poll() is None for p in conductors.values())
+    # a signal sent late (an agent's retry) may have brought a store back
+    # after its undeploy: the elected watcher's next sweep removes it
+    late = sw.runner.watcher.sweeper.sweep()
+    print(f"\nstores late signals brought back, swept: {len(late)}")
     assert leftovers(sw, *wanted) == {}
     assert [c for s in servers for c in channel_leftovers(sw, s, keys[s])] == []
