@@ -8,6 +8,7 @@ next action gets the trust's token, not the caller's."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -111,7 +112,7 @@ def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
         config_id=hello_of_caller,
         name="trusted",
         wait=False,
-        pause=4,
+        pause=6,
         deployment_id=deployment_id,
         config_file=mistral["swflows_trusts_conf"],
     )
@@ -119,9 +120,15 @@ def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
     # the action acted as its caller: the deployment is the demo project's
     owner = sw_trusts.store.get_owner(projects.DEPLOYMENT, deployment_id)
     assert owner == projects.Owner(str(caller.project_id), str(caller.user_id))
-    # and its result waits under a trust of the caller's
-    [pending] = sw_trusts.store.owned_ids(trusts.CALLBACK)
-    assert trusts.callback_deployment(pending) == deployment_id
+    # and its result waits under a trust of the caller's, kept under the
+    # deployment once the action returned (under none before)
+    deadline = time.monotonic() + 30
+    while True:
+        [pending] = sw_trusts.store.owned_ids(trusts.CALLBACK)
+        if trusts.callback_deployment(pending) == deployment_id:
+            break
+        assert time.monotonic() < deadline, pending
+        time.sleep(0.2)
     assert sw_trusts.store.get_trust(trusts.CALLBACK, pending) is not None
     revoke(devcloud, token)
     ended = mistral_api.wait(run)
