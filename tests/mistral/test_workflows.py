@@ -282,3 +282,95 @@ def test_cancel_ends_a_waiting_async_deploy(
     assert action["output"]["result"]["kind"] == "cancelled", action["output"]
     assert sw.show(deployment_id).status == states.FAILED
     sw.undeploy(deployment_id, wait=True)
+
+
+LIFECYCLE = """---
+version: '2.0'
+lifecycle_wf:
+  input:
+    - server_id
+    - config_id
+    - group
+  output:
+    deployed: <% $.deployed %>
+    redeployed: <% $.redeployed %>
+    undeployed: <% $.undeployed %>
+    group: <% $.group_made %>
+    shown: <% $.group_shown %>
+    deleted: <% $.group_deleted %>
+  tasks:
+    deploy:
+      action: swflows.deploy
+      input:
+        server_id: <% $.server_id %>
+        config_id: <% $.config_id %>
+        input_values: {name: first}
+      publish:
+        deployed: <% task().result %>
+      on-success: redeploy
+    redeploy:
+      action: swflows.redeploy
+      input:
+        deployment_id: <% $.deployed.id %>
+        input_values: {name: second}
+      publish:
+        redeployed: <% task().result %>
+      on-success: undeploy
+    undeploy:
+      action: swflows.undeploy
+      input:
+        deployment_id: <% $.redeployed.id %>
+      publish:
+        undeployed: <% task().result %>
+      on-success: group_deploy
+    group_deploy:
+      action: swflows.group_deploy
+      input:
+        name: <% $.group %>
+        config_id: <% $.config_id %>
+        servers:
+          web: <% $.server_id %>
+        input_values: {name: member}
+      publish:
+        group_made: <% task().result %>
+      on-success: group_show
+    group_show:
+      action: swflows.group_show
+      input:
+        name: <% $.group %>
+      publish:
+        group_shown: <% task().result %>
+      on-success: group_delete
+    group_delete:
+      action: swflows.group_delete
+      input:
+        name: <% $.group %>
+      publish:
+        group_deleted: <% task().result %>
+"""
+
+
+def test_redeploy_undeploy_and_a_group(
+    mistral_api: MistralApi, workflow: Any, sw: Swflows, server: str, hello: str
+) -> None:
+    """The other actions, one after another in one workflow."""
+    name = workflow("lifecycle_wf", LIFECYCLE)
+    group = f"mistral-{uuid.uuid4().hex[:8]}"
+    run = mistral_api.start(name, server_id=server, config_id=hello, group=group)
+    ended = mistral_api.wait(run)
+    assert ended["state"] == "SUCCESS", (ended["state_info"], mistral_api.tasks(run))
+    out = ended["output"]
+    assert out["deployed"]["output_values"]["result"] == "hello first"
+    assert out["redeployed"]["status"] == states.COMPLETE, out["redeployed"]
+    assert out["redeployed"]["action"] == "UPDATE"
+    assert out["redeployed"]["output_values"]["result"] == "hello second"
+    assert out["undeployed"] == {"id": out["redeployed"]["id"], "undeployed": True}
+    with pytest.raises(LookupError):
+        sw.show(out["redeployed"]["id"])
+    assert out["group"]["name"] == group
+    assert out["group"]["status"] == states.COMPLETE, out["group"]
+    assert out["shown"]["status"] == states.COMPLETE
+    assert out["shown"]["outputs"]["result"]["web"] == "hello member", out["shown"]
+    assert out["deleted"] == {"name": group, "deleted": True}
+    with pytest.raises(LookupError):
+        sw.show_group(group)
