@@ -111,6 +111,18 @@ def ensure_venv() -> float | None:
     return time.monotonic() - t0
 
 
+def code_digest() -> str:
+    """swflows' code as this tree has it.  Mistral runs it from the tree
+    (installed editable) as it was when Mistral started: a Mistral started
+    before the code changed is not "up" (tests would run the old code)."""
+    digest = hashlib.sha256()
+    root = layout.REPO / "swflows"
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 # -------------------------------------------------------------- resources
 
 
@@ -381,13 +393,16 @@ def _api_answers(port: int) -> bool:
 
 
 def is_up() -> bool:
-    """Mistral runs, registered in the running dev cloud's Keystone."""
+    """Mistral runs, registered in the running dev cloud's Keystone, on
+    swflows' code as it is now."""
     try:
         doc = json.loads(MISTRAL_JSON.read_text())
         cloud = json.loads(layout.CLOUD_JSON.read_text())
     except (OSError, ValueError):
         return False
     if doc.get("auth_url") != cloud["keystone"]["auth_url"]:
+        return False
+    if doc.get("swflows_digest") != code_digest():
         return False
     records = load_records()
     if set(records) != {f"mistral-{role}" for role in ROLES}:
@@ -456,6 +471,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
                 f"mistral-db-manage {' '.join(command)} failed:\n{res.stderr[-2000:]}"
             )
     timings["prepare"] = time.monotonic() - t1
+    digest = code_digest()  # before the servers import it
     records: dict[str, Record] = {}
     try:
         checks = [_logged_start(role, records) for role in ("engine", "executor")]
@@ -483,6 +499,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
         "mistral_database_url": urls["mistral"],
         "vhost": vhost,
         "executor_argv": server_argv("executor"),
+        "swflows_digest": digest,
         "logs": {name: rec.log for name, rec in records.items()},
         "timings": timings,
     }
