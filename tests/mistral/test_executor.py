@@ -65,13 +65,14 @@ def test_a_retried_deploy_after_the_executor_died_deploys_once(
     until(lambda: lines(runs) == ["start once"], 60, "start of the script")
     kill_executor()
     try:
-        # the heartbeat checker fails the action ([action_heartbeat]: 10 s)
+        # the heartbeat checker fails the action ([action_heartbeat]: 10 s,
+        # 60 s if it died before its first heartbeat)
         def failed() -> bool:
             task = mistral_api.tasks(run)["deploy"]
             actions = mistral_api.action_executions(task["id"])
             return any(a["state"] == "ERROR" for a in actions)
 
-        until(failed, 60, "failed action execution")
+        until(failed, 90, "failed action execution")
     finally:
         start_executor()
     ended = mistral_api.wait(run)

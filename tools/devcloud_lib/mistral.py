@@ -272,8 +272,10 @@ enabled = false
 
 [action_heartbeat]
 # a synchronous action whose executor died is failed after 10 s, not 300
+# (60 s, not an hour, when it died before its first heartbeat)
 check_interval = 2
 max_missed_heartbeats = 5
+first_heartbeat_timeout = 60
 
 [oslo_concurrency]
 lock_path = {STATE / "locks"}
