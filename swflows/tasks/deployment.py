@@ -378,24 +378,18 @@ class DeleteDeployment(_PublishingTask):
                 return True
             return False
 
-        try:
-            gone = row_gone()
-        except Exception:
-            LOG.warning("could not read deployment %s", deployment_id, exc_info=True)
-            return
-        if not gone:
+        if not base.revert_patiently(f"deployment {deployment_id}", row_gone):
             return
         if config_id:
             base.revert_quietly(
                 f"derived config {config_id}",
                 lambda: config.delete_config(services, config_id),
             )
-        if self.stack_user:
-            base.revert_quietly(
-                f"stack user of {deployment_id}",
-                lambda: identity.delete_stack_user(services, deployment_id),
-            )
         self.republish(services, server_id)
+        if self.stack_user:
+            # patient, and raised at last: the flow is then kept BROKEN,
+            # never forgotten with the user left behind
+            identity.delete_stack_user(services, deployment_id)
 
 
 def previous_config(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from swflows import exceptions
+from swflows import exceptions, failpoints
 from swflows.clients.identity import StackUser
 from swflows.services import Services
 from swflows.tasks import base
@@ -48,25 +48,17 @@ class EnsureStackUser(base.Task):
     def revert(
         self, result: Any, services: Services, deployment_id: str, **kwargs: Any
     ) -> None:
-        try:
-            row = services.store.get_deployment(deployment_id)
-        except exceptions.DeploymentNotFound:
-            row = None
-        except Exception:
-            LOG.warning(
-                "could not tell whether deployment %s still exists; its stack "
-                "user is kept",
-                deployment_id,
-                exc_info=True,
-            )
-            return
-        if row is None or row.config_id is None:
-            # gone, or kept FAILED with no action that reached its server:
-            # no agent will sign in as its user
-            base.revert_quietly(
-                f"stack user of {deployment_id}",
-                lambda: delete_stack_user(services, deployment_id),
-            )
+        def unused() -> bool:
+            try:
+                row = services.store.get_deployment(deployment_id)
+            except exceptions.DeploymentNotFound:
+                return True
+            # kept FAILED with no action that reached its server: no agent
+            # will sign in as its user
+            return row.config_id is None
+
+        if base.revert_patiently(f"deployment {deployment_id}", unused):
+            delete_stack_user(services, deployment_id)
             return
         LOG.debug("deployment %s stays, and so does its stack user", deployment_id)
 
@@ -84,8 +76,21 @@ def delete_stack_user(services: Services, deployment_id: str) -> None:
     once the user is gone nothing can reach them (ZAQAR_SIGNAL's credentials
     mode makes its queues there; an agent's late signal makes them again).
 
+    Nothing else would ever remove them, so a failure (Keystone or Zaqar
+    unreachable) is not given up: the whole removal, whose steps each do
+    nothing the second time, is tried again with the patience of a revert
+    (:func:`swflows.tasks.base.revert_patiently`), then raised, and the flow
+    is kept (BROKEN, when its revert raises) for an operator to see.
+
     Each removal checks the flow's fence first (:meth:`Services.check_fence`):
     a flow lost meanwhile removes nothing its new owner may be using."""
+    base.revert_patiently(
+        f"stack user of {deployment_id}",
+        lambda: _remove_stack_user(services, deployment_id),
+    )
+
+
+def _remove_stack_user(services: Services, deployment_id: str) -> None:
     users = services.clients.stack_users
     name = user_name(deployment_id)
     found = users.find_user(name)
@@ -93,18 +98,14 @@ def delete_stack_user(services: Services, deployment_id: str) -> None:
     if found is not None and project is not None:
         user = StackUser(found.id, name, project.id)
         services.check_fence()
-        base.revert_quietly(
-            f"queues of stack project {name}",
-            lambda: purge_queues(services, user, deployment_id),
-        )
+        purge_queues(services, user, deployment_id)
     if found is not None:
         services.check_fence()
-        base.revert_quietly(f"stack user {name}", lambda: users.delete_user(found.id))
+        failpoints.hit("identity.delete")
+        users.delete_user(found.id)
     if project is not None:
         services.check_fence()
-        base.revert_quietly(
-            f"stack project {name}", lambda: users.delete_project(project.id)
-        )
+        users.delete_project(project.id)
 
 
 def purge_queues(services: Services, user: StackUser, deployment_id: str) -> None:
