@@ -70,13 +70,21 @@ def row(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
 
 def one_line_errors(parser: argparse.ArgumentParser, stderr: Any) -> None:
     """Have ``parser`` report a bad argument in one line and exit 2, not
-    with its usage block (``--help`` shows that)."""
+    with its usage block (``swflows help COMMAND`` shows that)."""
+    hint = help_hint(parser.prog)
 
     def error(message: str) -> NoReturn:
-        stderr.write(f"swflows: error: {message} (see: {parser.prog} --help)\n")
+        stderr.write(f"swflows: error: {message} (see: {hint})\n")
         raise SystemExit(int(ExitCode.BAD_INPUT))
 
     parser.error = error  # type: ignore[method-assign]
+
+
+def help_hint(prog: str) -> str:
+    """Where the usage of ``prog`` (``swflows deployment create``, or the
+    program itself) is shown: ``swflows help deployment create``."""
+    program, _, command_name = prog.partition(" ")
+    return f"{program} help {command_name}".rstrip()
 
 
 class _Errors:
