@@ -360,16 +360,12 @@ class Deployments(Plans, Idempotence):
             context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:cancel"
         )
         if current.status != states.IN_PROGRESS:
-            raise exceptions.InvalidTransition(
-                deployment_id, current.status, states.FAILED
-            )
+            raise nothing_to_cancel(deployment_id, current.status)
         outcome = signals.cancelled_outcome(reason)
         if not outcomes.record_outcome(
             self.services, deployment_id, current.generation, outcome
         ):
-            raise exceptions.InvalidTransition(
-                deployment_id, self.show(deployment_id).status, states.FAILED
-            )
+            raise nothing_to_cancel(deployment_id, self.show(deployment_id).status)
         self.runner.wake()
         metadata.withdraw_cancelled(self.services, deployment_id)
         return self.show(deployment_id)
@@ -402,7 +398,11 @@ class Deployments(Plans, Idempotence):
     def _refuse_running(current: model.Deployment) -> None:
         if current.status == states.IN_PROGRESS:
             raise exceptions.InvalidTransition(
-                current.id, current.status, states.IN_PROGRESS
+                current.id,
+                current.status,
+                states.IN_PROGRESS,
+                f"deployment {current.id} is already running an action "
+                f"({current.action}): wait for it to end, or cancel it",
             )
 
     def _start_delegated(
@@ -432,3 +432,15 @@ class Deployments(Plans, Idempotence):
     ) -> tuple[str, concurrent.futures.Future[str]]:
         kwargs = plan if isinstance(plan, dict) else plan.to_kwargs()
         return self.runner.launch(kind, kwargs, inputs)
+
+
+def nothing_to_cancel(
+    deployment_id: str, status: str | None
+) -> exceptions.InvalidTransition:
+    """Cancelling a deployment that runs no action."""
+    return exceptions.InvalidTransition(
+        deployment_id,
+        status,
+        states.FAILED,
+        f"deployment {deployment_id} is already {status or 'gone'}: nothing to cancel",
+    )

@@ -577,7 +577,12 @@ class Groups(Deployments):
         for _ in range(10):
             record = rows.get(group)
             if record.status != states.IN_PROGRESS:
-                raise exceptions.InvalidTransition(None, record.status, "cancelled")
+                raise exceptions.InvalidTransition(
+                    None,
+                    record.status,
+                    "cancelled",
+                    f"group {group} is already {record.status}: nothing to cancel",
+                )
             operation = dict(record.operation)
             operation["cancel"] = reason or ""
             try:

@@ -210,8 +210,9 @@ class SwflowsApp(app.App):
             paths = [str(DEFAULT_CONFIG_FILE)]
         named_by = "--config-file" if self.options.swflows_config else "SWFLOWS_CONFIG"
         for path in paths:
-            if not Path(path).is_file():
-                raise parsing.BadInput(named_by, f"{path}: no such file")
+            wrong = parsing.check_config_file(path)
+            if wrong is not None:
+                raise parsing.BadInput(named_by, wrong)
         return paths
 
     def swflows(self, *, resume: bool) -> Any:
