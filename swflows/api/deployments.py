@@ -71,7 +71,10 @@ class Deployments(Plans, Idempotence):
         self._allow(context, "swflows:deployment:create")
         source = self._visible_config(context, config_id)
         self._check_deploy_policy(context, server_id, config_id)
+        model.check_name("server_id", server_id)
+        model.check_name("name", name)
         values = checked_input_values(input_values)
+        derive.check_values(source, values)
         derive.check_action(source, action, actions)
         transport = self._signal_transport(signal_transport, server_id)
         plan = self._plan(server_id, transport, config_transport)
@@ -134,6 +137,7 @@ class Deployments(Plans, Idempotence):
         )
         self._check_deploy_policy(context, current.server_id, source_id)
         values = {**current.input_values, **checked_input_values(input_values)}
+        derive.check_values(source, values)
         derive.check_action(source, action, current.actions)
         self._refuse_for_agent(
             current.signal_transport,
@@ -263,6 +267,8 @@ class Deployments(Plans, Idempotence):
             )
         source = self.store.get_config(original.source_config_id)
         self._check_deploy_policy(context, original.server_id, source.id)
+        values = {**original.input_values, **checked_input_values(input_values)}
+        derive.check_values(source, values)
         derive.check_action(source, action, original.actions)
         transport = self._signal_transport(
             signal_transport or original.signal_transport, original.server_id
@@ -274,10 +280,7 @@ class Deployments(Plans, Idempotence):
             "server_id": original.server_id,
             "source_config_id": source.id,
             "action": action,
-            "input_values": {
-                **original.input_values,
-                **checked_input_values(input_values),
-            },
+            "input_values": values,
             "name": f"{original.name or source.name}-{action}",
             "timeout": self._timeout(timeout or original.timeout),
             "generation": FIRST_GENERATION,

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from swflows import exceptions, states
+from swflows import exceptions, model, states
 
 
 class ExitCode(enum.IntEnum):
@@ -55,12 +55,20 @@ def parse_input_values(pairs: Iterable[str] | None) -> dict[str, str]:
     return values
 
 
+#: the longest ``--timeout``: :data:`swflows.model.MAX_TIMEOUT` in minutes
+MAX_TIMEOUT_MINUTES = model.MAX_TIMEOUT // 60
+
+
 def minutes_to_seconds(minutes: int | None) -> int | None:
     """``--timeout`` is in minutes, like ``openstack software deployment create``."""
     if minutes is None:
         return None
-    if minutes <= 0:
-        raise BadInput("--timeout", "must be a positive number of minutes")
+    if not 0 < minutes <= MAX_TIMEOUT_MINUTES:
+        raise BadInput(
+            "--timeout",
+            f"must be 1 to {MAX_TIMEOUT_MINUTES} minutes "
+            f"({model.MAX_TIMEOUT // 86400} days)",
+        )
     return minutes * 60
 
 
