@@ -120,8 +120,10 @@ default_opts: Final[list[cfg.Opt]] = [
         "deployment_timeout",
         default=3600,
         min=1,
+        max=604800,
         help="Seconds a deployment action may run before it is marked FAILED "
-        "(timeout), unless the deployment sets its own timeout.",
+        "(timeout), unless the deployment sets its own timeout; at most "
+        "604800 (7 days), as a deployment's own.",
     ),
     cfg.IntOpt(
         "delivery_timeout",

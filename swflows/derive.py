@@ -143,6 +143,22 @@ def check_action(
         )
 
 
+def check_values(source: model.Config | None, input_values: Mapping[str, Any]) -> None:
+    """Raise :class:`~swflows.exceptions.ValidationError` unless every value
+    ``input_values`` gives a declared input coerces to its type, as
+    :func:`derive` will: checked before a flow starts, so a Number input
+    given ``notanumber`` is refused at once rather than by a flow that
+    started and reverted."""
+    for spec in source.inputs if source is not None else ():
+        if spec.name in input_values:
+            _declared_value(spec, input_values[spec.name])
+
+
+def _declared_value(spec: model.InputSpec, raw: Any) -> Any:
+    field = f"input_values.{spec.name}"
+    return _json_checked(field, model.coerce_value(field, spec.type, raw))
+
+
 def derive(
     source: model.Config | None,
     *,
@@ -207,10 +223,8 @@ def derive(
     remaining = dict(input_values)
     inputs: list[model.InputSpec] = []
     for spec in source.inputs if source is not None else ():
-        field = f"input_values.{spec.name}"
         raw = remaining.pop(spec.name) if spec.name in remaining else spec.default
-        value = _json_checked(field, model.coerce_value(field, spec.type, raw))
-        inputs.append(dataclasses.replace(spec, value=value))
+        inputs.append(dataclasses.replace(spec, value=_declared_value(spec, raw)))
     for key, raw in remaining.items():
         field = f"input_values.{key}"
         spec = model.InputSpec.from_dict({"name": key}, field)

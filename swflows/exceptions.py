@@ -112,14 +112,21 @@ class ServerInUse(SwflowsError):
 
 
 class InvalidTransition(SwflowsError):
-    """A deployment was asked to move to a status its current one forbids."""
+    """A deployment was asked to move to a status its current one forbids.
+
+    ``message`` says it in an operator's words where the caller knows what
+    was asked ("... is already COMPLETE: nothing to cancel")."""
 
     def __init__(
-        self, deployment_id: str | None, current: str | None, new: str
+        self,
+        deployment_id: str | None,
+        current: str | None,
+        new: str,
+        message: str | None = None,
     ) -> None:
         who = f"deployment {deployment_id}" if deployment_id else "deployment"
         super().__init__(
-            f"{who} cannot go from {current or 'nothing'} to {new}",
+            message or f"{who} cannot go from {current or 'nothing'} to {new}",
             deployment_id=deployment_id,
             current=current,
             new=new,

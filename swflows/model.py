@@ -50,6 +50,12 @@ RESERVED_OUTPUTS: Final = (DEPLOY_STDOUT, DEPLOY_STDERR, DEPLOY_STATUS_CODE)
 DOCUMENT_GENERATION: Final = "generation"
 
 MAX_NAME_LENGTH: Final = 255
+#: the longest timeout a deployment action may have, in seconds (7 days):
+#: far under what the store's integer columns hold
+MAX_TIMEOUT: Final = 7 * 24 * 3600
+#: characters a name may not hold: C0 and C1 controls and DEL (ESC, BEL,
+#: newline, ...), which a terminal showing the name would act on
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
@@ -81,6 +87,33 @@ def _require_str(field: str, value: Any, *, empty_ok: bool = False) -> str:
         )
     check_storable_text(field, value)
     return value
+
+
+def check_name(field: str, value: Any) -> Any:
+    """Refuse a name holding a control character (ESC, BEL, a newline...).
+
+    Checked where a name is given, not where one is read back: a name
+    stored before this check is still read (and escaped when shown)."""
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found:
+            raise exceptions.ValidationError(
+                field,
+                f"must not contain control characters ({found.group()!r} at "
+                f"character {found.start() + 1})",
+            )
+    return value
+
+
+def check_timeout(field: str, seconds: int) -> int:
+    """Refuse a timeout that is not 1 to :data:`MAX_TIMEOUT` seconds."""
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise exceptions.ValidationError(
+            field,
+            f"must be 1 to {MAX_TIMEOUT} seconds ({MAX_TIMEOUT // 60} minutes, "
+            f"{MAX_TIMEOUT // 86400} days)",
+        )
+    return seconds
 
 
 def check_storable_text(field: str, value: str) -> str:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
-from swflows import exceptions, policies, projects, trusts
+from swflows import exceptions, model, policies, projects, trusts
 from swflows.clients.cloud import Clients
 from swflows.services import Services
 
@@ -253,9 +253,7 @@ class Base:
 
     def _timeout(self, timeout: int | None) -> int:
         value = int(timeout if timeout is not None else self.conf.deployment_timeout)
-        if value <= 0:
-            raise exceptions.ValidationError("timeout", "must be a positive number")
-        return value
+        return model.check_timeout("timeout", value)
 
 
 def checked_input_values(values: Mapping[str, Any] | None) -> dict[str, Any]:

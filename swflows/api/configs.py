@@ -28,6 +28,7 @@ class Configs(Base):
     ) -> model.Config:
         """Store a new config; with ``context``, owned by its project."""
         self._allow(context, "swflows:config:create")
+        model.check_name("name", name)
         built = model.Config.create(
             name, config, group=group, inputs=inputs, outputs=outputs, options=options
         )

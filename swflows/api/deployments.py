@@ -71,7 +71,10 @@ class Deployments(Plans, Idempotence):
         self._allow(context, "swflows:deployment:create")
         source = self._visible_config(context, config_id)
         self._check_deploy_policy(context, server_id, config_id)
+        model.check_name("server_id", server_id)
+        model.check_name("name", name)
         values = checked_input_values(input_values)
+        derive.check_values(source, values)
         derive.check_action(source, action, actions)
         transport = self._signal_transport(signal_transport, server_id)
         plan = self._plan(server_id, transport, config_transport)
@@ -134,6 +137,7 @@ class Deployments(Plans, Idempotence):
         )
         self._check_deploy_policy(context, current.server_id, source_id)
         values = {**current.input_values, **checked_input_values(input_values)}
+        derive.check_values(source, values)
         derive.check_action(source, action, current.actions)
         self._refuse_for_agent(
             current.signal_transport,
@@ -263,6 +267,8 @@ class Deployments(Plans, Idempotence):
             )
         source = self.store.get_config(original.source_config_id)
         self._check_deploy_policy(context, original.server_id, source.id)
+        values = {**original.input_values, **checked_input_values(input_values)}
+        derive.check_values(source, values)
         derive.check_action(source, action, original.actions)
         transport = self._signal_transport(
             signal_transport or original.signal_transport, original.server_id
@@ -274,10 +280,7 @@ class Deployments(Plans, Idempotence):
             "server_id": original.server_id,
             "source_config_id": source.id,
             "action": action,
-            "input_values": {
-                **original.input_values,
-                **checked_input_values(input_values),
-            },
+            "input_values": values,
             "name": f"{original.name or source.name}-{action}",
             "timeout": self._timeout(timeout or original.timeout),
             "generation": FIRST_GENERATION,
@@ -360,16 +363,12 @@ class Deployments(Plans, Idempotence):
             context, projects.DEPLOYMENT, deployment_id, "swflows:deployment:cancel"
         )
         if current.status != states.IN_PROGRESS:
-            raise exceptions.InvalidTransition(
-                deployment_id, current.status, states.FAILED
-            )
+            raise nothing_to_cancel(deployment_id, current.status)
         outcome = signals.cancelled_outcome(reason)
         if not outcomes.record_outcome(
             self.services, deployment_id, current.generation, outcome
         ):
-            raise exceptions.InvalidTransition(
-                deployment_id, self.show(deployment_id).status, states.FAILED
-            )
+            raise nothing_to_cancel(deployment_id, self.show(deployment_id).status)
         self.runner.wake()
         metadata.withdraw_cancelled(self.services, deployment_id)
         return self.show(deployment_id)
@@ -402,7 +401,11 @@ class Deployments(Plans, Idempotence):
     def _refuse_running(current: model.Deployment) -> None:
         if current.status == states.IN_PROGRESS:
             raise exceptions.InvalidTransition(
-                current.id, current.status, states.IN_PROGRESS
+                current.id,
+                current.status,
+                states.IN_PROGRESS,
+                f"deployment {current.id} is already running an action "
+                f"({current.action}): wait for it to end, or cancel it",
             )
 
     def _start_delegated(
@@ -432,3 +435,15 @@ class Deployments(Plans, Idempotence):
     ) -> tuple[str, concurrent.futures.Future[str]]:
         kwargs = plan if isinstance(plan, dict) else plan.to_kwargs()
         return self.runner.launch(kind, kwargs, inputs)
+
+
+def nothing_to_cancel(
+    deployment_id: str, status: str | None
+) -> exceptions.InvalidTransition:
+    """Cancelling a deployment that runs no action."""
+    return exceptions.InvalidTransition(
+        deployment_id,
+        status,
+        states.FAILED,
+        f"deployment {deployment_id} is already {status or 'gone'}: nothing to cancel",
+    )

@@ -358,6 +358,7 @@ class Groups(Deployments):
         """
         if not isinstance(name, str) or not name.strip() or len(name) > 255:
             raise exceptions.ValidationError("name", "must be a non-empty string")
+        model.check_name("name", name)
         self._allow(context, "swflows:group:create")
         members, own = check_members(servers, member_values)
         parsed = rollout.Policy.from_dict(policy)
@@ -369,6 +370,8 @@ class Groups(Deployments):
             if not all(isinstance(a, str) and a for a in actions):
                 raise exceptions.ValidationError("actions", "must be action names")
         derive.check_action(source, model.CREATE, actions)
+        for member in members:
+            derive.check_values(source, {**(input_values or {}), **own.get(member, {})})
         transport = self._signal_transport(signal_transport)
         self._plan("", transport, None)
         ids = {member: model.new_id() for member in members}
@@ -577,7 +580,12 @@ class Groups(Deployments):
         for _ in range(10):
             record = rows.get(group)
             if record.status != states.IN_PROGRESS:
-                raise exceptions.InvalidTransition(None, record.status, "cancelled")
+                raise exceptions.InvalidTransition(
+                    None,
+                    record.status,
+                    "cancelled",
+                    f"group {group} is already {record.status}: nothing to cancel",
+                )
             operation = dict(record.operation)
             operation["cancel"] = reason or ""
             try:

@@ -49,7 +49,7 @@ def check_server_id(server_id: Any) -> str:
         raise exceptions.ValidationError(
             "server_id", f"must be 1 to {tables.NAME_LENGTH} characters"
         )
-    return server_id
+    return str(model.check_name("server_id", server_id))
 
 
 def enroll(
@@ -257,6 +257,7 @@ def create(
     for field, value in (("name", name), ("image", image), ("flavor", flavor)):
         if not isinstance(value, str) or not value.strip():
             raise exceptions.ValidationError(field, "must not be empty")
+        model.check_name(field, value)
     transport = names.normalize_config_transport(
         config_transport or sw.conf.default_software_config_transport
     )

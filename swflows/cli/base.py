@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import argparse
 import json
+import re
 import signal
 import threading
 import traceback
@@ -58,9 +59,32 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
+#: control characters a terminal acts on (newline and tab are kept: a
+#: config's body is shown with its lines)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with its control characters escaped (ESC as ``\\x1b``)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def cell(value: Any) -> Any:
     if isinstance(value, Mapping | list | tuple):
         return JsonColumn(value)
+    return value
+
+
+#: output formats whose own encoding escapes control characters
+ENCODED_FORMATS = frozenset({"json", "yaml"})
+
+
+def shown(value: Any, formatter: str) -> Any:
+    """A cell as printed in ``formatter``: text escaped for the terminal
+    (a name stored with ESC codes must not drive it), unless the format
+    encodes it (json, yaml keep the value as stored)."""
+    if isinstance(value, str) and formatter not in ENCODED_FORMATS:
+        return terminal_safe(value)
     return value
 
 
@@ -70,13 +94,21 @@ def row(data: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
 
 def one_line_errors(parser: argparse.ArgumentParser, stderr: Any) -> None:
     """Have ``parser`` report a bad argument in one line and exit 2, not
-    with its usage block (``--help`` shows that)."""
+    with its usage block (``swflows help COMMAND`` shows that)."""
+    hint = help_hint(parser.prog)
 
     def error(message: str) -> NoReturn:
-        stderr.write(f"swflows: error: {message} (see: {parser.prog} --help)\n")
+        stderr.write(f"swflows: error: {message} (see: {hint})\n")
         raise SystemExit(int(ExitCode.BAD_INPUT))
 
     parser.error = error  # type: ignore[method-assign]
+
+
+def help_hint(prog: str) -> str:
+    """Where the usage of ``prog`` (``swflows deployment create``, or the
+    program itself) is shown: ``swflows help deployment create``."""
+    program, _, command_name = prog.partition(" ")
+    return f"{program} help {command_name}".rstrip()
 
 
 class _Errors:
@@ -121,7 +153,7 @@ class _Errors:
     def _fail(self, exc: BaseException, code: ExitCode) -> int:
         if self.app.options.debug:
             traceback.print_exception(exc, file=self.app.stderr)
-        self.app.stderr.write(f"swflows: error: {exc}\n")
+        self.app.stderr.write(f"swflows: error: {terminal_safe(str(exc))}\n")
         return int(code)
 
     @property
@@ -145,6 +177,13 @@ class Lister(_Errors, lister.Lister, metaclass=abc.ABCMeta):
     def run(self, parsed_args: argparse.Namespace) -> int:
         return self._guarded(super().run, parsed_args)
 
+    def produce_output(
+        self, parsed_args: argparse.Namespace, column_names: Any, data: Any
+    ) -> int:
+        form = parsed_args.formatter
+        rows = (tuple(shown(value, form) for value in row) for row in data)
+        return int(super().produce_output(parsed_args, column_names, rows))
+
 
 class ShowOne(_Errors, show.ShowOne, metaclass=abc.ABCMeta):
     #: set by take_action: the status to exit with after the output
@@ -152,6 +191,13 @@ class ShowOne(_Errors, show.ShowOne, metaclass=abc.ABCMeta):
 
     def run(self, parsed_args: argparse.Namespace) -> int:
         return self._guarded(super().run, parsed_args)
+
+    def produce_output(
+        self, parsed_args: argparse.Namespace, column_names: Any, data: Any
+    ) -> int:
+        form = parsed_args.formatter
+        values = tuple(shown(value, form) for value in data)
+        return int(super().produce_output(parsed_args, column_names, values))
 
 
 def add_all_projects(parser: argparse.ArgumentParser) -> None:

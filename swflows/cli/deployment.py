@@ -80,7 +80,11 @@ def check_config_transport(sw: Any, server_id: str, asked: str | None) -> None:
 
 def add_timeout(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
-        "--timeout", metavar="MIN", type=int, help=f"minutes {what} (default: config)"
+        "--timeout",
+        metavar="MIN",
+        type=int,
+        help=f"minutes {what}, at most {parsing.MAX_TIMEOUT_MINUTES} (7 days; "
+        "default: config)",
     )
 
 

@@ -264,7 +264,8 @@ class CreateGroup(_Operation):
             "--timeout",
             metavar="MIN",
             type=int,
-            help="minutes each server has to signal (default: config)",
+            help=f"minutes each server has to signal, at most "
+            f"{parsing.MAX_TIMEOUT_MINUTES} (7 days; default: config)",
         )
         add_policy(parser)
         add_wait(parser)

@@ -106,6 +106,10 @@ class OneLineFormatter(logging.Formatter):
 
 
 class SwflowsApp(app.App):
+    #: the program's name in usages and hints, however it was started
+    #: (``python -m swflows.cli`` would be "cli")
+    NAME = "swflows"
+
     def __init__(self) -> None:
         manager = commandmanager.CommandManager("swflows.cli")
         for name, command in COMMANDS.items():
@@ -122,8 +126,12 @@ class SwflowsApp(app.App):
     def build_option_parser(
         self, description: str | None, version: str | None, argparse_kwargs: Any = None
     ) -> argparse.ArgumentParser:
+        argparse_kwargs = {**(argparse_kwargs or {}), "prog": self.NAME}
         parser = super().build_option_parser(description, version, argparse_kwargs)
         parser.__class__ = _GlobalParser
+        for action in parser._actions:
+            if isinstance(action, argparse._VersionAction):
+                action.version = f"{self.NAME} {version}"
         base.one_line_errors(parser, self.stderr)
         parser.add_argument(
             "--config-file",
@@ -174,21 +182,23 @@ class SwflowsApp(app.App):
             hint = f"; did you mean: {', '.join(guesses)}?" if guesses else ""
             self.stderr.write(
                 f"swflows: error: {' '.join(argv)!r} is not a swflows command"
-                f"{hint} (see: swflows --help)\n"
+                f"{hint} (see: {self.NAME} help)\n"
             )
             return int(parsing.ExitCode.BAD_INPUT)
         return int(super().run_subcommand(argv))
 
     def run(self, argv: list[str]) -> int:
-        """Run one command; global options alone show the help.
+        """Run one command; global options alone, or with ``-h``/``--help``,
+        show the program's usage and its commands.
 
         cliff would start an interactive shell reading commands from stdin
-        when no command follows the global options (``swflows -v``).
+        when no command follows the global options (``swflows -v``), and
+        turn ``swflows --help`` into the help of the ``help`` command.
         """
         argv = list(argv)
         _, rest = self.parser.parse_known_args(argv)
         if not rest:
-            argv.append("help")
+            argv = [a for a in argv if a not in ("-h", "--help")] + ["help"]
         return int(super().run(argv))
 
     # -- the Swflows instance ----------------------------------------------
@@ -200,8 +210,9 @@ class SwflowsApp(app.App):
             paths = [str(DEFAULT_CONFIG_FILE)]
         named_by = "--config-file" if self.options.swflows_config else "SWFLOWS_CONFIG"
         for path in paths:
-            if not Path(path).is_file():
-                raise parsing.BadInput(named_by, f"{path}: no such file")
+            wrong = parsing.check_config_file(path)
+            if wrong is not None:
+                raise parsing.BadInput(named_by, wrong)
         return paths
 
     def swflows(self, *, resume: bool) -> Any:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import enum
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from swflows import exceptions, states
+from swflows import exceptions, model, states
 
 
 class ExitCode(enum.IntEnum):
@@ -54,12 +55,20 @@ def parse_input_values(pairs: Iterable[str] | None) -> dict[str, str]:
     return values
 
 
+#: the longest ``--timeout``: :data:`swflows.model.MAX_TIMEOUT` in minutes
+MAX_TIMEOUT_MINUTES = model.MAX_TIMEOUT // 60
+
+
 def minutes_to_seconds(minutes: int | None) -> int | None:
     """``--timeout`` is in minutes, like ``openstack software deployment create``."""
     if minutes is None:
         return None
-    if minutes <= 0:
-        raise BadInput("--timeout", "must be a positive number of minutes")
+    if not 0 < minutes <= MAX_TIMEOUT_MINUTES:
+        raise BadInput(
+            "--timeout",
+            f"must be 1 to {MAX_TIMEOUT_MINUTES} minutes "
+            f"({model.MAX_TIMEOUT // 86400} days)",
+        )
     return minutes * 60
 
 
@@ -87,11 +96,50 @@ def read_text(path: str, option: str) -> str:
         ) from None
 
 
+def yaml_error(path: str, exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: ``FILE:LINE:COLUMN: problem (context)``."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    said = f"{problem} ({context})" if context else problem
+    return f"{where}: not YAML: {' '.join(str(said).split())}"
+
+
+def check_config_file(path: str) -> str | None:
+    """What makes ``path`` unusable as swflows' configuration file (None:
+    nothing): missing, or not a regular file (a directory, ``/dev/null``).
+    An empty file is usable: every option keeps its default."""
+    file = Path(path)
+    try:
+        mode = file.stat().st_mode
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except OSError as exc:
+        return f"{path}: cannot read it: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    return (
+        f"{path} is {_FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, "
+        "not a configuration file"
+    )
+
+
+#: what a path that is not a regular file is, by its stat.S_IFMT
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a pipe",
+    stat.S_IFSOCK: "a socket",
+}
+
+
 def _load_yaml(text: str, path: str, option: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise BadInput(option, f"{path} is not YAML: {exc}") from None
+        raise BadInput(option, yaml_error(path, exc)) from None
     except RecursionError:
         raise BadInput(option, f"{path} nests too deeply to be read") from None
 

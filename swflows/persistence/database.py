@@ -27,7 +27,7 @@ import sqlalchemy as sa
 import tenacity
 from sqlalchemy import event, pool
 
-from swflows import exceptions
+from swflows import exceptions, extras
 from swflows.persistence import crypto, migrations
 from swflows.persistence import tables as _tables
 
@@ -192,8 +192,25 @@ def create_engine(url: str | sa.URL) -> sa.Engine:
     if backend == "postgresql":
         if u.drivername == "postgresql" and not _importable("psycopg"):
             u = u.set(drivername="postgresql+psycopg2")
+        _require_driver(u)
         return sa.create_engine(u, pool_pre_ping=True, isolation_level="READ COMMITTED")
+    _require_driver(u)
     return sa.create_engine(u, pool_pre_ping=True)
+
+
+#: the drivers an extra of setup.cfg installs: drivername -> (extra, store)
+_DRIVER_EXTRAS = {
+    "postgresql+psycopg2": ("postgresql", "a PostgreSQL store"),
+    "mysql+pymysql": ("mysql", "a MySQL store"),
+}
+
+
+def _require_driver(url: sa.URL) -> None:
+    """Name the extra installing the URL's driver when it is missing."""
+    known = _DRIVER_EXTRAS.get(url.drivername)
+    if known is not None:
+        extra, store = known
+        extras.require(extra, f"{store} ([database] connection {url.drivername}://)")
 
 
 def _importable(module: str) -> bool:
