@@ -288,6 +288,8 @@ def test_lifecycle_through_the_embedder(sw: Swflows, embedder_db: sa.Engine) -> 
                 "groups",
                 "flows",
                 "owners",
+                "deleted",
+                "installation",
                 "alembic_version",
                 "tf_logbooks",
                 "tf_flowdetails",
