@@ -11,7 +11,6 @@ start).  ``.devcloud/heat.json`` says where everything is.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import httpjson, install, keystone, layout
+from . import httpjson, layout, service_bed
 from .procs import (
     Check,
     DevcloudError,
@@ -29,7 +28,6 @@ from .procs import (
     Started,
     free_ports,
     port_in_use,
-    run_sql,
     start_ticks,
     stop,
     tail,
@@ -56,49 +54,12 @@ def python() -> Path:
 # ------------------------------------------------------------------ install
 
 
-def _digest() -> str:
-    digest = hashlib.sha256(LOCK_FILE.read_bytes())
-    digest.update((layout.REPO / "setup.cfg").read_bytes())
-    return digest.hexdigest()
-
-
 def ensure_venv() -> float | None:
     """Install Heat (and swflows from this tree); seconds spent, None if current."""
-    if python().exists() and STAMP.exists() and STAMP.read_text().strip() == _digest():
-        return None
-    t0 = time.monotonic()
-    uv = install._bootstrap_uv(install.server_python())
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VIRTUAL_ENV", "PYTHON"))
-    }
-    env["UV_PYTHON_DOWNLOADS"] = "never"
-    env.setdefault("PBR_VERSION", "0.1.0")
-    STAMP.unlink(missing_ok=True)
-    if not python().exists():
-        install._run(
-            [uv, "venv", "-q", "--clear", "--python", install.server_python(), VENV],
-            "creating the Heat venv",
-            env,
-        )
-    # ovs (neutron-lib's) has no wheel: builds are allowed here
-    sync = [uv, "pip", "sync", "-q", "--python", python(), "--require-hashes"]
-    install._run([*sync, "--compile-bytecode", LOCK_FILE], "installing Heat", env)
-    pkg = [uv, "pip", "install", "-q", "--python", python(), "--no-deps"]
-    install._run([*pkg, "-e", layout.REPO], "installing swflows beside Heat", env)
-    STAMP.write_text(_digest() + "\n")
-    return time.monotonic() - t0
+    return service_bed.ensure_venv(VENV, STAMP, LOCK_FILE, "Heat")
 
 
 # -------------------------------------------------------------- resources
-
-
-def _sql(statements: list[str], database: str = "postgres") -> None:
-    """Run statements (autocommit) on this machine's PostgreSQL."""
-    refused = run_sql(python(), f"{PG}/{database}", statements)
-    if refused is not None:
-        raise DevcloudError(f"PostgreSQL at {PG} refused {statements}:\n{refused}")
 
 
 def databases() -> dict[str, str]:
@@ -108,86 +69,26 @@ def databases() -> dict[str, str]:
 
 
 def make_databases() -> dict[str, str]:
-    urls = {}
-    for role, name in databases().items():
-        _sql(
-            [
-                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
-                f'CREATE DATABASE "{name}"',
-            ]
-        )
-        urls[role] = f"{PG}/{name}"
-    return urls
+    return service_bed.make_databases(python(), PG, databases())
 
 
 def make_vhost() -> str:
-    """A RabbitMQ vhost of this checkout's (Heat's queues are named by topic
-    only: two Heats on one vhost would take each other's messages)."""
-    vhost = f"swflows-heat-{layout.clone_tag()}"
-    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    for argv in (
-        ["add_vhost", vhost],
-        ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
-    ):
-        res = subprocess.run(
-            [*sudo, ctl, *argv], capture_output=True, text=True, timeout=60
-        )
-        if res.returncode != 0 and "already_exists" not in res.stderr + res.stdout:
-            raise DevcloudError(
-                f"rabbitmqctl {' '.join(argv)} failed (exit {res.returncode}): "
-                f"{(res.stderr or res.stdout)[-800:]}"
-            )
-    return vhost
+    return service_bed.make_vhost("heat")
 
 
 def register(cloud: dict[str, Any], password: str, api_port: int) -> None:
     """The ``heat`` service user (admin of project ``service``) and the
     orchestration endpoints, replacing those of a previous start."""
-    ks = cloud["keystone"]
-    admin = ks["admin"]
-    api = keystone.Api(
-        ks["auth_url"],
-        keystone.password_token(
-            ks["auth_url"], admin["username"], admin["password"], "admin"
-        ),
+    api = service_bed.register(
+        cloud,
+        user=SERVICE_USER,
+        password=password,
+        service_type="orchestration",
+        service_name="heat",
+        url=f"http://127.0.0.1:{api_port}/v1/%(tenant_id)s",
     )
-    projects = {p["name"]: p["id"] for p in api("GET", "/projects")["projects"]}
-    roles = {r["name"]: r["id"] for r in api("GET", "/roles")["roles"]}
-    service_project = projects["service"]
-    found = api("GET", f"/users?name={SERVICE_USER}&domain_id=default")["users"]
-    if found:
-        user_id = found[0]["id"]
-        api("PATCH", f"/users/{user_id}", {"user": {"password": password}})
-    else:
-        user_id = api.create(
-            "user",
-            name=SERVICE_USER,
-            password=password,
-            domain_id="default",
-            default_project_id=service_project,
-        )
-    for role in ("admin", "service"):
-        api("PUT", f"/projects/{service_project}/users/{user_id}/roles/{roles[role]}")
-    if "heat_stack_owner" not in roles:
+    if not any(r["name"] == "heat_stack_owner" for r in api("GET", "/roles")["roles"]):
         api.create("role", name="heat_stack_owner")
-    services = api("GET", "/services?type=orchestration")["services"]
-    for service in services:
-        for endpoint in api("GET", f"/endpoints?service_id={service['id']}")[
-            "endpoints"
-        ]:
-            api("DELETE", f"/endpoints/{endpoint['id']}")
-        api("DELETE", f"/services/{service['id']}")
-    service_id = api.create("service", type="orchestration", name="heat")
-    url = f"http://127.0.0.1:{api_port}/v1/%(tenant_id)s"
-    for interface in ("public", "internal", "admin"):
-        api.create(
-            "endpoint",
-            service_id=service_id,
-            interface=interface,
-            url=url,
-            region_id=ks["region"],
-        )
 
 
 # ----------------------------------------------------------------- config

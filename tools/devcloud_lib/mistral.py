@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import httpjson, install, keystone, layout, swflowsconf
+from . import httpjson, keystone, layout, service_bed, swflowsconf
 from .procs import (
     Check,
     DevcloudError,
@@ -32,7 +32,6 @@ from .procs import (
     Started,
     free_ports,
     port_in_use,
-    run_sql,
     start_ticks,
     stop,
     wait_ready,
@@ -75,40 +74,11 @@ def python() -> Path:
 # ------------------------------------------------------------------ install
 
 
-def _digest() -> str:
-    digest = hashlib.sha256(LOCK_FILE.read_bytes())
-    digest.update((layout.REPO / "setup.cfg").read_bytes())
-    return digest.hexdigest()
-
-
 def ensure_venv() -> float | None:
     """Install Mistral (and swflows from this tree); seconds spent, None if
     current.  swflows goes in without dependencies: the lock holds them, and
     its ``mistral.actions`` entry points are what Mistral loads."""
-    if python().exists() and STAMP.exists() and STAMP.read_text().strip() == _digest():
-        return None
-    t0 = time.monotonic()
-    uv = install._bootstrap_uv(install.server_python())
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VIRTUAL_ENV", "PYTHON"))
-    }
-    env["UV_PYTHON_DOWNLOADS"] = "never"
-    env.setdefault("PBR_VERSION", "0.1.0")
-    STAMP.unlink(missing_ok=True)
-    if not python().exists():
-        install._run(
-            [uv, "venv", "-q", "--clear", "--python", install.server_python(), VENV],
-            "creating the Mistral venv",
-            env,
-        )
-    sync = [uv, "pip", "sync", "-q", "--python", python(), "--require-hashes"]
-    install._run([*sync, "--compile-bytecode", LOCK_FILE], "installing Mistral", env)
-    pkg = [uv, "pip", "install", "-q", "--python", python(), "--no-deps"]
-    install._run([*pkg, "-e", layout.REPO], "installing swflows beside Mistral", env)
-    STAMP.write_text(_digest() + "\n")
-    return time.monotonic() - t0
+    return service_bed.ensure_venv(VENV, STAMP, LOCK_FILE, "Mistral")
 
 
 def code_digest() -> str:
@@ -126,13 +96,6 @@ def code_digest() -> str:
 # -------------------------------------------------------------- resources
 
 
-def _sql(statements: list[str], database: str = "postgres") -> None:
-    """Run statements (autocommit) on this machine's PostgreSQL."""
-    refused = run_sql(python(), f"{PG}/{database}", statements)
-    if refused is not None:
-        raise DevcloudError(f"PostgreSQL at {PG} refused {statements}:\n{refused}")
-
-
 def databases() -> dict[str, str]:
     """Mistral's database and swflows' (the executor's actions'), by role."""
     tag = layout.clone_tag()
@@ -140,82 +103,24 @@ def databases() -> dict[str, str]:
 
 
 def make_databases() -> dict[str, str]:
-    urls = {}
-    for role, name in databases().items():
-        _sql(
-            [
-                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
-                f'CREATE DATABASE "{name}"',
-            ]
-        )
-        urls[role] = f"{PG}/{name}"
-    return urls
+    return service_bed.make_databases(python(), PG, databases())
 
 
 def make_vhost() -> str:
-    """A RabbitMQ vhost of this checkout's Mistral (its topics are fixed
-    names: two Mistrals on one vhost would take each other's messages)."""
-    vhost = f"swflows-mistral-{layout.clone_tag()}"
-    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    for argv in (
-        ["add_vhost", vhost],
-        ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
-    ):
-        res = subprocess.run(
-            [*sudo, ctl, *argv], capture_output=True, text=True, timeout=60
-        )
-        if res.returncode != 0 and "already_exists" not in res.stderr + res.stdout:
-            raise DevcloudError(
-                f"rabbitmqctl {' '.join(argv)} failed (exit {res.returncode}): "
-                f"{(res.stderr or res.stdout)[-800:]}"
-            )
-    return vhost
+    return service_bed.make_vhost("mistral")
 
 
 def register(cloud: dict[str, Any], password: str, api_port: int) -> None:
     """The ``mistral`` service user (admin of project ``service``) and the
     workflowv2 endpoints, replacing those of a previous start."""
-    ks = cloud["keystone"]
-    admin = ks["admin"]
-    api = keystone.Api(
-        ks["auth_url"],
-        keystone.password_token(
-            ks["auth_url"], admin["username"], admin["password"], "admin"
-        ),
+    service_bed.register(
+        cloud,
+        user=SERVICE_USER,
+        password=password,
+        service_type=SERVICE_TYPE,
+        service_name="mistral",
+        url=f"http://127.0.0.1:{api_port}/v2",
     )
-    projects = {p["name"]: p["id"] for p in api("GET", "/projects")["projects"]}
-    roles = {r["name"]: r["id"] for r in api("GET", "/roles")["roles"]}
-    service_project = projects["service"]
-    found = api("GET", f"/users?name={SERVICE_USER}&domain_id=default")["users"]
-    if found:
-        user_id = found[0]["id"]
-        api("PATCH", f"/users/{user_id}", {"user": {"password": password}})
-    else:
-        user_id = api.create(
-            "user",
-            name=SERVICE_USER,
-            password=password,
-            domain_id="default",
-            default_project_id=service_project,
-        )
-    for role in ("admin", "service"):
-        api("PUT", f"/projects/{service_project}/users/{user_id}/roles/{roles[role]}")
-    for service in api("GET", f"/services?type={SERVICE_TYPE}")["services"]:
-        for endpoint in api("GET", f"/endpoints?service_id={service['id']}")[
-            "endpoints"
-        ]:
-            api("DELETE", f"/endpoints/{endpoint['id']}")
-        api("DELETE", f"/services/{service['id']}")
-    service_id = api.create("service", type=SERVICE_TYPE, name="mistral")
-    for interface in ("public", "internal", "admin"):
-        api.create(
-            "endpoint",
-            service_id=service_id,
-            interface=interface,
-            url=f"http://127.0.0.1:{api_port}/v2",
-            region_id=ks["region"],
-        )
 
 
 # ----------------------------------------------------------------- config
