@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 
 from swflows import conf as sw_conf
 from swflows.api import Swflows
@@ -123,3 +125,30 @@ def zaqar_queues(*fragments: str) -> list[str]:
         for project, name in rows
         if any(fragment in name for fragment in fragments)
     )
+
+
+class ServiceApi:
+    """An OpenStack service's API as the dev cloud's demo user, found in
+    the catalog by ``service_type`` (keystoneauth only, no service client)."""
+
+    service_type = ""
+
+    def __init__(self, cloud: dict[str, Any]) -> None:
+        ks = cloud["keystone"]
+        self.session = ks_session.Session(
+            auth=v3.Password(auth_url=ks["auth_url"], **ks["demo"])
+        )
+        self.filter = {"service_type": self.service_type, "interface": "public"}
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer (None when there is no body); an error status
+        fails the test with the service's answer."""
+        resp = self.session.request(
+            path, method, endpoint_filter=self.filter, raise_exc=False, **kwargs
+        )
+        if resp.status_code >= 400:
+            raise AssertionError(f"{method} {path}: {resp.status_code} {resp.text}")
+        try:
+            return resp.json()
+        except ValueError:
+            return None  # 202 Accepted or 204 No Content

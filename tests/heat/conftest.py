@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 
 from swflows.api import Swflows
+from tests.functional import flowkit
 from tests.functional.conftest import devcloud  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,26 +90,10 @@ def server(sw: Swflows) -> Iterator[str]:
     sw.delete_server(made["server_id"])
 
 
-class HeatApi:
+class HeatApi(flowkit.ServiceApi):
     """heat-api as the demo user (keystoneauth only, no heatclient)."""
 
-    def __init__(self, cloud: dict[str, Any]) -> None:
-        ks = cloud["keystone"]
-        self.session = ks_session.Session(
-            auth=v3.Password(auth_url=ks["auth_url"], **ks["demo"])
-        )
-        self.filter = {"service_type": "orchestration", "interface": "public"}
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = self.session.request(
-            path, method, endpoint_filter=self.filter, raise_exc=False, **kwargs
-        )
-        if resp.status_code >= 400:
-            raise AssertionError(f"{method} {path}: {resp.status_code} {resp.text}")
-        try:
-            return resp.json()
-        except ValueError:
-            return None  # 202 Accepted, no body
+    service_type = "orchestration"
 
     def create(
         self, name: str, template: dict[str, Any] | str, parameters: dict[str, Any]

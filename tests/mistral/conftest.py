@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 
 from swflows import conf as sw_conf
 from swflows.api import Swflows
+from tests.functional import flowkit
 from tests.functional.conftest import devcloud  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,26 +165,10 @@ def loads(text: Any) -> Any:
     return json.loads(text) if isinstance(text, str) else text
 
 
-class MistralApi:
+class MistralApi(flowkit.ServiceApi):
     """mistral-api as the demo user (keystoneauth only, no mistralclient)."""
 
-    def __init__(self, cloud: dict[str, Any]) -> None:
-        ks = cloud["keystone"]
-        self.session = ks_session.Session(
-            auth=v3.Password(auth_url=ks["auth_url"], **ks["demo"])
-        )
-        self.filter = {"service_type": "workflowv2", "interface": "public"}
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = self.session.request(
-            path, method, endpoint_filter=self.filter, raise_exc=False, **kwargs
-        )
-        if resp.status_code >= 400:
-            raise AssertionError(f"{method} {path}: {resp.status_code} {resp.text}")
-        try:
-            return resp.json()
-        except ValueError:
-            return None  # 204 No Content
+    service_type = "workflowv2"
 
     def workflow(self, definition: str) -> str:
         """Store a workflow (a private one of the demo project); its name."""
