@@ -411,6 +411,22 @@ _TRUSTEE_HELP: Final = (
     "trusts (keystoneauth1 auth options, usually auth_type = password). It "
     "must name no project: each login is scoped by a trust."
 )
+#: swflows' own options of the ``[trustee]`` group (beside its auth's)
+trustee_opts: Final[list[cfg.Opt]] = [
+    cfg.FloatOpt(
+        "result_trust_keep",
+        default=3600.0,
+        min=0,
+        help="Seconds the trust an asynchronous action's result was sent "
+        "through (a Mistral action's, to its action execution) is kept "
+        "after the result was sent. Mistral goes on with the workflow in "
+        "the context of that request, handing a token of the trust to the "
+        "next action, and a trust's tokens die with it: keep it at least "
+        "as long as Keystone's token lifetime ([token] expiration, 3600 by "
+        "default). A deployment that next action makes acts through the "
+        "same trust, which then goes with the last of them.",
+    ),
+]
 
 jobboard_group: Final = cfg.OptGroup(
     "jobboard", help="Running flows on several hosts through a TaskFlow jobboard."
@@ -553,6 +569,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(cfg.OptGroup(TRUSTEE_GROUP, help=_TRUSTEE_HELP))
     loading.register_session_conf_options(conf, TRUSTEE_GROUP)
     loading.register_auth_conf_options(conf, TRUSTEE_GROUP)
+    conf.register_opts(trustee_opts, group=TRUSTEE_GROUP)
     for name in CLIENT_GROUPS:
         group = _client_group(name)
         conf.register_group(group)
@@ -593,6 +610,7 @@ def list_opts() -> list[tuple[str | cfg.OptGroup, list[cfg.Opt]]]:
                 *loading.get_session_conf_options(),
                 *loading.get_auth_common_conf_options(),
                 *loading.get_auth_plugin_conf_options("password"),
+                *trustee_opts,
             ],
         )
     )

@@ -100,9 +100,11 @@ def unneeded(store: Store) -> list[tuple[str, str]]:
     * a deployment's, with no deployment row and no flow of it (a revert
       removed the row and its runner stopped before it let go of the
       trust);
-    * a pending result's (:data:`CALLBACK`) whose deployment ended or is
-      gone with no flow of it left, or was never named (the process
-      holding it died before reporting, or before it knew the deployment).
+    * a pending result's (:data:`CALLBACK`) that no result row names
+      (:mod:`swflows.engine.outbox` forgets the row, with its trust, once
+      it was sent and kept) and whose deployment ended or is gone with no
+      flow of it left, or was never named (the process holding it died
+      before it wrote the result's row).
 
     A row that is merely new looks the same (its deployment is being made):
     callers wait for a grace period before acting on one.
@@ -111,7 +113,11 @@ def unneeded(store: Store) -> list[tuple[str, str]]:
 
     found = [(projects.DEPLOYMENT, i) for i in store.ownerless_deployments()]
     registry = flow_rows.FlowRegistry(store)
+    # a result's row, sent or not, needs its trust until it is forgotten
+    of_results = store.result_trust_keys()
     for key in store.owned_ids(CALLBACK):
+        if key in of_results:
+            continue
         deployment_id = callback_deployment(key)
         if deployment_id is not None:
             if registry.find(deployment_id=deployment_id):
@@ -127,10 +133,13 @@ def unneeded(store: Store) -> list[tuple[str, str]]:
 
 def release(services: Context, kind: str, object_id: str) -> bool:
     """Delete the object's trust in Keystone, then forget it; whether it
-    had one.  A group member's reference to its group's trust is only
-    forgotten.  Errors (Keystone unreachable) propagate with the trust
-    still recorded, so a later attempt deletes it.  Run by a flow, it
-    deletes nothing once that flow is lost (:meth:`Context.check_fence`)."""
+    had one.  A trust another object still acts through (a result's trust
+    a deployment made by the caller's next action reused) is only
+    forgotten here: it goes with the last of them.  A group member's
+    reference to its group's trust is only forgotten.  Errors (Keystone
+    unreachable) propagate with the trust still recorded, so a later
+    attempt deletes it.  Run by a flow, it deletes nothing once that flow
+    is lost (:meth:`Context.check_fence`)."""
     trust_id = services.store.get_trust(kind, object_id)
     if trust_id is None:
         return False
@@ -144,6 +153,9 @@ def release(services: Context, kind: str, object_id: str) -> bool:
             "configured to delete it"
         )
     services.check_fence()
+    if services.store.let_go_if_shared(kind, object_id):
+        LOG.info("%s %s: let go of a trust still shared", kind, object_id)
+        return True
     if not trustee.delete(trust_id):
         LOG.info("%s %s: its trust was gone already", kind, object_id)
     services.store.set_trust(kind, object_id, None)

@@ -211,12 +211,13 @@ class Base:
         trustee = self.services.clients.trustee
         if trustee is None or context is None or not trusts.carries_token(context):
             return None
-        trust_id = trustee.create(context)
+        trust_id, made = trustee.obtain(context)
         try:
             if not self.store.set_trust(kind, object_id, trust_id):
                 raise exceptions.SwflowsError(f"{kind} {object_id} has no owner")
         except BaseException:
-            trustee.delete(trust_id)
+            if made:
+                trustee.delete(trust_id)
             raise
         return trust_id
 

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1 import session as ksa_session
 from keystoneauth1.identity import v3
+from oslo_context import context as oslo_context
 
 from swflows import exceptions
 from swflows.clients import base as client_base
-
-if TYPE_CHECKING:
-    from oslo_context import context as oslo_context
-
 
 #: Keystone's trusts, under its v3 URL
 TRUSTS_PATH: Final = "/OS-TRUST/trusts"
@@ -145,32 +142,76 @@ class Trustee:
 
     def caller(self, token: str) -> oslo_context.RequestContext:
         """The request context of a caller known by its token alone (a
-        Mistral action's): Keystone says whose token it is (a token may
-        read itself)."""
-        from oslo_context import context as oslo_context
+        Mistral action's): Keystone says whose token it is.  A token reads
+        itself; one scoped by a trust may not (Keystone answers 403), and
+        the trustee reads it instead: a :class:`TrustScoped` context names
+        that trust (Mistral hands such a token on after a result was sent
+        through a trust)."""
+        body = self._validate(token, own=True)
+        if body is None:
+            body = self._validate(token, own=False)
+        if body is None:
+            raise client_base.http_error("identity", "validate token", 403, "FORBIDDEN")
+        fields: dict[str, Any] = {
+            "auth_token": token,
+            "user_id": body["user"]["id"],
+            "project_id": (body.get("project") or {}).get("id"),
+            "roles": [role["name"] for role in body.get("roles") or ()],
+        }
+        trust = body.get("OS-TRUST:trust")
+        if isinstance(trust, dict) and trust.get("id"):
+            return TrustScoped(
+                trust_id=str(trust["id"]),
+                trustee_user_id=str((trust.get("trustee_user") or {}).get("id") or ""),
+                **fields,
+            )
+        return oslo_context.RequestContext(**fields)
 
-        session = self._session_for(None)
-        headers = {"X-Auth-Token": token, "X-Subject-Token": token}
+    def _validate(self, token: str, *, own: bool) -> dict[str, Any] | None:
+        """The token's body as Keystone validates it, read with the token
+        itself (``own``) or by the trustee; None when that reader may not
+        (403)."""
+        headers = {"X-Subject-Token": token}
+        if own:
+            session = self._session_for(None)
+            headers["X-Auth-Token"] = token
+        else:
+            session = self._session_for(self._auth_for(None))
         try:
             resp = session.get(
                 self.auth_url + "/auth/tokens",
                 headers=headers,
-                authenticated=False,
+                authenticated=not own,
                 raise_exc=False,
             )
         except ksa_exc.ClientException as exc:
             raise client_base.ksa_error("identity", "validate token", exc) from None
+        if resp.status_code == 403:
+            return None
         if resp.status_code != 200:
             raise client_base.http_error(
                 "identity", "validate token", resp.status_code, resp.reason
             )
-        body = resp.json()["token"]
-        return oslo_context.RequestContext(
-            auth_token=token,
-            user_id=body["user"]["id"],
-            project_id=(body.get("project") or {}).get("id"),
-            roles=[role["name"] for role in body.get("roles") or ()],
-        )
+        found: dict[str, Any] = resp.json()["token"]
+        return found
+
+    def obtain(self, context: oslo_context.RequestContext) -> tuple[str, bool]:
+        """A trust the caller of ``context`` delegates to the trustee, and
+        whether it was made here (else it is the trust the caller's token
+        is scoped by, one of the trustee's own: it is shared, never
+        deleted by whoever got it this way alone).  A token scoped by a
+        trust to another user cannot delegate (Keystone forbids
+        re-delegating): ValidationError."""
+        trust_id = getattr(context, "trust_id", None)
+        if trust_id is None:
+            return self.create(context), True
+        if getattr(context, "trustee_user_id", None) != self.user_id:
+            raise exceptions.ValidationError(
+                "context",
+                "the caller's token is scoped by a trust to another user: "
+                "it cannot delegate a trust to swflows",
+            )
+        return str(trust_id), False
 
     def delete(self, trust_id: str) -> bool:
         """Delete the trust, logged in through it (the trustor may delete its
@@ -203,7 +244,19 @@ class Trustee:
         return True
 
 
+class TrustScoped(oslo_context.RequestContext):
+    """A caller's context whose token is scoped by a trust
+    (:meth:`Trustee.caller`): its ``trust_id``, and the user that trust
+    delegates to (``trustee_user_id``)."""
+
+    def __init__(self, *, trust_id: str, trustee_user_id: str, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.trust_id = trust_id
+        self.trustee_user_id = trustee_user_id
+
+
 __all__ = [
+    "TrustScoped",
     "Trustee",
     "carries_token",
     "delegated_roles",

@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -33,9 +33,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-#: the flows that run a deployment's action; other flows that name a
-#: deployment (flows a user composed) do not keep its action from ending
-ACTION_FLOWS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
+ACTION_FLOWS = flow_rows.ACTION_FLOWS
 
 
 def action_flows(

@@ -14,7 +14,9 @@ closed its race, left them).  A late signal can also bring back the store
 of a deployment already deleted: the store remembers deleted deployments
 past their signal URLs' expiry, and such stores are swept too (in swflows'
 own account: a deleted deployment's trust into its project is gone), and
-the deleted deployments whose time has passed are forgotten.  And it lets
+the deleted deployments whose time has passed are forgotten, and the
+results sent to outside callers once kept long enough, with their trusts
+(:mod:`swflows.engine.outbox`).  And it lets
 go of the Keystone trusts (with their owner rows) nothing needs any
 more, once seen unneeded for :data:`TRUST_GRACE` seconds (see
 :func:`swflows.trusts.unneeded`): a runner that stopped between a revert
@@ -32,6 +34,7 @@ from typing import Any
 from swflows import exceptions, failpoints, metadata, trusts
 from swflows import transport_names as names
 from swflows.engine import liveness as loops
+from swflows.engine.outbox import Outbox
 from swflows.engine.reconciler import Reconciler
 from swflows.persistence import flow_registry as flow_rows
 from swflows.services import Services
@@ -85,6 +88,9 @@ class Sweeper:
         self.reconciler = Reconciler(
             services, registry, lambda: float(self.conf.orphan_grace)
         )
+        #: the results outside callers wait for (sent at every cycle, see
+        #: :meth:`send_results`; forgotten with their trusts by the sweep)
+        self.outbox = Outbox(services, registry)
         #: its health: a sweep that ran all its steps is a good iteration
         self.loop = loop or loops.Loop("sweeper", SWEEP_EVERY)
 
@@ -102,6 +108,7 @@ class Sweeper:
             ("sweeping channels", self.sweep_channels),
             ("sweeping trusts", self.sweep_trusts),
             ("forgetting the deleted", self.services.store.forget_deleted),
+            ("forgetting sent results", self.outbox.forget_expired),
         ):
             try:
                 failpoints.hit(f"sweeper.{step.rpartition(' ')[2]}")
@@ -113,6 +120,16 @@ class Sweeper:
                 self.contain(step, exc)
         if not failed:
             self.loop.ok()
+
+    def send_results(self) -> None:
+        """Send the results of the deployments that ended (every cycle:
+        one query when none waits); a failure is contained."""
+        try:
+            self.outbox.send_due()
+        except loops.FATAL:
+            raise
+        except BaseException as exc:
+            self.contain("sending results", exc)
 
     def sweep_trusts(self) -> list[tuple[str, str]]:
         """Let go of the owner rows and trusts nothing has needed since

@@ -535,6 +535,7 @@ class Watcher:
         ):
             self._last_takeover = clock
             self.runner.resume_interrupted()
+        self.sweeper.send_results()
         self.sweeper.sweep_if_due()
 
 

@@ -49,6 +49,9 @@ STATES: Final = (RUNNING, PARKED, BROKEN)
 #: logbook's meta, its ``deployment_id`` is the deployment it awaits now
 #: ("" before its first wait)
 CUSTOM: Final = "custom"
+#: the kinds of flow that run a deployment's action; other flows that name
+#: a deployment (flows a user composed) do not keep its action from ending
+ACTION_FLOWS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
 #: how the ``note`` of an unfinished flow says it was asked to cancel
 CANCEL_NOTE: Final = "cancelled"
 
@@ -204,6 +207,21 @@ class FlowRegistry:
             return [self._from_row(row) for row in conn.execute(query)]
 
         return self._store._read("list flows", op)
+
+    def of_deployments(self, deployment_ids: Iterable[str]) -> list[FlowRow]:
+        """The unfinished flows of any of ``deployment_ids``, in one query
+        (a chunk of ids per query past a few hundred)."""
+        wanted = sorted(set(deployment_ids))
+        column = self._table.c.deployment_id
+
+        def op(conn: sa.Connection) -> list[FlowRow]:
+            found = []
+            for start in range(0, len(wanted), 500):
+                query = self._select().where(column.in_(wanted[start : start + 500]))
+                found += [self._from_row(row) for row in conn.execute(query)]
+            return found
+
+        return self._store._read("list flows", op) if wanted else []
 
     def parked(self) -> list[FlowRow]:
         """Every parked flow, with its deployment's status, in one query."""

@@ -3,6 +3,8 @@ each server's deployment policy (see :mod:`swflows.projects`)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Iterable
 from typing import Any
 
@@ -115,8 +117,54 @@ class OwnerRows(Database):
         """Record (or with None, clear) the Keystone trust the object's
         deferred work acts through, sealed; False when the object has no
         owner row to keep it with."""
-        value = None if trust_id is None else self._seal(trust_id)
-        return self._update_owner("set trust", kind, object_id, {"trust": value})
+        if trust_id is None:
+            values: dict[str, Any] = {"trust": None, "trust_ref": None}
+        else:
+            values = {
+                "trust": self._seal(trust_id),
+                "trust_ref": self.trust_ref(trust_id),
+            }
+        return self._update_owner("set trust", kind, object_id, values)
+
+    def trust_ref(self, trust_id: str) -> str:
+        """The reference rows acting through ``trust_id`` share: a digest
+        keyed by the store's secret (the id itself is never written)."""
+        return hmac.new(
+            self.derivation_key(), b"trust\0" + trust_id.encode(), hashlib.sha256
+        ).hexdigest()
+
+    def let_go_if_shared(self, kind: str, object_id: str) -> bool:
+        """Clear the object's trust if another row still acts through it
+        (the trust must then outlive this object): whether it did.  False
+        when this row is the last with its trust (or has none): its caller
+        deletes the trust, then clears the row.  The rows sharing the trust
+        are locked while deciding, so two objects letting go of one trust
+        at once cannot each leave it to the other."""
+        o = self._tables.owners
+
+        def op(conn: sa.Connection) -> bool:
+            ref = conn.scalar(
+                sa.select(o.c.trust_ref).where(
+                    o.c.kind == kind, o.c.object_id == object_id
+                )
+            )
+            if ref is None:
+                return False
+            sharing = conn.execute(
+                sa.select(o.c.kind, o.c.object_id)
+                .where(o.c.trust_ref == ref, o.c.trust.is_not(None))
+                .with_for_update()
+            ).all()
+            if not any((k, i) != (kind, object_id) for k, i in sharing):
+                return False
+            conn.execute(
+                sa.update(o)
+                .where(o.c.kind == kind, o.c.object_id == object_id)
+                .values(trust=None, trust_ref=None)
+            )
+            return True
+
+        return self._write("let go of a shared trust", op)
 
     def _update_owner(
         self, what: str, kind: str, object_id: str, values: dict[str, Any]

@@ -43,17 +43,18 @@ from swflows.persistence.database import (
 )
 from swflows.persistence.deployments import UPDATABLE_FIELDS, DeploymentRows
 from swflows.persistence.owners import OwnerRows
+from swflows.persistence.results import PendingResult, ResultRows
 from swflows.persistence.servers import PUBLISH_ATTEMPTS, ServerMetadata, ServerRecord
 
 
-class Store(DeploymentRows, OwnerRows):
+class Store(DeploymentRows, OwnerRows, ResultRows):
     """Configs, deployments and server metadata in one SQL database.
 
     Opened as a :class:`~swflows.persistence.database.Database` (its
     ``url``, ``table_prefix``, secret keys and ``engine`` say where the
     tables are and how secrets are sealed), with each entity's rows
-    (configs, servers and their metadata, deployments, owners) composed
-    in.
+    (configs, servers and their metadata, deployments, owners, results
+    waited for outside) composed in.
     """
 
 
@@ -64,6 +65,7 @@ __all__ = [
     "SECRET_MARK",
     "SQLITE_BUSY_TIMEOUT_MS",
     "UPDATABLE_FIELDS",
+    "PendingResult",
     "ServerMetadata",
     "ServerRecord",
     "Store",

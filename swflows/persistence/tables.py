@@ -27,6 +27,8 @@ _PREFIX_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ID_LENGTH: Final = 36
 NAME_LENGTH: Final = 255
 STATUS_LENGTH: Final = 32
+#: a trust reference: a hex SHA-256 HMAC
+TRUST_REF_LENGTH: Final = 64
 TRANSPORT_LENGTH: Final = 64
 #: TaskFlow's lengths for its logbook's ids and versions
 TF_UUID_LENGTH: Final = 64
@@ -96,6 +98,8 @@ class Tables:
     deleted: sa.Table
     #: one row: what names this store wherever it is reached from
     installation: sa.Table
+    #: results an embedder's caller waits for (a Mistral action's)
+    results: sa.Table
     #: TaskFlow's logbook, under the same prefix (see :func:`logbook_tables`)
     tf_logbooks: sa.Table
     tf_flowdetails: sa.Table
@@ -216,6 +220,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
     owners = owner_table(metadata, p)
     deleted = deleted_table(metadata, p)
     installation = installation_table(metadata, p)
+    results = results_table(metadata, p)
     logbooks, flowdetails, atomdetails = logbook_tables(metadata, p)
     return Tables(
         p,
@@ -228,6 +233,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         owners,
         deleted,
         installation,
+        results,
         logbooks,
         flowdetails,
         atomdetails,
@@ -301,7 +307,12 @@ def owner_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         # the Keystone trust deferred work acts through (swflows.trusts),
         # sealed like every secret; removed with the row
         sa.Column("trust", json_type(), nullable=True),
+        # a keyed digest of the trust id (the sealed value differs at each
+        # write): rows acting through one trust are found by it, and the
+        # trust is deleted only with the last of them
+        sa.Column("trust_ref", sa.String(TRUST_REF_LENGTH), nullable=True),
         sa.Index(f"ix_{p}owners_kind_project_id", "kind", "project_id"),
+        sa.Index(f"ix_{p}owners_trust_ref", "trust_ref"),
     )
 
 
@@ -338,6 +349,42 @@ def installation_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
         sa.Column("name", sa.String(STATUS_LENGTH), primary_key=True),
         sa.Column("id", sa.String(ID_LENGTH), nullable=False),
         sa.Column("created_at", timestamp(), nullable=False),
+    )
+
+
+def results_table(metadata: sa.MetaData, prefix: str) -> sa.Table:
+    """Results a caller outside swflows waits for, written when its action
+    started (a Mistral action's callback: :mod:`swflows.engine.outbox`).
+    Whichever process sees the deployment end sends the result, once, and
+    marks the row delivered; a delivered row (and the trust it was sent
+    through) is kept until ``keep_until``: what the caller did next may
+    still act through that trust.  No process holds a result in memory
+    only: one that dies leaves the row to the next."""
+    p = prefix
+    return sa.Table(
+        f"{p}results",
+        metadata,
+        sa.Column("id", sa.String(ID_LENGTH), primary_key=True),
+        sa.Column("deployment_id", sa.String(ID_LENGTH), nullable=False),
+        # how the deployment's end reads as a result (swflows.callbacks)
+        sa.Column("shape", sa.String(STATUS_LENGTH), nullable=False),
+        # where the result goes (an HTTP PUT)
+        sa.Column("url", sa.Text(), nullable=False),
+        # the caller's token when no trust carries the result, sealed
+        sa.Column("token", json_type(), nullable=True),
+        # the owner row (kind swflows.trusts.CALLBACK) of the trust it is
+        # sent through
+        sa.Column("trust_key", sa.String(NAME_LENGTH), nullable=True),
+        sa.Column("created_at", epoch_seconds(), nullable=False),
+        # a process sending it holds it until then
+        sa.Column("claimed_until", epoch_seconds(), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False, default=0),
+        sa.Column("delivered_at", epoch_seconds(), nullable=True),
+        # what became of it: delivered, refused (HTTP 4xx) or given up
+        sa.Column("outcome", sa.String(STATUS_LENGTH), nullable=True),
+        # when a delivered row, and the trust it was sent through, go
+        sa.Column("keep_until", epoch_seconds(), nullable=True),
+        sa.Index(f"ix_{p}results_deployment_id", "deployment_id"),
     )
 
 

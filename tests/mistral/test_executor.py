@@ -3,15 +3,22 @@ killed mid-action, its workflow execution cancelled."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from swflows import conf as sw_conf
 from swflows import states
 from swflows.api import Swflows
 from tests.mistral.conftest import (
     DEPLOY,
+    HELLO,
     MistralApi,
     kill_executor,
     loads,
@@ -137,3 +144,99 @@ def test_cancelling_the_execution_leaves_the_deployment_to_finish(
     assert action["output"]["result"]["id"] == deployment_id
     assert action["output"]["result"]["status"] == states.COMPLETE
     sw.undeploy(deployment_id, wait=True)
+
+
+@pytest.fixture(scope="module")
+def conducted(mistral: dict[str, Any]) -> Iterator[Swflows]:
+    """The swflows a workflow picks whose flows are jobs on Redis (its own
+    tables and board), without a runner: conductors run its flows."""
+    conf = sw_conf.get_conf(config_files=[mistral["swflows_conducted_conf"]])
+    made = Swflows.from_conf(conf, start=False)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def conductor(mistral: dict[str, Any]) -> Iterator[subprocess.Popen[str]]:
+    """A ``swflows conductor`` on that configuration, running until the end."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swflows.cli",
+            "--config-file",
+            mistral["swflows_conducted_conf"],
+            "conductor",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("conductor "), line
+    yield proc
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def test_a_result_outlives_its_executor_when_conductors_run_the_flows(
+    mistral: dict[str, Any],
+    mistral_api: MistralApi,
+    workflow: Any,
+    conducted: Swflows,
+    conductor: subprocess.Popen[str],
+    tmp_path: Path,
+) -> None:
+    """An asynchronous deploy whose executor is killed while the script
+    runs, and started again with no new action: the conductor finishes the
+    deployment and sends the result the store kept with it, and the
+    workflow goes on to SUCCESS.  The script ran once."""
+    made = conducted.create_server("mistral-conducted", "cirros", "m1.tiny")
+    server_id = str(made["server_id"])
+    config = conducted.create_config(
+        "hello",
+        HELLO,
+        group="script",
+        inputs=[
+            {"name": "name"},
+            {"name": "pause", "default": "0"},
+            {"name": "runs", "default": "/dev/null"},
+        ],
+        outputs=[{"name": "result"}],
+    )
+    name = workflow("deploy_wf", DEPLOY)
+    runs = tmp_path / "runs"
+    deployment_id = str(uuid.uuid4())
+    try:
+        run = mistral_api.start(
+            name,
+            server_id=server_id,
+            config_id=config.id,
+            name="outlived",
+            wait=False,
+            pause=8,
+            runs=str(runs),
+            deployment_id=deployment_id,
+            config_file=mistral["swflows_conducted_conf"],
+        )
+        until(lambda: lines(runs) == ["start outlived"], 90, "start of the script")
+        until(
+            lambda: bool(conducted.store.results_of(deployment_id)),
+            30,
+            "the result's row",
+        )
+        kill_executor()
+        start_executor()
+        ended = mistral_api.wait(run)
+        assert ended["state"] == "SUCCESS", (
+            ended["state_info"],
+            mistral_api.tasks(run),
+        )
+        assert ended["output"]["deployment"]["status"] == states.COMPLETE
+        assert ended["output"]["shown"]["output_values"]["result"] == "hello outlived"
+        assert lines(runs) == ["start outlived", "end outlived"]
+        [sent] = conducted.store.results_of(deployment_id)
+        assert sent.outcome == "delivered"
+        conducted.undeploy(deployment_id, wait=True, wait_timeout=120)
+    finally:
+        conducted.delete_server(server_id)

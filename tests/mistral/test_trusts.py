@@ -4,7 +4,10 @@ trusts (``deferred_auth_method = trusts``), picked by the workflow's
 reaches mistral-api through a trust after the caller's token was revoked.
 
 Mistral goes on with the workflow in the context of that result's PUT: the
-next action gets the trust's token, not the caller's."""
+next action gets a token of the trust, not the caller's.  swflows reads it
+as its trustee, acts through that same trust, and keeps it for
+``[trustee] result_trust_keep`` seconds (the dev cloud's: 30) or while a
+deployment acts through it; then Keystone holds none of them."""
 
 from __future__ import annotations
 
@@ -101,6 +104,7 @@ def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
     hello_of_caller: str,
 ) -> None:
     name = workflow("deploy_wf", DEPLOY_ONLY)
+    before = demo_trusts(devcloud)
     # a login of its own starts the execution: its token is revoked below
     starter = MistralApi(devcloud)
     token = starter.session.get_token()
@@ -137,11 +141,67 @@ def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
     assert deployment["id"] == deployment_id
     assert deployment["status"] == states.COMPLETE, deployment
     assert deployment["output_values"]["result"] == "hello trusted"
-    assert sw_trusts.store.owned_ids(trusts.CALLBACK) == []  # the trust is gone
+    [sent] = sw_trusts.store.results_of(deployment_id)
+    assert sent.outcome == "delivered" and sent.trust_key == pending
     sw_trusts.undeploy(deployment_id, wait=True, context=caller)
+    # the trust outlives the result by [trustee] result_trust_keep, then goes
+    until_no_trusts(devcloud, sw_trusts, before)
 
 
-def test_the_next_action_gets_the_trusts_token_and_fails(
+#: an asynchronous deploy, then a synchronous show and an asynchronous
+#: undeploy, each run by Mistral with a token of the trust the previous
+#: result was sent through
+CHAIN = """---
+version: '2.0'
+chain_wf:
+  input:
+    - server_id
+    - config_id
+    - name
+    - config_file
+    - deployment_id
+  output:
+    deployed: <% $.deployed %>
+    shown: <% $.shown %>
+    undeployed: <% $.undeployed %>
+  tasks:
+    deploy:
+      action: swflows.deploy
+      input:
+        server_id: <% $.server_id %>
+        config_id: <% $.config_id %>
+        deployment_id: <% $.deployment_id %>
+        input_values:
+          name: <% $.name %>
+        timeout: 120
+        wait: false
+        config_file: <% $.config_file %>
+      timeout: 300
+      publish:
+        deployed: <% task().result %>
+      on-success: show
+    show:
+      action: swflows.show
+      input:
+        deployment_id: <% $.deployed.id %>
+        config_file: <% $.config_file %>
+      publish:
+        shown: <% task().result %>
+      on-success: undeploy
+    undeploy:
+      action: swflows.undeploy
+      input:
+        deployment_id: <% $.deployed.id %>
+        wait: false
+        config_file: <% $.config_file %>
+      timeout: 300
+      publish:
+        undeployed: <% task().result %>
+"""
+
+
+def test_the_actions_after_a_result_act_through_the_trust_it_was_sent_with(
+    devcloud: dict[str, Any],
     mistral: dict[str, Any],
     mistral_api: MistralApi,
     workflow: Any,
@@ -150,31 +210,100 @@ def test_the_next_action_gets_the_trusts_token_and_fails(
     own_server: str,
     hello_of_caller: str,
 ) -> None:
-    """A defect, pinned: the swflows action after a result reported
-    through a trust fails.  Mistral runs it with the token of the PUT that
-    reported (the trust's), which Keystone does not let read itself, as
-    swflows does to learn its caller (and which dies with the trust)."""
-    name = workflow("deploy_wf", DEPLOY)  # deploy, then show
+    """Mistral runs ``show`` and ``undeploy`` in the context of the PUT
+    that sent the deploy's result, a token of that result's trust: swflows
+    reads the token as its trustee (it may not read itself) and acts as
+    the caller through that same trust (a token scoped by a trust cannot
+    make another).  No trust outlives the chain."""
+    name = workflow("chain_wf", CHAIN)
+    before = demo_trusts(devcloud)
     deployment_id = str(uuid.uuid4())
     run = mistral_api.start(
         name,
         server_id=own_server,
         config_id=hello_of_caller,
-        name="then",
-        wait=False,
+        name="chained",
         deployment_id=deployment_id,
         config_file=mistral["swflows_trusts_conf"],
     )
-    try:
-        ended = mistral_api.wait(run)
-        tasks = mistral_api.tasks(run)
-        assert tasks["deploy"]["state"] == "SUCCESS", tasks["deploy"]
-        assert tasks["deploy"]["result"]["status"] == states.COMPLETE
-        assert ended["state"] == "ERROR", ended
-        [action] = mistral_api.action_executions(tasks["show"]["id"])
-        assert action["output"]["result"] == {
-            "kind": "cloud_error",
-            "message": "identity: validate token failed: HTTP 403: FORBIDDEN",
-        }
-    finally:
-        sw_trusts.undeploy(deployment_id, wait=True, context=caller)
+    ended = mistral_api.wait(run)
+    assert ended["state"] == "SUCCESS", (ended["state_info"], mistral_api.tasks(run))
+    output = ended["output"]
+    assert output["deployed"]["status"] == states.COMPLETE
+    assert output["shown"]["id"] == deployment_id
+    assert output["shown"]["output_values"]["result"] == "hello chained"
+    assert output["undeployed"] == {"id": deployment_id, "undeployed": True}
+    # the undeploy's result went through the deploy's trust, handed on
+    # (while both rows are kept: the first goes result_trust_keep after it
+    # was sent)
+    rows = sw_trusts.store.results_of(deployment_id)
+    assert {r.outcome for r in rows} <= {"delivered"} and rows, rows
+    held = {sw_trusts.store.get_trust(trusts.CALLBACK, str(r.trust_key)) for r in rows}
+    assert len(held - {None}) == 1, held
+    until_no_trusts(devcloud, sw_trusts, before)
+
+
+def test_24_workflows_at_once_deploy_and_undeploy_through_trusts(
+    devcloud: dict[str, Any],
+    mistral: dict[str, Any],
+    mistral_api: MistralApi,
+    workflow: Any,
+    sw_trusts: Swflows,
+    caller: oslo_context.RequestContext,
+    own_server: str,
+    hello_of_caller: str,
+) -> None:
+    """24 chains at once, half of them with synchronous actions: 24 SUCCESS."""
+    chain = workflow("chain_wf", CHAIN)
+    sync = workflow("chain_wf", CHAIN.replace("wait: false", "wait: true"))
+    before = demo_trusts(devcloud)
+    runs = {}
+    for index in range(24):
+        deployment_id = str(uuid.uuid4())
+        runs[deployment_id] = mistral_api.start(
+            chain if index % 2 else sync,
+            server_id=own_server,
+            config_id=hello_of_caller,
+            name=f"many-{index}",
+            deployment_id=deployment_id,
+            config_file=mistral["swflows_trusts_conf"],
+        )
+    states_seen = {}
+    for deployment_id, run in runs.items():
+        ended = mistral_api.wait(run, timeout=600)
+        states_seen[deployment_id] = ended["state"]
+        if ended["state"] == "SUCCESS":
+            assert ended["output"]["undeployed"]["id"] == deployment_id
+    assert list(states_seen.values()) == ["SUCCESS"] * 24, {
+        d: mistral_api.tasks(runs[d]) for d, s in states_seen.items() if s != "SUCCESS"
+    }
+    until_no_trusts(devcloud, sw_trusts, before, timeout=180)
+
+
+def demo_trusts(devcloud: dict[str, Any]) -> set[str]:
+    """The ids of the trusts the demo user delegated, as Keystone lists them."""
+    ks = devcloud["keystone"]
+    session = ks_session.Session(
+        auth=v3.Password(auth_url=ks["auth_url"], **ks["demo"])
+    )
+    user_id = session.get_user_id()
+    resp = session.get(ks["auth_url"] + f"/OS-TRUST/trusts?trustor_user_id={user_id}")
+    return {str(t["id"]) for t in resp.json()["trusts"]}
+
+
+def until_no_trusts(
+    devcloud: dict[str, Any],
+    sw: Swflows,
+    before: set[str],
+    timeout: float = 120,
+) -> None:
+    """Wait until Keystone holds no trust of the demo user made since
+    ``before`` and swflows keeps no result's trust."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = demo_trusts(devcloud) - before
+        kept = sw.store.owned_ids(trusts.CALLBACK)
+        if not left and not kept:
+            return
+        assert time.monotonic() < deadline, (left, kept)
+        time.sleep(1)

@@ -14,7 +14,8 @@ import pytest
 from mistral_lib.actions import context as ml_context
 from mistral_lib.actions import types
 
-from swflows import exceptions, model, states
+from swflows import callbacks, exceptions, model, states
+from swflows.clients.callback import put_result
 from swflows.embedding import mistral
 from swflows.embedding.mistral import actions as mistral_actions
 from swflows.embedding.mistral import instances as mistral_instances
@@ -184,11 +185,12 @@ def flaky() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     server.server_close()
 
 
-def test_a_report_is_retried_past_a_5xx(
+def test_a_result_put_is_retried_past_a_5xx(
     flaky: tuple[str, list[dict[str, Any]]],
 ) -> None:
     url, seen = flaky
-    mistral.report(url, types.Result(error={"kind": "timeout"}), "tok")
+    body = callbacks.body(callbacks.ERROR, {"kind": "timeout"})
+    assert put_result(url, body, "tok") == 204
     assert len(seen) == 2
     assert seen[1] == {
         "token": "tok",

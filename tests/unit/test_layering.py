@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "swflows.policies",
             "swflows.failpoints",
             "swflows.extras",
+            "swflows.callbacks",
         ),
     ),
     ("persistence", ("swflows.persistence",)),

@@ -286,3 +286,69 @@ def test_the_sweeper_lets_go_of_unneeded_trusts_after_a_grace(
         assert trustee.deleted == ["t1"]
         assert store.get_owner(projects.DEPLOYMENT, "reverted") is None
         assert sweep.sweep_trusts() == [] and contained == []
+
+
+class _Answer:
+    def __init__(self, status: int, body: dict[str, Any] | None = None) -> None:
+        self.status_code = status
+        self.reason = "FORBIDDEN" if status == 403 else "OK"
+        self._body = body or {}
+
+    def json(self) -> dict[str, Any]:
+        return self._body
+
+
+class _Keystone:
+    """Validates tokens as Keystone does: a token scoped by a trust may not
+    read itself (403), the trustee's own login may read it."""
+
+    TRUSTEE = "trustee-user"
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def session_for(self, auth: Any) -> Any:
+        keystone = self
+
+        class Session:
+            def get_user_id(self) -> str:
+                return keystone.TRUSTEE
+
+            def get(self, url: str, **kw: Any) -> _Answer:
+                token = kw["headers"]["X-Subject-Token"]
+                reader = "own" if "X-Auth-Token" in kw["headers"] else "trustee"
+                keystone.reads.append(reader)
+                body: dict[str, Any] = {
+                    "user": {"id": "u1"},
+                    "project": {"id": "p1"},
+                    "roles": [{"name": "member"}],
+                }
+                if token.startswith("trust-scoped"):
+                    if reader == "own":
+                        return _Answer(403)
+                    trustee = token.rpartition(":")[2]
+                    body["OS-TRUST:trust"] = {
+                        "id": "t1",
+                        "trustee_user": {"id": trustee},
+                        "impersonation": True,
+                    }
+                return _Answer(200, {"token": body})
+
+        return Session()
+
+
+def test_a_trust_scoped_caller_is_read_by_the_trustee_and_hands_on_its_trust() -> None:
+    keystone = _Keystone()
+    trustee = trusts.Trustee("http://keystone/v3", lambda t: t, keystone.session_for)
+    plain = trustee.caller("plain-token")
+    assert (plain.user_id, plain.project_id, plain.roles) == ("u1", "p1", ["member"])
+    assert getattr(plain, "trust_id", None) is None and keystone.reads == ["own"]
+    scoped = trustee.caller("trust-scoped:" + _Keystone.TRUSTEE)
+    assert keystone.reads == ["own", "own", "trustee"]
+    assert getattr(scoped, "trust_id", None) == "t1" and scoped.user_id == "u1"
+    assert scoped.auth_token == "trust-scoped:" + _Keystone.TRUSTEE
+    # its trust is handed on, not a new one made (Keystone forbids that)
+    assert trustee.obtain(scoped) == ("t1", False)
+    foreign = trustee.caller("trust-scoped:someone-else")
+    with pytest.raises(exceptions.ValidationError, match="another user"):
+        trustee.obtain(foreign)

@@ -50,6 +50,14 @@ CONF = STATE / "mistral.conf"
 SWFLOWS_CONF = STATE / "swflows.conf"
 TRUSTS_CONF = STATE / "swflows-trusts.conf"
 TRUSTS_TABLE_PREFIX = "trusts_"
+#: seconds a result's trust is kept after the result was sent, in the
+#: trusts' configuration: long enough for the next action to start with a
+#: token of it, short enough for a test to see it go
+TRUST_KEEP = 30
+#: and one whose flows are jobs on a Redis jobboard, run by conductors the
+#: tests start (under tables, and a board namespace, of its own)
+CONDUCTED_CONF = STATE / "swflows-conducted.conf"
+CONDUCTED_TABLE_PREFIX = "conducted_"
 
 SERVICE_USER = "mistral"
 SERVICE_TYPE = "workflowv2"
@@ -192,17 +200,30 @@ def swflows_conf(
     database_url: str,
     secret_key: str,
     trustee: dict[str, str] | None = None,
+    *,
+    conducted: bool = False,
 ) -> str:
     """The executor's swflows: the dev cloud as its demo user, the store on
     PostgreSQL (tests read it too, with this same file); with ``trustee``,
-    under tables of its own, its deferred work done through trusts."""
+    under tables of its own, its deferred work done through trusts; with
+    ``conducted``, under tables of its own, its flows jobs on Redis."""
     extra: dict[str, list[str]] = {"database": [f"secret_key = {secret_key}"]}
     if trustee is not None:
         extra["database"].append(f"table_prefix = {TRUSTS_TABLE_PREFIX}")
         extra["DEFAULT"] = ["deferred_auth_method = trusts"]
         extra["trustee"] = [
             "auth_type = password",
+            f"result_trust_keep = {TRUST_KEEP}",
             *(f"{key} = {value}" for key, value in trustee.items()),
+        ]
+        extra["watcher"] = ["sweep_interval = 5"]
+    if conducted:
+        extra["database"].append(f"table_prefix = {CONDUCTED_TABLE_PREFIX}")
+        extra["jobboard"] = [
+            "enabled = true",
+            f"backend_url = redis://127.0.0.1:6379/0?namespace="
+            f"swflows-mistral-{layout.clone_tag()}",
+            "claim_expiry = 10",
         ]
     return swflowsconf.conf_text(cloud, database=database_url, extra=extra)
 
@@ -370,6 +391,10 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
     layout.write_private(
         TRUSTS_CONF, swflows_conf(cloud, urls["swflows"], secret_key, trustee)
     )
+    layout.write_private(
+        CONDUCTED_CONF,
+        swflows_conf(cloud, urls["swflows"], secret_key, conducted=True),
+    )
     manage = [str(VENV / "bin" / "mistral-db-manage"), "--config-file", str(CONF)]
     for command in (["upgrade", "head"], ["populate"]):
         res = subprocess.run([*manage, *command], capture_output=True, text=True)
@@ -395,6 +420,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
         "conf": str(CONF),
         "swflows_conf": str(SWFLOWS_CONF),
         "swflows_trusts_conf": str(TRUSTS_CONF),
+        "swflows_conducted_conf": str(CONDUCTED_CONF),
         "service_user": {
             "username": SERVICE_USER,
             "password": password,

@@ -48,11 +48,9 @@ from swflows.embedding.mistral.actions import (
     UndeployAction,
 )
 from swflows.embedding.mistral.callback import (
-    CALLBACK_RETRY_SECONDS,
     MISTRAL_URL_ENV,
     callback_url,
     mistral_endpoint,
-    report,
 )
 from swflows.embedding.mistral.groups import (
     GroupDeleteAction,
@@ -71,7 +69,6 @@ from swflows.embedding.mistral.instances import (
 from swflows.embedding.mistral.results import error_of, failure_of, outcome_of
 
 __all__ = [
-    "CALLBACK_RETRY_SECONDS",
     "CONFIG_DIRS_ENV",
     "CONFIG_FILE_ENV",
     "DEFAULT_CONFIG_DIR",
@@ -94,6 +91,5 @@ __all__ = [
     "instance",
     "mistral_endpoint",
     "outcome_of",
-    "report",
     "use",
 ]

@@ -9,20 +9,20 @@ from typing import TYPE_CHECKING, Any, Final
 from mistral_lib import actions
 from mistral_lib.actions import types
 
-from swflows import exceptions, model, trusts
+from swflows import callbacks, exceptions, model, trusts
 from swflows.api import Swflows
-from swflows.embedding.completion import Completion
+from swflows.embedding.completion import Completions
 from swflows.embedding.mistral.callback import (
     callback_url,
     caller_context,
     drop_trust,
     hold_trust,
     name_result,
-    report,
-    report_through_trust,
 )
 from swflows.embedding.mistral.instances import instance
 from swflows.embedding.mistral.results import error_of, outcome_of
+from swflows.engine.outbox import Outbox
+from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
     from oslo_context.context import RequestContext
@@ -75,6 +75,8 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
 
     #: whether ``wait: false`` makes the action asynchronous
     can_wait = True
+    #: how the deployment's end reads as the asynchronous result
+    shape = callbacks.DEPLOYMENT
 
     def __init__(
         self,
@@ -105,35 +107,43 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
             self.request_context = caller_context(sw, token)
             if self.is_sync():
                 return self.call(sw, True)
-            url = callback_url(context, self.callback_base_url)
-            # the result goes back through a trust when swflows makes them:
-            # the caller's token may be gone by then
-            nonce = uuid.uuid4().hex
-            key = trusts.callback_key(None, nonce)
-            if self.request_context is None or not hold_trust(
-                sw, self.request_context, key
-            ):
-                started = self._start(sw)
-                completions.add(
-                    started.data["id"],
-                    lambda done: report(url, self.finished(done), token),
-                )
-                return None
-            try:
-                started = self._start(sw)
-            except BaseException:
-                drop_trust(sw, key)
-                raise
-            # kept under the deployment it waits for, so that the sweeper
-            # lets go of it if this process dies before reporting
-            key = name_result(sw, key, str(started.data["id"]), nonce)
-            completions.add(
-                started.data["id"],
-                lambda done: report_through_trust(sw, key, url, self.finished(done)),
-            )
-            return None
+            return self._start_async(sw, completions, context, token)
         except Exception as exc:
             return types.Result(error=error_of(exc))
+
+    def _start_async(
+        self, sw: Swflows, completions: Completions, context: Any, token: str | None
+    ) -> None:
+        """Start the call and write down where its result goes, with the
+        deployment: whichever process sees it end sends it (this one's
+        completions first; the elected watcher if this process is gone)."""
+        url = callback_url(context, self.callback_base_url)
+        result_id = str(uuid.uuid4())
+        # the result goes through a trust when swflows makes them: the
+        # caller's token may be gone by then
+        key = trusts.callback_key(None, result_id)
+        held = self.request_context is not None and hold_trust(
+            sw, self.request_context, key
+        )
+        try:
+            started = self._start(sw)
+        except BaseException:
+            if held:
+                drop_trust(sw, key)
+            raise
+        deployment_id = str(started.data["id"])
+        if held:
+            key = name_result(sw, key, deployment_id, result_id)
+        sw.store.add_result(
+            result_id,
+            deployment_id,
+            shape=self.shape,
+            url=url,
+            token=None if held else token,
+            trust_key=key if held else None,
+        )
+        outbox = Outbox(sw.services, flow_rows.FlowRegistry(sw.store))
+        completions.add(deployment_id, lambda _done: outbox.send(result_id))
 
     def _start(self, sw: Swflows) -> types.Result:
         """:meth:`call` without waiting.  An action whose flow no conductor
@@ -150,19 +160,6 @@ class _SwflowsAction(actions.Action):  # type: ignore[misc]
         """Run the call; with ``wait`` return the final result, else a
         result whose data names the deployment started."""
         raise NotImplementedError
-
-    def finished(self, done: Completion) -> types.Result:
-        """The result of an asynchronous action, once its flows ended."""
-        if done.error is not None:
-            return types.Result(error={"kind": "flow_error", "message": done.error})
-        if done.deployment is None:
-            return types.Result(
-                error={
-                    "kind": "not_found",
-                    "message": f"deployment {done.deployment_id} was removed",
-                }
-            )
-        return outcome_of(done.deployment)
 
     def _wait_timeout(self, sw: Swflows, timeout: int | None) -> float:
         if self.wait_timeout is not None:
@@ -329,6 +326,8 @@ class TriggerAction(_SwflowsAction):
 class UndeployAction(_SwflowsAction):
     """Remove a deployment, running its DELETE action when the config has one."""
 
+    shape = callbacks.REMOVAL
+
     def __init__(
         self,
         deployment_id: str,
@@ -358,19 +357,6 @@ class UndeployAction(_SwflowsAction):
     @staticmethod
     def removed(deployment_id: str) -> types.Result:
         return types.Result(data={"id": deployment_id, "undeployed": True})
-
-    def finished(self, done: Completion) -> types.Result:
-        if done.error is None and done.deployment is None:
-            return self.removed(done.deployment_id)
-        if done.deployment is not None and done.error is None:
-            return types.Result(
-                error={
-                    "kind": "flow_error",
-                    "message": f"deployment {done.deployment_id} was not removed",
-                    "deployment": done.deployment.to_dict(),
-                }
-            )
-        return super().finished(done)
 
 
 class ShowAction(_SwflowsAction):

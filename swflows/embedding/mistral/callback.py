@@ -1,4 +1,6 @@
-"""The asynchronous callback: an ended deployment PUT to Mistral's API."""
+"""Where an asynchronous action's result goes (Mistral's API), and the
+trust it is sent through; the store keeps both, and whichever process
+sees the deployment end sends it (:mod:`swflows.engine.outbox`)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,6 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
-
-import requests
-import tenacity
-from mistral_lib.actions import types
 
 from swflows import exceptions, projects, trusts
 from swflows.api import Swflows
@@ -22,8 +20,6 @@ LOG = logging.getLogger(__name__)
 
 #: Mistral's API (its base URL) when the caller's catalog does not say
 MISTRAL_URL_ENV: Final = "SWFLOWS_MISTRAL_URL"
-#: seconds spent retrying a callback Mistral does not take
-CALLBACK_RETRY_SECONDS: Final = 120.0
 
 
 def _catalog_entries(catalog: Any) -> list[Mapping[str, Any]]:
@@ -89,47 +85,6 @@ def callback_url(context: Any, base_url: str | None = None) -> str:
     return base + "/" + path.lstrip("/")
 
 
-class _Retry(Exception):
-    pass
-
-
-def report(url: str, result: types.Result, token: str | None) -> None:
-    """PUT ``result`` to an action execution, as Mistral's API takes it.
-
-    Retries dropped connections and 5xx answers for up to
-    :data:`CALLBACK_RETRY_SECONDS`; anything else is logged (without the
-    token) and dropped: Mistral's own timeout then ends the action.
-    """
-    if result.is_error():
-        body = {"state": "ERROR", "output": result.error}
-    else:
-        body = {"state": "SUCCESS", "output": result.data}
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["X-Auth-Token"] = token
-    try:
-        for attempt in tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(
-                (_Retry, requests.ConnectionError, requests.Timeout)
-            ),
-            wait=tenacity.wait_exponential(multiplier=0.5, max=15),
-            stop=tenacity.stop_after_delay(CALLBACK_RETRY_SECONDS),
-            reraise=True,
-        ):
-            with attempt:
-                resp = requests.put(url, json=body, headers=headers, timeout=30)
-                if resp.status_code >= 500:
-                    raise _Retry(resp.status_code)
-                if resp.status_code >= 400:
-                    LOG.error(
-                        "result of %s refused by Mistral: HTTP %s",
-                        url,
-                        resp.status_code,
-                    )
-    except (_Retry, requests.RequestException) as exc:
-        LOG.error("result of %s not delivered: %s", url, type(exc).__name__)
-
-
 def caller_context(sw: Swflows, token: str | None) -> RequestContext | None:
     """With ``deferred_auth_method = trusts``, the request context of the
     action's caller, read from Keystone by its token (its user, project
@@ -142,20 +97,27 @@ def caller_context(sw: Swflows, token: str | None) -> RequestContext | None:
 
 
 def hold_trust(sw: Swflows, caller: RequestContext, key: str) -> bool:
-    """Have the caller delegate the trust its result is reported through,
-    kept (sealed) under ``key`` until :func:`report_through_trust`; whether
-    it did (only when swflows makes trusts).  The result then reaches
-    Mistral after the caller's token expired or was revoked."""
+    """Have the caller delegate the trust its result is sent through,
+    kept (sealed) under ``key``; whether it did (only when swflows makes
+    trusts).  The result then reaches Mistral after the caller's token
+    expired or was revoked.  A caller whose token is scoped by a trust to
+    swflows (the action after a result sent through a trust) hands on
+    that trust, shared, never deleted while another row acts through it."""
     trustee = sw.services.clients.trustee
     if trustee is None or not trusts.carries_token(caller):
         return False
     sw.store.set_owner(trusts.CALLBACK, key, projects.owner_of(caller))
-    trust_id = trustee.create(caller)
+    try:
+        trust_id, made = trustee.obtain(caller)
+    except BaseException:
+        sw.store.forget_owner(trusts.CALLBACK, key)
+        raise
     try:
         if not sw.store.set_trust(trusts.CALLBACK, key, trust_id):
             raise exceptions.SwflowsError(f"result {key} has no owner")
     except BaseException:
-        trustee.delete(trust_id)
+        if made:
+            trustee.delete(trust_id)
         sw.store.forget_owner(trusts.CALLBACK, key)
         raise
     return True
@@ -169,24 +131,11 @@ def name_result(sw: Swflows, key: str, deployment_id: str, nonce: str) -> str:
 
 
 def drop_trust(sw: Swflows, key: str) -> None:
-    """Delete the trust :func:`hold_trust` kept under ``key``, and its record."""
+    """Let go of the trust :func:`hold_trust` kept under ``key`` (deleted
+    unless another row acts through it), and of its record."""
     try:
         trusts.release(sw.services, trusts.CALLBACK, key)
     except exceptions.SwflowsError as exc:
         LOG.error("the trust of result %s could not be deleted: %s", key, exc)
         return
     sw.store.forget_owner(trusts.CALLBACK, key)
-
-
-def report_through_trust(sw: Swflows, key: str, url: str, result: types.Result) -> None:
-    """:func:`report` with a token of the trust kept under ``key``, which
-    is deleted afterwards (delivered or not)."""
-    try:
-        trust_id = sw.store.get_trust(trusts.CALLBACK, key)
-        trustee = sw.services.clients.trustee
-        token = None
-        if trust_id is not None and trustee is not None:
-            token = trustee.session(trust_id).get_token()
-        report(url, result, token)
-    finally:
-        drop_trust(sw, key)

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from mistral_lib.actions import types
 
-from swflows import exceptions, model, states
+from swflows import callbacks, exceptions, model
 
 LOG = logging.getLogger(__name__)
 
@@ -43,18 +43,12 @@ def error_of(exc: BaseException) -> dict[str, Any]:
     return out
 
 
-def failure_of(deployment: model.Deployment) -> dict[str, Any]:
-    """The JSON error for a deployment whose action ended FAILED."""
-    reason = dict(deployment.reason or {})
-    return {
-        "kind": str(reason.get("kind") or "failed"),
-        "message": deployment.status_reason,
-        "deployment": deployment.to_dict(),
-    }
+failure_of = callbacks.failure_of
 
 
 def outcome_of(deployment: model.Deployment) -> types.Result:
     """A terminal deployment as a Mistral result."""
-    if deployment.status == states.FAILED:
-        return types.Result(error=failure_of(deployment))
-    return types.Result(data=deployment.to_dict())
+    state, output = callbacks.outcome(callbacks.DEPLOYMENT, deployment.id, deployment)
+    if state == callbacks.ERROR:
+        return types.Result(error=output)
+    return types.Result(data=output)
