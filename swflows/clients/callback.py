@@ -12,7 +12,7 @@ from swflows.clients import base
 #: the service named in errors
 SERVICE: Final = "callback"
 #: seconds one PUT may take
-PUT_TIMEOUT: Final = 30.0
+PUT_TIMEOUT: Final = 10.0
 
 
 def put_result(

@@ -11,7 +11,8 @@ process).  A result is held by one process while it is sent (a claim in
 its row), then marked sent and never sent again: a process killed between
 the PUT and the mark sends it once more after the claim expires, which
 Mistral takes as the same result.  Mistral unreachable: tried again at
-later cycles for :data:`GIVE_UP_AFTER` seconds, then logged and given up.
+later cycles, waiting twice as long each time (up to five minutes), for
+:data:`GIVE_UP_AFTER` seconds, then logged and given up.
 
 A sent result's row, and the trust it was sent through, are kept for
 ``[trustee] result_trust_keep`` seconds: Mistral goes on with the workflow
@@ -39,12 +40,19 @@ from swflows.services import Services
 LOG = logging.getLogger(__name__)
 
 #: seconds a process holds a result while sending it
-CLAIM_SECONDS: Final = PUT_TIMEOUT * 5
+CLAIM_SECONDS: Final = PUT_TIMEOUT * 2
 #: seconds an undeliverable result is tried for (Mistral's own action
 #: timeout, when it has one, fails the action long before)
 GIVE_UP_AFTER: Final = 86400.0
 #: results looked at in one cycle
 BATCH: Final = 100
+#: seconds before a result its receiver did not take is tried again: this
+#: doubled at each attempt, up to :data:`LONGEST_WAIT`
+FIRST_WAIT: Final = 2.0
+LONGEST_WAIT: Final = 300.0
+#: one attempt per send: a receiver that does not answer holds up no
+#: watcher cycle, the result waits its turn instead
+ONE_ATTEMPT: Final = client_base.RetryPolicy(attempts=1)
 
 
 class Outbox:
@@ -137,7 +145,10 @@ class Outbox:
         )
         try:
             status = put_result(
-                row.url, callbacks.body(state, output), self._token(row)
+                row.url,
+                callbacks.body(state, output),
+                self._token(row),
+                retry=ONE_ATTEMPT,
             )
         except exceptions.SwflowsError as exc:
             if time.time() - row.created_at < GIVE_UP_AFTER and exc.retryable:
@@ -147,7 +158,8 @@ class Outbox:
                     row.deployment_id,
                     exc,
                 )
-                store.release_result(row.id)
+                wait = min(FIRST_WAIT * 2**row.attempts, LONGEST_WAIT)
+                store.postpone_result(row.id, wait)
                 return False
             LOG.error(
                 "result %s of deployment %s given up: %s",

@@ -123,6 +123,18 @@ class ResultRows(Database):
             ),
         )
 
+    def postpone_result(self, result_id: str, seconds: float) -> None:
+        """Leave a claimed result unsent for ``seconds`` (its receiver did
+        not answer): no process tries it again before."""
+        r = self._tables.results
+        until = time.time() + seconds
+        self._write(
+            "postpone a result",
+            lambda conn: conn.execute(
+                sa.update(r).where(r.c.id == result_id).values(claimed_until=until)
+            ),
+        )
+
     def result_sent(self, result_id: str, outcome: str, keep_seconds: float) -> None:
         """Mark a result sent (or refused, or given up): never sent again;
         the row (and the trust it names) is kept ``keep_seconds``.  Its

@@ -172,17 +172,22 @@ def test_a_result_mistral_cannot_take_now_is_sent_later_and_a_refusal_is_final(
     store.create_deployment(deployment(id="d1", status=states.COMPLETE))
     store.create_deployment(deployment(id="d2", status=states.COMPLETE))
     outbox = outbox_of(services)
-    mistral.statuses[:] = [503, 503, 503, 503, 200]
+    mistral.statuses[:] = [503, 200]
+    result_id = "7d1c1f04-0000-4000-8000-000000000003"
     store.add_result(
-        "7d1c1f04-0000-4000-8000-000000000003",
+        result_id,
         "d1",
         shape=callbacks.DEPLOYMENT,
         url=mistral.url + "/v2/action_executions/a1",
     )
     assert outbox.send_due() == 0  # Mistral down: kept, not dropped
-    assert len(store.pending_results()) == 1
+    [waiting] = store.pending_results()
+    assert waiting.claimed_until is not None
+    assert waiting.claimed_until > time.time()  # and not tried again at once
+    assert outbox.send_due() == 0 and len(mistral.received) == 1
+    store.release_result(result_id)  # its wait is over
     assert outbox.send_due() == 1
-    assert store.pending_results() == []
+    assert store.pending_results() == [] and len(mistral.received) == 2
     mistral.statuses[:] = [404]
     store.add_result(
         "7d1c1f04-0000-4000-8000-000000000004",
