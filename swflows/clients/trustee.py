@@ -132,6 +132,14 @@ class Trustee:
         )
         try:
             resp = caller.post(self.auth_url + TRUSTS_PATH, json=body, raise_exc=False)
+        except (ksa_exc.NotFound, ksa_exc.Unauthorized):
+            # Keystone does not log in with the caller's token
+            raise exceptions.CloudError(
+                "identity",
+                "create trust failed: the caller's token is expired or "
+                "revoked (log in again)",
+                status=401,
+            ) from None
         except ksa_exc.ClientException as exc:
             raise client_base.ksa_error("identity", "create trust", exc) from None
         if resp.status_code != 201:

@@ -72,6 +72,10 @@ printf %s "$deploy_action:$op" > $heat_outputs_path.result
 """
 
 
+#: seconds between two logins of the caller (tokens last an hour)
+RELOGIN = 1200.0
+
+
 @dataclasses.dataclass
 class Action:
     """One action the stream asked for, and how it must end."""
@@ -271,6 +275,7 @@ class Soak:
         # a third of the deploys are a caller's of another project, acting
         # through a trust: its own config, and servers that take any project's
         self.caller = self.login()
+        self._caller_at = time.monotonic()
         self.caller_config = self.make_config("chaos-caller", self.caller)
         for server_id in self.servers:
             self.sw.set_deploy_policy(server_id, {"mode": "any"})
@@ -506,7 +511,7 @@ class Soak:
             action.deployment_id = model.new_id()
             action.generation = 1
             signal_transport = self.rng.choice(SIGNALS)
-            context = self.caller if self.rng.random() < 1 / 3 else None
+            context = self.fresh_caller() if self.rng.random() < 1 / 3 else None
             config = self.config if context is None else self.caller_config
             with self._lock:
                 self.mine[action.deployment_id] = action
@@ -613,6 +618,15 @@ class Soak:
                 if a.deployment_id == deployment_id and a.kind != "undeploy"
             ]
         return found[-1] if found else None
+
+    def fresh_caller(self) -> Any:
+        """The caller's context, logged in again every :data:`RELOGIN`
+        seconds: a soak outlives a Keystone token (an hour), and a caller
+        with an expired token cannot delegate."""
+        if time.monotonic() - self._caller_at > RELOGIN:
+            self.caller = self.login()
+            self._caller_at = time.monotonic()
+        return self.caller
 
     def refresh(self) -> None:
         """Free the deployments whose action ended, checking how it ended."""

@@ -352,3 +352,22 @@ def test_a_trust_scoped_caller_is_read_by_the_trustee_and_hands_on_its_trust() -
     foreign = trustee.caller("trust-scoped:someone-else")
     with pytest.raises(exceptions.ValidationError, match="another user"):
         trustee.obtain(foreign)
+
+
+def test_a_caller_whose_token_expired_is_told_so_when_delegating() -> None:
+    from keystoneauth1 import exceptions as ksa_exc
+
+    class Refusing:
+        def post(self, *args: Any, **kw: Any) -> Any:
+            raise ksa_exc.NotFound()  # what a login with a dead token meets
+
+        def get_user_id(self) -> str:
+            return "trustee-user"
+
+    trustee = trusts.Trustee("http://keystone/v3", lambda t: t, lambda a: Refusing())
+    caller = oslo_context.RequestContext(
+        auth_token="tok-secret-1", user_id="u1", project_id="p1", roles=["member"]
+    )
+    with pytest.raises(exceptions.CloudError, match="expired or revoked") as raised:
+        trustee.create(caller)
+    assert "tok-secret-1" not in str(raised.value)
