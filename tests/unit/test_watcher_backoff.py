@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import tenacity
 from swflows import conf as sw_conf
 from swflows.clients.cloud import Clients
 from swflows.engine import runner as runner_mod
+from swflows.engine import watcher as watcher_mod
 from swflows.persistence import Store
 from swflows.services import Services
 
@@ -59,8 +61,23 @@ def run(
 
     monkeypatch.setattr(watcher, "cycle", cycle)
     monkeypatch.setattr(watcher, "_sleep", sleep)
+    # a cycle's own time is taken off the rest after it: here cycles take
+    # none, whatever the machine's load (a loaded one made a 2 s rest 1.7)
+    monkeypatch.setattr(watcher_mod, "time", _FrozenClock())
     watcher.run_forever()
     return waits
+
+
+class _FrozenClock:
+    """The watcher module's ``time``, its monotonic clock stopped."""
+
+    @staticmethod
+    def monotonic() -> float:
+        return 1000.0
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
 
 
 def near(value: float, expected: float, jitter: float = 0.1) -> bool:
