@@ -86,7 +86,11 @@ def hello_of_caller(sw_trusts: Swflows, caller: oslo_context.RequestContext) -> 
         "hello",
         HELLO,
         group="script",
-        inputs=[{"name": "name"}, {"name": "pause", "default": "0"}],
+        inputs=[
+            {"name": "name"},
+            {"name": "pause", "default": "0"},
+            {"name": "runs", "default": "/dev/null"},
+        ],
         outputs=[{"name": "result"}],
         context=caller,
     )
