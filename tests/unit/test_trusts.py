@@ -364,7 +364,10 @@ def test_a_caller_whose_token_expired_is_told_so_when_delegating() -> None:
         def get_user_id(self) -> str:
             return "trustee-user"
 
-    trustee = trusts.Trustee("http://keystone/v3", lambda t: t, lambda a: Refusing())
+    def refusing(auth: Any) -> Any:
+        return Refusing()
+
+    trustee = trusts.Trustee("http://keystone/v3", lambda t: t, refusing)
     caller = oslo_context.RequestContext(
         auth_token="tok-secret-1", user_id="u1", project_id="p1", roles=["member"]
     )
