@@ -290,6 +290,7 @@ def test_lifecycle_through_the_embedder(sw: Swflows, embedder_db: sa.Engine) -> 
                 "owners",
                 "deleted",
                 "installation",
+                "results",
                 "alembic_version",
                 "tf_logbooks",
                 "tf_flowdetails",
