@@ -163,6 +163,14 @@ def release(services: Context, kind: str, object_id: str) -> bool:
     return True
 
 
+def let_go(services: Context, kind: str, object_id: str) -> bool:
+    """:func:`release` the object's trust, then forget its owner row;
+    whether it had a trust.  Errors leave both for a later attempt."""
+    had = release(services, kind, object_id)
+    services.store.forget_owner(kind, object_id)
+    return had
+
+
 __all__ = [
     "CALLBACK",
     "GROUP_REF",
@@ -173,6 +181,7 @@ __all__ = [
     "carries_token",
     "delegated_roles",
     "group_ref",
+    "let_go",
     "project_trusts",
     "release",
     "trust_request",

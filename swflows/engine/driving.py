@@ -575,8 +575,7 @@ def let_go_of_removed(services: Services, deployment_id: str) -> None:
     except exceptions.DeploymentNotFound:
         pass
     try:
-        trusts.release(services, projects.DEPLOYMENT, deployment_id)
-        store.forget_owner(projects.DEPLOYMENT, deployment_id)
+        trusts.let_go(services, projects.DEPLOYMENT, deployment_id)
     except Exception as exc:
         LOG.warning(
             "deployment %s: its trust is left to the sweeper: %s",

@@ -209,8 +209,7 @@ class Outbox:
         done = 0
         for row in store.expired_results():
             if row.trust_key is not None:
-                trusts.release(self.services, trusts.CALLBACK, row.trust_key)
-                store.forget_owner(trusts.CALLBACK, row.trust_key)
+                trusts.let_go(self.services, trusts.CALLBACK, row.trust_key)
             store.forget_result(row.id)
             done += 1
         return done

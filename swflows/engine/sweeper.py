@@ -147,8 +147,7 @@ class Sweeper:
                 continue
             kind, object_id = key
             try:
-                trusts.release(self.services, kind, object_id)
-                self.services.store.forget_owner(kind, object_id)
+                trusts.let_go(self.services, kind, object_id)
             except exceptions.SwflowsError as exc:
                 self.contain("sweeping trusts", exc)
                 continue

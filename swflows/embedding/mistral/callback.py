@@ -134,8 +134,6 @@ def drop_trust(sw: Swflows, key: str) -> None:
     """Let go of the trust :func:`hold_trust` kept under ``key`` (deleted
     unless another row acts through it), and of its record."""
     try:
-        trusts.release(sw.services, trusts.CALLBACK, key)
+        trusts.let_go(sw.services, trusts.CALLBACK, key)
     except exceptions.SwflowsError as exc:
         LOG.error("the trust of result %s could not be deleted: %s", key, exc)
-        return
-    sw.store.forget_owner(trusts.CALLBACK, key)
