@@ -69,14 +69,9 @@ class Outbox:
     def send_due(self) -> int:
         """Send every pending result whose deployment's action ended; how
         many were sent (or refused, or given up)."""
-        store = self.services.store
-        pending = store.pending_results(BATCH)
+        pending = self.services.store.pending_results(BATCH, free_at=time.time())
         if not pending:
             return 0
-        now = time.time()
-        pending = [
-            r for r in pending if r.claimed_until is None or r.claimed_until < now
-        ]
         ended = self.ended({r.deployment_id for r in pending})
         sent = 0
         for row in pending:

@@ -68,15 +68,19 @@ class ResultRows(Database):
             "add a result", lambda conn: conn.execute(sa.insert(r).values(values))
         )
 
-    def pending_results(self, limit: int = 100) -> list[PendingResult]:
-        """Results not sent yet, oldest first, whoever holds them."""
+    def pending_results(
+        self, limit: int = 100, *, free_at: float | None = None
+    ) -> list[PendingResult]:
+        """Results not sent yet, oldest first; with ``free_at``, only those
+        no process holds (or postponed) at that time, so a page of held
+        ones never hides the rest."""
         r = self._tables.results
-        query = (
-            sa.select(r)
-            .where(r.c.delivered_at.is_(None))
-            .order_by(r.c.created_at)
-            .limit(limit)
-        )
+        query = sa.select(r).where(r.c.delivered_at.is_(None))
+        if free_at is not None:
+            query = query.where(
+                sa.or_(r.c.claimed_until.is_(None), r.c.claimed_until < free_at)
+            )
+        query = query.order_by(r.c.created_at).limit(limit)
         return self._read("list pending results", lambda c: self._rows(c, query))
 
     def results_of(self, deployment_id: str) -> list[PendingResult]:

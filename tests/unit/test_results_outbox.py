@@ -257,3 +257,28 @@ def test_a_sent_results_trust_is_kept_then_deleted_with_its_row(
     assert trustee.deleted == ["t1"]
     assert store.get_owner(trusts.CALLBACK, key) is None
     assert store.results_of("d1") == []
+
+
+def test_results_waiting_their_turn_never_hide_a_newer_one(
+    store: Store, mistral: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page of results postponed (their receiver down) is not read at
+    all: a newer result past them is sent at the next cycle."""
+    from swflows.engine import outbox as outbox_mod
+
+    monkeypatch.setattr(outbox_mod, "BATCH", 1)
+    services = services_of(store)
+    store.create_deployment(deployment(id="d1", status=states.COMPLETE))
+    store.create_deployment(deployment(id="d2", status=states.COMPLETE))
+    url = mistral.url + "/v2/action_executions/"
+    held, newer = (
+        "7d1c1f04-0000-4000-8000-000000000006",
+        "7d1c1f04-0000-4000-8000-000000000007",
+    )
+    store.add_result(held, "d1", shape=callbacks.DEPLOYMENT, url=url + "a1")
+    assert store.claim_result(held, 600)  # older, and held for 10 minutes
+    store.add_result(newer, "d2", shape=callbacks.DEPLOYMENT, url=url + "a2")
+    assert outbox_of(services).send_due() == 1
+    [(path, _, _)] = mistral.received
+    assert path == "/v2/action_executions/a2"
+    assert [r.id for r in store.pending_results()] == [held]
