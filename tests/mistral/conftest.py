@@ -133,8 +133,9 @@ def server(sw: Swflows) -> Iterator[str]:
     sw.delete_server(made["server_id"])
 
 
-@pytest.fixture(scope="session")
-def hello(sw: Swflows) -> str:
+def make_hello(sw: Swflows, context: Any = None) -> str:
+    """:data:`HELLO` as a script config of ``sw`` (the caller's with
+    ``context``); its id."""
     config = sw.create_config(
         "hello",
         HELLO,
@@ -145,8 +146,14 @@ def hello(sw: Swflows) -> str:
             {"name": "runs", "default": "/dev/null"},
         ],
         outputs=[{"name": "result"}],
+        context=context,
     )
     return config.id
+
+
+@pytest.fixture(scope="session")
+def hello(sw: Swflows) -> str:
+    return make_hello(sw)
 
 
 def wait_for_status(sw: Swflows, deployment_id: str, timeout: float = 60) -> str:

@@ -18,10 +18,10 @@ from swflows import states
 from swflows.api import Swflows
 from tests.mistral.conftest import (
     DEPLOY,
-    HELLO,
     MistralApi,
     kill_executor,
     loads,
+    make_hello,
     start_executor,
     wait_for_status,
 )
@@ -193,17 +193,7 @@ def test_a_result_outlives_its_executor_when_conductors_run_the_flows(
     workflow goes on to SUCCESS.  The script ran once."""
     made = conducted.create_server("mistral-conducted", "cirros", "m1.tiny")
     server_id = str(made["server_id"])
-    config = conducted.create_config(
-        "hello",
-        HELLO,
-        group="script",
-        inputs=[
-            {"name": "name"},
-            {"name": "pause", "default": "0"},
-            {"name": "runs", "default": "/dev/null"},
-        ],
-        outputs=[{"name": "result"}],
-    )
+    config_id = make_hello(conducted)
     name = workflow("deploy_wf", DEPLOY)
     runs = tmp_path / "runs"
     deployment_id = str(uuid.uuid4())
@@ -211,7 +201,7 @@ def test_a_result_outlives_its_executor_when_conductors_run_the_flows(
         run = mistral_api.start(
             name,
             server_id=server_id,
-            config_id=config.id,
+            config_id=config_id,
             name="outlived",
             wait=False,
             pause=8,

@@ -24,7 +24,8 @@ from oslo_context import context as oslo_context
 from swflows import conf as sw_conf
 from swflows import projects, states, trusts
 from swflows.api import Swflows
-from tests.mistral.conftest import DEPLOY, HELLO, MistralApi, wait_for_status
+from tests.functional.test_trusts import revoke, trusts_of
+from tests.mistral.conftest import DEPLOY, MistralApi, make_hello, wait_for_status
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +66,6 @@ def own_server(
     sw_trusts.delete_server(made["server_id"], context=caller)
 
 
-def revoke(devcloud: dict[str, Any], token: str) -> None:
-    ks = devcloud["keystone"]
-    admin = ks_session.Session(auth=v3.Password(auth_url=ks["auth_url"], **ks["admin"]))
-    resp = admin.delete(
-        ks["auth_url"] + "/auth/tokens", headers={"X-Subject-Token": token}
-    )
-    assert resp.status_code == 204, resp.text
-
-
 #: only the deploy: what follows it runs with the trust's token (below)
 DEPLOY_ONLY = DEPLOY[: DEPLOY.index("      on-success: show")].replace(
     "    shown: <% $.shown %>\n", ""
@@ -82,19 +74,7 @@ DEPLOY_ONLY = DEPLOY[: DEPLOY.index("      on-success: show")].replace(
 
 @pytest.fixture(scope="module")
 def hello_of_caller(sw_trusts: Swflows, caller: oslo_context.RequestContext) -> str:
-    config = sw_trusts.create_config(
-        "hello",
-        HELLO,
-        group="script",
-        inputs=[
-            {"name": "name"},
-            {"name": "pause", "default": "0"},
-            {"name": "runs", "default": "/dev/null"},
-        ],
-        outputs=[{"name": "result"}],
-        context=caller,
-    )
-    return config.id
+    return make_hello(sw_trusts, caller)
 
 
 def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
@@ -108,7 +88,7 @@ def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
     hello_of_caller: str,
 ) -> None:
     name = workflow("deploy_wf", DEPLOY_ONLY)
-    before = demo_trusts(devcloud)
+    before = trusts_of(devcloud, str(caller.user_id))
     # a login of its own starts the execution: its token is revoked below
     starter = MistralApi(devcloud)
     token = starter.session.get_token()
@@ -151,7 +131,7 @@ def test_the_result_reaches_mistral_through_a_trust_after_the_token_is_revoked(
     assert sent.outcome == "delivered" and sent.trust_key == pending
     sw_trusts.undeploy(deployment_id, wait=True, context=caller)
     # the trust outlives the result by [trustee] result_trust_keep, then goes
-    until_no_trusts(devcloud, sw_trusts, before)
+    until_no_trusts(devcloud, sw_trusts, str(caller.user_id), before)
 
 
 #: an asynchronous deploy, then a synchronous show and an asynchronous
@@ -222,7 +202,7 @@ def test_the_actions_after_a_result_act_through_the_trust_it_was_sent_with(
     the caller through that same trust (a token scoped by a trust cannot
     make another).  No trust outlives the chain."""
     name = workflow("chain_wf", CHAIN)
-    before = demo_trusts(devcloud)
+    before = trusts_of(devcloud, str(caller.user_id))
     deployment_id = str(uuid.uuid4())
     run = mistral_api.start(
         name,
@@ -246,7 +226,7 @@ def test_the_actions_after_a_result_act_through_the_trust_it_was_sent_with(
     assert {r.outcome for r in rows} <= {"delivered"} and rows, rows
     held = {sw_trusts.store.get_trust(trusts.CALLBACK, str(r.trust_key)) for r in rows}
     assert len(held - {None}) == 1, held
-    until_no_trusts(devcloud, sw_trusts, before)
+    until_no_trusts(devcloud, sw_trusts, str(caller.user_id), before)
 
 
 def test_24_workflows_at_once_deploy_and_undeploy_through_trusts(
@@ -262,7 +242,7 @@ def test_24_workflows_at_once_deploy_and_undeploy_through_trusts(
     """24 chains at once, half of them with synchronous actions: 24 SUCCESS."""
     chain = workflow("chain_wf", CHAIN)
     sync = workflow("chain_wf", CHAIN.replace("wait: false", "wait: true"))
-    before = demo_trusts(devcloud)
+    before = trusts_of(devcloud, str(caller.user_id))
     runs = {}
     for index in range(24):
         deployment_id = str(uuid.uuid4())
@@ -283,31 +263,21 @@ def test_24_workflows_at_once_deploy_and_undeploy_through_trusts(
     assert list(states_seen.values()) == ["SUCCESS"] * 24, {
         d: mistral_api.tasks(runs[d]) for d, s in states_seen.items() if s != "SUCCESS"
     }
-    until_no_trusts(devcloud, sw_trusts, before, timeout=180)
-
-
-def demo_trusts(devcloud: dict[str, Any]) -> set[str]:
-    """The ids of the trusts the demo user delegated, as Keystone lists them."""
-    ks = devcloud["keystone"]
-    session = ks_session.Session(
-        auth=v3.Password(auth_url=ks["auth_url"], **ks["demo"])
-    )
-    user_id = session.get_user_id()
-    resp = session.get(ks["auth_url"] + f"/OS-TRUST/trusts?trustor_user_id={user_id}")
-    return {str(t["id"]) for t in resp.json()["trusts"]}
+    until_no_trusts(devcloud, sw_trusts, str(caller.user_id), before, timeout=180)
 
 
 def until_no_trusts(
     devcloud: dict[str, Any],
     sw: Swflows,
+    trustor: str,
     before: set[str],
     timeout: float = 120,
 ) -> None:
-    """Wait until Keystone holds no trust of the demo user made since
+    """Wait until Keystone holds no trust of ``trustor`` made since
     ``before`` and swflows keeps no result's trust."""
     deadline = time.monotonic() + timeout
     while True:
-        left = demo_trusts(devcloud) - before
+        left = trusts_of(devcloud, trustor) - before
         kept = sw.store.owned_ids(trusts.CALLBACK)
         if not left and not kept:
             return
