@@ -112,6 +112,9 @@ class Conductor(jobboard.Jobs):
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._last_reap = 0.0
+        #: jobs the board says this conductor holds and it does not drive,
+        #: as the last reap saw them (given back if the next sees them too)
+        self._strays: set[str] = set()
         self._last_announce = 0.0
         self.started_at = time.time()
         #: jobs settled, by how (consumed, abandoned, trashed)
@@ -407,12 +410,29 @@ class Conductor(jobboard.Jobs):
 
     def reap_owners(self) -> list[str]:
         """Give back the jobs claimed by conductors that are gone (a claim
-        made without expiry, or by a process of this host that died); and
-        re-post flows that lost their job.  The flows given back."""
+        made without expiry, or by a process of this host that died), and
+        the jobs claimed by this one that it drives no more (a claim whose
+        answer was lost with the connection, or a job left to expire: on
+        ZooKeeper neither expires while this process lives), once two
+        reaps in a row saw them so; and re-post flows that lost their job.
+        The flows given back."""
         live = self.board.conductors()
+        with self._lock:
+            driven = {job.uuid for job in self._held.values()}
         freed = []
+        strays: set[str] = set()
         for job in self.board.jobs():
             owner = self.board.owner(job)
+            if owner == self.name and job.uuid not in driven:
+                if job.uuid not in self._strays:
+                    strays.add(job.uuid)  # a drive may be settling it now
+                elif self.board.abandon(job, self.name):
+                    LOG.warning(
+                        "job %s: claimed here and driven by no one: given back",
+                        job.uuid,
+                    )
+                    freed.append(self.board.flow_of(job) or str(job.uuid))
+                continue
             if owner is None or owner == self.name or self.board.is_live(owner, live):
                 continue
             if self.board.abandon(job, owner):
@@ -420,6 +440,7 @@ class Conductor(jobboard.Jobs):
                     "job %s: its conductor %s is gone: given back", job.uuid, owner
                 )
                 freed.append(self.board.flow_of(job) or str(job.uuid))
+        self._strays = strays
         self.reap()
         if freed:
             self._wake.set()

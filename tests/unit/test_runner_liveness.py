@@ -328,3 +328,32 @@ def test_a_heartbeat_racing_a_drive_that_ended_loses_nothing(
     finally:
         driver.close()
         sw.close()
+
+
+def test_a_claim_this_conductor_does_not_drive_is_given_back(
+    local: LocalSwflows,
+) -> None:
+    """A claim whose answer was lost (the connection cut as ZooKeeper made
+    the lock node): the board says the job is this conductor's, which never
+    started its flow.  No other conductor may take it, and on ZooKeeper it
+    never expires: the soak saw a deploy never started.  The second reap
+    that sees it gives it back; a job it drives is kept."""
+    sw = Swflows(local.store, Clients(), local.conf, start=False)
+    board = MemoryBoard()
+    driver = conductor.Conductor(sw, board=board, workers=2)  # type: ignore[arg-type]
+    try:
+        for flow_id in ("f-lost-answer", "f-driven"):
+            board.post(flow_id, flow_id)
+        jobs = {board.flow_of(job): job for job in board.jobs()}
+        for job in jobs.values():
+            assert board.claim(job, driver.name)
+        driver._held["f-driven"] = jobs["f-driven"]
+        assert driver.reap_owners() == []  # seen once: it may be settling
+        assert board.owner(jobs["f-lost-answer"]) == driver.name
+        assert driver.reap_owners() == ["f-lost-answer"]
+        assert board.owner(jobs["f-lost-answer"]) is None
+        assert board.owner(jobs["f-driven"]) == driver.name
+        assert driver.reap_owners() == []
+    finally:
+        sw.close()
+        driver.runner.close()
