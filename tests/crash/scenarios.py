@@ -333,11 +333,14 @@ def write_conf(
     cloud: dict[str, Any], folder: Path, options: dict[str, str] | None = None
 ) -> Path:
     """The case's configuration file: its database, a short lease and
-    ``options`` in [DEFAULT]."""
+    ``options`` in [DEFAULT]; its watcher looks as often as swflows allows
+    (a case is one deployment waiting a moment: its time is the look's
+    latency, not the looks' cost)."""
     path = flowkit.write_conf(
         own_tenant(cloud),
         folder / "swflows.conf",
         database=f"sqlite:///{folder / 'swflows.sqlite'}",
+        poll_interval=0.1,
     )
     with path.open("a") as out:
         out.write("[runner]\nlease_seconds = 2\n\n[DEFAULT]\n")

@@ -18,7 +18,7 @@ from mistral_lib import actions as ml_actions
 from stevedore import extension
 
 from swflows import states
-from tests.functional import conftest, db_fixtures
+from tests.functional import conftest, db_fixtures, flowkit
 from tests.functional.fakeserver import FakeServer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "embedding.md"
@@ -96,7 +96,7 @@ def test_the_embedder_example_runs(
     try:
         run(build)
         sw = names["sw"]
-        sw.conf.set_override("poll_interval", 0.1, "watcher")
+        sw.conf.set_override("poll_interval", flowkit.POLL_INTERVAL, "watcher")
         names["config_id"] = (
             sw.create_config(
                 "app",

@@ -34,7 +34,7 @@ from swflows.embedding import (
     Lifecycle,
     from_session,
 )
-from tests.functional import conftest, db_fixtures
+from tests.functional import conftest, db_fixtures, flowkit
 from tests.functional.fakeserver import FakeServer, Responder, ok_responder
 from tests.functional.flowkit import leftovers
 
@@ -74,8 +74,8 @@ def embedder_db(request: pytest.FixtureRequest) -> Iterator[sa.Engine]:
 
 def embedder_conf() -> Any:
     conf = sw_conf.get_conf()
-    conf.set_override("poll_interval", 0.1, "watcher")
-    conf.set_override("max_poll_interval", 0.5, "watcher")
+    conf.set_override("poll_interval", flowkit.POLL_INTERVAL, "watcher")
+    conf.set_override("max_poll_interval", flowkit.MAX_POLL_INTERVAL, "watcher")
     conf.set_override("default_deployment_signal_transport", "HEAT_SIGNAL")
     conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
     return conf

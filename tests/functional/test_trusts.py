@@ -182,7 +182,10 @@ def write_engine_conf(
                     f"table_prefix = {prefix}",
                     f"secret_key = {SECRET_KEY.decode()}",
                 ],
-                "watcher": ["poll_interval = 0.1", "max_poll_interval = 0.5"],
+                "watcher": [
+                    f"poll_interval = {flowkit.POLL_INTERVAL}",
+                    f"max_poll_interval = {flowkit.MAX_POLL_INTERVAL}",
+                ],
                 "trustee": [
                     "auth_type = password",
                     *(f"{key} = {value}" for key, value in trustee.items()),

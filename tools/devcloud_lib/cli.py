@@ -36,7 +36,13 @@ from .procs import (
     stop,
     wait_ready,
 )
-from .small_servers import redis_ping, start_nova, start_redis
+from .small_servers import (
+    memcached_stats,
+    redis_ping,
+    start_memcached,
+    start_nova,
+    start_redis,
+)
 
 READY_TIMEOUT = 180.0
 #: the shape of cloud.json (2: Swift behind Keystone); a cloud that another
@@ -58,6 +64,7 @@ def _answers(path: str, status: int) -> Callable[[int], bool]:
 # "Is it answering", per server, by port only (no credentials needed).
 HEALTH: dict[str, Callable[[int], bool]] = {
     "redis": redis_ping,
+    "memcached": memcached_stats,
     "zookeeper": zookeeper.ruok,
     "swift-account": _answers("/healthcheck", 200),
     "swift-container": _answers("/healthcheck", 200),
@@ -124,7 +131,7 @@ def start_cloud(timings: dict[str, float]) -> Cloud:
     t0 = time.monotonic()
     steps: list[Step] = []
     try:
-        checks = [start_redis(cloud), zookeeper.start(cloud)]
+        checks = [start_redis(cloud), start_memcached(cloud), zookeeper.start(cloud)]
         for service in (swift, zaqar, keystone):
             service.configure(cloud)
         backend_ports = [str(cloud.ports["swift-" + k]) for k in swift.BACKENDS]

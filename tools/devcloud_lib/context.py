@@ -12,6 +12,7 @@ from .procs import Record
 # Every server (one port each), in start order.
 SERVERS = (
     "redis",
+    "memcached",
     "zookeeper",
     "swift-account",
     "swift-container",

@@ -1,9 +1,11 @@
-"""The two small servers: a private Redis (Zaqar's message store) and the
-Nova stand-in."""
+"""The small servers: a private Redis (Zaqar's message store and
+Keystone's cache), a private memcached (Swift's proxy cache) and the Nova
+stand-in."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 
@@ -30,6 +32,30 @@ def start_redis(cloud: Cloud) -> Check:
     argv += ["--dir", str(cloud.dir("redis")), "--logfile", ""]
     started = spawn("redis", argv, port=port, records=cloud.records)
     return Check("redis", [started], lambda: redis_ping(port))
+
+
+def memcached_stats(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(b"version\r\n")
+        return sock.recv(64).startswith(b"VERSION")
+
+
+def start_memcached(cloud: Cloud) -> Check:
+    """Swift's proxy caches account and container info and tokens here, as
+    every Swift does: without it each request costs two more backend
+    requests (a HEAD of the account and of the container)."""
+    binary = shutil.which("memcached")
+    if binary is None:
+        raise DevcloudError(
+            "memcached is not installed (tools/services start installs it: "
+            "apt-get install memcached)"
+        )
+    port = cloud.ports["memcached"]
+    argv = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64"]
+    if os.getuid() == 0:
+        argv += ["-u", "root"]
+    started = spawn("memcached", argv, port=port, records=cloud.records)
+    return Check("memcached", [started], lambda: memcached_stats(port))
 
 
 def start_nova(cloud: Cloud) -> Check:

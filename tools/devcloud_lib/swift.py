@@ -80,7 +80,7 @@ conn_timeout = 2
 # tempurl before the auth middlewares, so a TempURL request needs no token;
 # authtoken before keystoneauth; tempauth last, for its own prefix only.
 PIPELINE = (
-    "catch_errors gatekeeper healthcheck proxy-logging listing_formats"
+    "catch_errors gatekeeper healthcheck proxy-logging cache listing_formats"
     " tempurl authtoken keystoneauth tempauth copy dlo versioned_writes"
     " proxy-logging proxy-server"
 )
@@ -92,6 +92,11 @@ pipeline = {pipeline}
 [app:proxy-server]
 use = egg:swift#proxy
 account_autocreate = true
+
+[filter:cache]
+# account and container info (and TempURL keys) cached, as in every Swift
+use = egg:swift#memcache
+memcache_servers = 127.0.0.1:{memcached_port}
 
 [filter:authtoken]
 paste.filter_factory = keystonemiddleware.auth_token:filter_factory
@@ -181,6 +186,7 @@ def configure(cloud: Cloud) -> None:
         text
         + PROXY.format(
             pipeline=PIPELINE,
+            memcached_port=cloud.ports["memcached"],
             auth_url=cloud.auth_url,
             service_user=SERVICE_USER,
             service_password=cloud.password(SERVICE_USER),
