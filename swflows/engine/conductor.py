@@ -44,6 +44,8 @@ LOG = logging.getLogger(__name__)
 
 #: how often the board is looked at for jobs to claim, in seconds
 POLL_SECONDS: Final = 0.5
+#: how long a closing conductor waits for its threads, in all
+JOIN_SECONDS: Final = 10.0
 
 
 class ClaimLost(BaseException):
@@ -111,6 +113,8 @@ class Conductor(jobboard.Jobs):
         self._stop_heartbeat = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: when the threads waited for by close stop being waited for
+        self._join_by = 0.0
         self._last_reap = 0.0
         #: jobs the board says this conductor holds and it does not drive,
         #: as the last reap saw them (given back if the next sees them too)
@@ -135,22 +139,33 @@ class Conductor(jobboard.Jobs):
         return self
 
     def close(self) -> None:
-        """Stop claiming; the flows driven here are given back to the board."""
+        """Stop claiming; the flows driven here are given back to the board.
+
+        The conductor's threads are waited for :data:`JOIN_SECONDS` in all
+        (one blocked in a call to a board out of reach never returns)."""
         self._stop.set()
         self._wake.set()
+        self._join_by = time.monotonic() + JOIN_SECONDS
         if self._threads:
-            self._threads[0].join(timeout=10)
+            self._threads[0].join(timeout=JOIN_SECONDS)
         # suspends the drives (their jobs are given back), then close_board
         self.runner.close()
 
     def close_board(self) -> None:
         self._stop_heartbeat.set()
+        if not self._join_by:  # the runner closed without the conductor
+            self._join_by = time.monotonic() + JOIN_SECONDS
         for thread in self._threads:
-            thread.join(timeout=10)
+            thread.join(timeout=max(0.1, self._join_by - time.monotonic()))
         self._threads.clear()
 
-        self.board.retire(self.name)
-        self.board.close()
+        def leave() -> None:
+            self.board.retire(self.name)
+            self.board.close()
+
+        liveness.within(
+            self.board.claim_expiry, f"conductor {self.name}: leaving the board", leave
+        )
 
     def wake(self) -> None:
         self._wake.set()

@@ -247,18 +247,49 @@ class Election:
         self._stopping.set()
         self._lease_until = 0.0
         self._demote(STOPPED)
+        # all of it within the election's timeout: a call to a backend out
+        # of reach may hold the campaign, and leaving waits for it too
+        deadline = time.monotonic() + self.timeout
         for thread in self._threads:
-            # a call to a backend out of reach may hold the campaign
-            thread.join(timeout=self.timeout)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._threads = []
-        self._drop_lock()
-        coordinator, self._coordinator = self._coordinator, None
-        if coordinator is not None and coordinator.is_started:
-            try:
-                coordinator.stop()  # leaves the group
-            except Exception as exc:
-                LOG.debug("election %s: stopping: %s", self.role, exc)
+        self._leave(max(1.0, deadline - time.monotonic()))
+        self._coordinator = None
         self._joined = False
+
+    def _leave(self, seconds: float) -> None:
+        """Give the lock up, leave the group and disconnect, waiting for
+        the backend at most ``seconds``: tooz and kazoo wait
+        without a bound for these answers (a ZooKeeper out of reach would
+        hold the process's shutdown forever). Left unanswered, the lock
+        lapses and the membership ends with the session, as a killed
+        process's do."""
+        # taken here: a start after a leave left unanswered has its own
+        coordinator, lock, self._lock = self._coordinator, self._lock, None
+        joined = self._joined
+
+        def attempt(what: str, call: Callable[[], object]) -> None:
+            try:
+                call()
+            except Exception as exc:
+                LOG.debug("election %s: %s: %s", self.role, what, exc)
+
+        def leave() -> None:
+            if lock is not None:
+                attempt("releasing the lock", lock.release)
+            if coordinator is not None and coordinator.is_started:
+                if joined:  # no longer leading, in the group
+                    attempt(
+                        "capabilities",
+                        lambda: coordinator.update_capabilities(self._group, {}).get(),
+                    )
+                attempt("stopping", coordinator.stop)  # leaves the group
+
+        loops.within(
+            seconds,
+            f"election {self.role}: leaving {describe_url(self.backend_url)}",
+            leave,
+        )
 
     def wait_elected(self, timeout: float | None = None) -> bool:
         """Block until this process leads (True), or ``timeout`` passed."""

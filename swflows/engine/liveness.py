@@ -221,3 +221,30 @@ __all__ = [
     "stale_entry",
     "stale_in",
 ]
+
+
+def within(seconds: float, what: str, call: Callable[[], object]) -> bool:
+    """Run ``call`` (a stop's last word to a backend: leave a group, retire
+    from a board, disconnect), waiting for it at most ``seconds``.
+
+    Clients of ZooKeeper and Redis wait without a bound for a backend out
+    of reach; a process told to stop must stop all the same. Whether the
+    call ended in time; it goes on in a daemon thread if not (the process
+    ends without it: what it would have removed lapses with the session
+    or the claim). What it raised is logged at DEBUG, never raised.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call()
+        except Exception as exc:
+            LOG.debug("%s: %s", what, faults.describe(exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"swflows-stop-{what}", daemon=True).start()
+    if done.wait(seconds):
+        return True
+    LOG.warning("%s: no answer within %g s; stopping without it", what, seconds)
+    return False

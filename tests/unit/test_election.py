@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +91,66 @@ def test_each_database_elects_apart(tmp_path: Path) -> None:
             roles.add(made.election.role)
             made.close()
     assert len(roles) == 3
+
+
+class Unanswered:
+    """A coordinator (and its lock) whose backend never answers: every
+    call blocks until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.answer = threading.Event()
+        self.calls: list[str] = []
+        self.is_started = True
+
+    def _block(self, name: str) -> None:
+        self.calls.append(name)
+        self.answer.wait()
+
+    def release(self) -> None:
+        self._block("release")
+
+    def update_capabilities(self, group: bytes, caps: dict[str, object]) -> Any:
+        self._block("update_capabilities")
+        return types.SimpleNamespace(get=lambda: None)
+
+    def stop(self) -> None:
+        self._block("stop")
+        self.is_started = False
+
+
+def test_leaving_waits_for_an_unanswering_backend_at_most_its_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ZooKeeper out of reach held a conductor's SIGTERM forever in
+    tooz's leave_group: stop returns after the election's timeout."""
+    election = Election("zookeeper://127.0.0.1:1", "r", timeout=2)
+    backend = Unanswered()
+    election._coordinator, election._lock, election._joined = backend, backend, True
+    started = time.monotonic()
+    stopping = threading.Thread(target=election.stop, daemon=True)
+    stopping.start()
+    stopping.join(6)
+    took = time.monotonic() - started
+    hung = stopping.is_alive()
+    backend.answer.set()
+    assert not hung, "stop waited for the backend without a bound"
+    assert 1.9 <= took < 4, took  # the timeout, threads and leave in all
+    assert "no answer within 2 s" in caplog.text
+    assert election._coordinator is None and election._lock is None
+    # the leave went on in the background once the backend answered
+    deadline = time.monotonic() + 5
+    while "stop" not in backend.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert backend.calls == ["release", "update_capabilities", "stop"]
+
+
+def test_leaving_an_answering_backend_waits_for_it() -> None:
+    election = Election("zookeeper://127.0.0.1:1", "r", timeout=2)
+    backend = Unanswered()
+    backend.answer.set()
+    election._coordinator, election._lock, election._joined = backend, backend, True
+    started = time.monotonic()
+    election.stop()
+    assert time.monotonic() - started < 1
+    assert backend.calls == ["release", "update_capabilities", "stop"]
+    assert not backend.is_started

@@ -357,3 +357,20 @@ def test_a_claim_this_conductor_does_not_drive_is_given_back(
     finally:
         sw.close()
         driver.runner.close()
+
+
+def test_within_waits_its_bound_and_never_raises(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answer = threading.Event()
+    started = time.monotonic()
+    assert not liveness.within(0.3, "leaving a board", answer.wait)
+    assert 0.25 <= time.monotonic() - started < 2
+    assert "leaving a board: no answer within 0.3 s" in caplog.text
+    answer.set()
+
+    def refused() -> None:
+        raise ConnectionError("refused")
+
+    assert liveness.within(5, "retiring", refused)  # ended in time, not raised
+    assert liveness.within(5, "closing", lambda: None)
