@@ -16,8 +16,8 @@ from pathlib import Path
 
 from swflows.api import Swflows
 from swflows.engine import conductor
-from tests.chaos import netfault
-from tests.chaos.netfault import FaultProxy
+from tests.functional import netfault
+from tests.functional.netfault import FaultProxy
 from tests.functional.test_jobboard import ROOT, Setup, owner_pid
 
 #: a thread that died of an exception (Python's threading.excepthook); the

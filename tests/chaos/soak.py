@@ -1,7 +1,7 @@
 """The chaos soak: a steady stream of operations while conductors and the
 elected signal watcher are killed and frozen, the machine overloaded, and
 the cluster's connections to its store and its board reset, cut off or
-slowed (:mod:`tests.chaos.netfault`), then the invariants.
+slowed (:mod:`tests.functional.netfault`), then the invariants.
 
 Every hook the agents run appends ``<op> <action> <pid> start`` (and
 ``end`` when it succeeds) to one file, the agents' own record; every
@@ -138,7 +138,7 @@ class Report:
 
 
 #: faults of the network between the cluster and its store or its board
-#: (:mod:`tests.chaos.netfault`): every connection reset (a restart of the
+#: (:mod:`tests.functional.netfault`): every connection reset (a restart of the
 #: server), nothing passing for a while, every chunk late
 NETWORK_FAULTS = (
     "store-reset",

@@ -1,4 +1,4 @@
-"""What the soak found at its end, made deterministic: a conductor told to
+"""What the chaos soak found at its end, made deterministic: a conductor told to
 stop (SIGTERM) after its board went out of reach stops.
 
 The soak's conductors reach the board through a relay, closed when the
@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.chaos import netfault
+from tests.functional import netfault
+from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.test_jobboard import BOARDS, Setup
 
 #: what a stop may take with its board gone: the conductor's threads
