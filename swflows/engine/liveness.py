@@ -212,17 +212,6 @@ def stale_in(
     )
 
 
-__all__ = [
-    "FATAL",
-    "STALE_MIN_SECONDS",
-    "STALE_PERIODS",
-    "Liveness",
-    "Loop",
-    "stale_entry",
-    "stale_in",
-]
-
-
 def within(seconds: float, what: str, call: Callable[[], object]) -> bool:
     """Run ``call`` (a stop's last word to a backend: leave a group, retire
     from a board, disconnect), waiting for it at most ``seconds``.
@@ -248,3 +237,15 @@ def within(seconds: float, what: str, call: Callable[[], object]) -> bool:
         return True
     LOG.warning("%s: no answer within %g s; stopping without it", what, seconds)
     return False
+
+
+__all__ = [
+    "FATAL",
+    "STALE_MIN_SECONDS",
+    "STALE_PERIODS",
+    "Liveness",
+    "Loop",
+    "stale_entry",
+    "stale_in",
+    "within",
+]

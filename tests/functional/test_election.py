@@ -5,13 +5,10 @@ leading before any other process leads."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +18,7 @@ from typing import Any
 import pytest
 
 from swflows.engine.election import Election, leader_of
+from tests.functional import netfault
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("redis", "zookeeper")
@@ -102,53 +100,6 @@ def candidates(tmp_path: Path) -> Iterator[Callable[..., Candidate]]:
         candidate.stop()
 
 
-class Proxy:
-    """A TCP relay to ``port`` that can be cut, as a partition would."""
-
-    def __init__(self, port: int) -> None:
-        self.target = port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
-        self.lock = threading.Lock()
-        self.is_cut = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                if self.is_cut:
-                    client.close()
-                    return
-                upstream = socket.create_connection(("127.0.0.1", self.target))
-                self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        with self.lock:
-            self.is_cut = True
-            with contextlib.suppress(OSError):
-                self.listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
-            self.listener.close()
-            for sock in self.sockets:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-
-
 def test_one_leader_the_others_stand_by(backend_url: str) -> None:
     name = role()
     elections = [
@@ -204,15 +155,15 @@ def test_killed_leader_hands_over_within_the_bound(
 def test_leader_cut_from_the_backend_stops_before_a_standby_leads(
     backend_url: str, candidates: Callable[..., Candidate]
 ) -> None:
-    scheme, _, port = backend_url.rpartition(":")
-    proxy = Proxy(int(port))
+    scheme = backend_url.rpartition(":")[0]
+    proxied, relay = netfault.through(backend_url, "backend")
     name = role()
-    first = candidates(f"{scheme}:{proxy.port}", name, "first")
+    first = candidates(proxied, name, "first")
     first.first("elected")
     second = candidates(backend_url, name, "second")
     second.first("started")
     time.sleep(0.5)
-    proxy.cut()
+    relay.close()  # every connection cut, no new one taken: a partition
     cut = time.time()
     revoked = first.first("revoked", timeout=TIMEOUT + 10)
     elected = second.first("elected", timeout=TIMEOUT + 15)

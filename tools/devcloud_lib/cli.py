@@ -37,7 +37,7 @@ from .procs import (
     wait_ready,
 )
 from .small_servers import (
-    memcached_stats,
+    memcached_version,
     redis_ping,
     start_memcached,
     start_nova,
@@ -64,7 +64,7 @@ def _answers(path: str, status: int) -> Callable[[int], bool]:
 # "Is it answering", per server, by port only (no credentials needed).
 HEALTH: dict[str, Callable[[int], bool]] = {
     "redis": redis_ping,
-    "memcached": memcached_stats,
+    "memcached": memcached_version,
     "zookeeper": zookeeper.ruok,
     "swift-account": _answers("/healthcheck", 200),
     "swift-container": _answers("/healthcheck", 200),

@@ -15,10 +15,16 @@ from .keystone import service_credentials
 from .procs import Check, DevcloudError, spawn
 
 
-def redis_ping(port: int) -> bool:
+def _answers(port: int, request: bytes, reply: bytes) -> bool:
+    """Whether a line protocol's server on ``port`` answers ``request``
+    with a line starting ``reply``."""
     with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-        sock.sendall(b"PING\r\n")
-        return sock.recv(64).startswith(b"+PONG")
+        sock.sendall(request + b"\r\n")
+        return sock.recv(64).startswith(reply)
+
+
+def redis_ping(port: int) -> bool:
+    return _answers(port, b"PING", b"+PONG")
 
 
 def start_redis(cloud: Cloud) -> Check:
@@ -34,10 +40,8 @@ def start_redis(cloud: Cloud) -> Check:
     return Check("redis", [started], lambda: redis_ping(port))
 
 
-def memcached_stats(port: int) -> bool:
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-        sock.sendall(b"version\r\n")
-        return sock.recv(64).startswith(b"VERSION")
+def memcached_version(port: int) -> bool:
+    return _answers(port, b"version", b"VERSION")
 
 
 def start_memcached(cloud: Cloud) -> Check:
@@ -55,7 +59,7 @@ def start_memcached(cloud: Cloud) -> Check:
     if os.getuid() == 0:
         argv += ["-u", "root"]
     started = spawn("memcached", argv, port=port, records=cloud.records)
-    return Check("memcached", [started], lambda: memcached_stats(port))
+    return Check("memcached", [started], lambda: memcached_version(port))
 
 
 def start_nova(cloud: Cloud) -> Check:
