@@ -204,23 +204,25 @@ def test_a_result_mistral_cannot_take_now_is_sent_later_and_a_refusal_is_final(
 def test_a_trust_shared_by_a_result_and_a_deployment_goes_with_the_last(
     store: Store,
 ) -> None:
+    # long enough that no ciphertext or hash holds it by chance ("t1" did)
+    trust_id = "3f0c2b9e-trust-of-d1-and-d2"
     trustee = _Deleting()
     services = services_of(store, trustee)
     owner = projects.Owner("p1", "u1")
     key = trusts.callback_key("d1", "n1")
     store.set_owner(trusts.CALLBACK, key, owner)
     store.set_owner(projects.DEPLOYMENT, "d2", owner)
-    store.set_trust(trusts.CALLBACK, key, "t1")
-    store.set_trust(projects.DEPLOYMENT, "d2", "t1")  # the next action's
+    store.set_trust(trusts.CALLBACK, key, trust_id)
+    store.set_trust(projects.DEPLOYMENT, "d2", trust_id)  # the next action's
     with store.engine.connect() as conn:
         raw = conn.execute(store.tables.owners.select()).all()
-    assert "t1" not in repr([tuple(r) for r in raw if r.kind != "server"])
+    assert trust_id not in repr([tuple(r) for r in raw if r.kind != "server"])
     assert trusts.release(services, trusts.CALLBACK, key)
     assert trustee.deleted == []  # d2 still acts through it
     assert store.get_trust(trusts.CALLBACK, key) is None
-    assert store.get_trust(projects.DEPLOYMENT, "d2") == "t1"
+    assert store.get_trust(projects.DEPLOYMENT, "d2") == trust_id
     assert trusts.release(services, projects.DEPLOYMENT, "d2")
-    assert trustee.deleted == ["t1"]
+    assert trustee.deleted == [trust_id]
 
 
 def test_a_sent_results_trust_is_kept_then_deleted_with_its_row(
