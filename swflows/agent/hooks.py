@@ -173,7 +173,7 @@ class ExecutableHook(Hook):
         return f"ExecutableHook({str(self.path)!r})"
 
     def run(self, item: Item, context: HookContext) -> dict[str, Any]:
-        stdin = json.dumps(dict(item.source)).encode()
+        stdin = json.dumps(heat_item(item.source)).encode()
         try:
             finished = context.run(item, [str(self.path)], env=context.env, stdin=stdin)
         except OSError as exc:
@@ -268,6 +268,32 @@ class Hooks:
             if _is_executable(path):
                 return ExecutableHook(path)
         return None
+
+
+def heat_item(source: Mapping[str, Any]) -> dict[str, Any]:
+    """The item as Heat's ``55-heat-config`` hands it to a hook program.
+
+    Heat's chain makes text of every String input whose value is not text
+    (Python's ``str``: null becomes ``"None"``, true ``"True"``), and
+    Heat's hooks rely on it: the puppet hook puts each value into the
+    environment as is.  Inputs of other types pass unchanged.
+    """
+    payload = dict(source)
+    inputs = payload.get("inputs")
+    if isinstance(inputs, list):
+        payload["inputs"] = [_heat_input(spec) for spec in inputs]
+    return payload
+
+
+def _heat_input(spec: Any) -> Any:
+    if (
+        isinstance(spec, Mapping)
+        and spec.get("type") == "String"
+        and "value" in spec
+        and not isinstance(spec["value"], str)
+    ):
+        return {**spec, "value": str(spec["value"])}
+    return spec
 
 
 def input_env(item: Item) -> dict[str, str]:

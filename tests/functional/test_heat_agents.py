@@ -32,7 +32,7 @@ import requests
 from swflows import bootdata, exceptions, states
 from swflows import transport_names as names
 from swflows.api import Swflows
-from tests.functional.test_agent import isolated
+from tests.functional.test_agent import agent_server, isolated
 from tests.functional.test_runner import until
 
 HEAT_AGENTS_VERSION = "13.0.0"
@@ -289,3 +289,113 @@ def test_zaqar_signal_is_refused_for_heats_agents(
         finally:
             for server_id in (heat_id, ours_id):
                 made.unenroll_server(server_id, force=True)
+
+
+#: heat-agents' hooks for tools no test machine has, run by swflows' agent
+TOOL_HOOKS = {
+    "puppet": "heat-config-puppet/install.d/hook-puppet.py",
+    "ansible": "heat-config-ansible/install.d/hook-ansible.py",
+}
+#: stands in for ``puppet apply``: writes the facts it was given as outputs
+FAKE_PUPPET = """#!/bin/sh
+printf '%s' "$FACTER_unset" > "$FACTER_heat_outputs_path.unset"
+printf '%s' "$FACTER_greeting" > "$FACTER_heat_outputs_path.greeting"
+"""
+#: stands in for ``ansible-playbook``: writes the variables it was given
+FAKE_ANSIBLE = """#!{python}
+import json, sys
+extra = sys.argv[sys.argv.index("--extra-vars") + 1]
+variables = json.load(open(extra[1:]))
+base = variables["heat_outputs_path"]
+for name in ("unset", "greeting", "flag", "port"):
+    with open(f"{{base}}.{{name}}", "w") as out:
+        out.write(json.dumps(variables[name]))
+"""
+
+
+def _tool_hooks(tree: Path, folder: Path) -> Path:
+    """A hook folder with heat-agents' puppet and ansible hooks, each
+    pointed at a stand-in for its tool and at folders of the test's own."""
+    hooks = folder / "hooks"
+    hooks.mkdir(parents=True)
+    tools = {
+        folder / "puppet": FAKE_PUPPET,
+        folder / "ansible-playbook": FAKE_ANSIBLE.format(python=sys.executable),
+    }
+    for path, text in tools.items():
+        path.write_text(text)
+        path.chmod(0o700)
+    env = {
+        "puppet": {
+            "HEAT_PUPPET_CMD": folder / "puppet",
+            "HEAT_PUPPET_WORKING": folder / "puppet-working",
+            "HEAT_PUPPET_OUTPUTS": folder / "puppet-outputs",
+            "HEAT_PUPPET_LOGDIR": folder / "puppet-logs",
+        },
+        "ansible": {
+            "HEAT_ANSIBLE_CMD": folder / "ansible-playbook",
+            "HEAT_ANSIBLE_WORKING": folder / "ansible-working",
+            "HEAT_ANSIBLE_OUTPUTS": folder / "ansible-outputs",
+        },
+    }
+    for group, script in TOOL_HOOKS.items():
+        exports = "".join(f"export {k}={v}\n" for k, v in env[group].items())
+        wrapper = hooks / group
+        wrapper.write_text(
+            f'#!/bin/sh\n{exports}exec {sys.executable} {tree / script} "$@"\n'
+        )
+        wrapper.chmod(0o700)
+    return hooks
+
+
+def test_heats_puppet_and_ansible_hooks_under_swflows_agent(
+    sw: Swflows, heat_agents: Path, tmp_path: Path
+) -> None:
+    """swflows' agent hands Heat's hook programs what ``55-heat-config``
+    would: String inputs as text (one given no value as ``"None"``; the
+    puppet hook put a null into the environment and crashed), the other
+    types as they are."""
+    hooks = _tool_hooks(heat_agents, tmp_path / "tools")
+    inputs = [
+        {"name": "unset"},
+        {"name": "greeting", "type": "String"},
+        {"name": "flag", "type": "Boolean"},
+        {"name": "port", "type": "Number"},
+    ]
+    with agent_server(sw, tmp_path / "server", hook_dirs=[str(hooks)]) as server:
+        puppet = sw.create_config(
+            "site",
+            "notice('hello')\n",
+            group="puppet",
+            inputs=inputs[:2],
+            outputs=[{"name": "unset"}, {"name": "greeting"}],
+        )
+        ansible = sw.create_config(
+            "play",
+            "- hosts: localhost\n",
+            group="ansible",
+            inputs=inputs,
+            outputs=[{"name": n["name"]} for n in inputs],
+        )
+        values = {"greeting": "hi", "flag": True, "port": 8080}
+        done = {
+            config.group: sw.deploy(
+                server.id,
+                config.id,
+                input_values={
+                    k: v
+                    for k, v in values.items()
+                    if k in {i.name for i in config.inputs}
+                },
+                signal_transport=names.TEMP_URL_SIGNAL,
+                timeout=WAIT,
+            )
+            for config in (puppet, ansible)
+        }
+        for dep in done.values():
+            assert dep.status == states.COMPLETE, (dep.status_reason, dep.output_values)
+        assert done["puppet"].output_values["unset"] == "None"
+        assert done["puppet"].output_values["greeting"] == "hi"
+        got = {k: json.loads(done["ansible"].output_values[k]) for k in values}
+        assert got == values
+        assert json.loads(done["ansible"].output_values["unset"]) == "None"
