@@ -49,6 +49,15 @@ GROUP = "swflows"
 #: resource type name
 TYPE = "OS::Swflows::Deployment"
 
+#: why HEAT_SIGNAL is refused
+HEAT_SIGNAL_REFUSED = (
+    "signal_transport HEAT_SIGNAL: no agent can sign in to heat-api for an "
+    f"{TYPE} (the deployment's stack user is swflows', not a user of this "
+    "stack); use TEMP_URL_SIGNAL or ZAQAR_SIGNAL. A signal sent with "
+    "'openstack stack resource signal' reaches the deployment whatever its "
+    "transport."
+)
+
 #: what scopes a password login's token
 SCOPES = (
     "project_id",
@@ -395,6 +404,15 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         return True
 
     # -- lifecycle ------------------------------------------------------------
+    def validate(self) -> None:
+        """Heat's checks, then what no agent could do: signal heat-api."""
+        super().validate()
+        transport = (
+            self.properties[self.SIGNAL_TRANSPORT] or cfg.CONF[GROUP].signal_transport
+        )
+        if transport == names.HEAT_SIGNAL:
+            raise exception.StackValidationFailed(message=HEAT_SIGNAL_REFUSED)
+
     def handle_create(self) -> str | None:
         # the id is stored before the flow starts: a signal finds this
         # resource however soon it comes, and a create started again (its

@@ -69,7 +69,7 @@ def test_heat_validates_its_properties() -> None:
     assert set(template["parameters"]) == set(cls.PROPERTIES)
     good = properties.Properties(
         cls.properties_schema,
-        {"config": "c", "server": "s", "signal_transport": "HEAT_SIGNAL"},
+        {"config": "c", "server": "s", "signal_transport": "TEMP_URL_SIGNAL"},
     )
     good.validate()
     assert good["actions"] == ["CREATE", "UPDATE"]

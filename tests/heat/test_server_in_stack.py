@@ -49,7 +49,7 @@ def template(config_id: str) -> dict[str, Any]:
                     "config": config_id,
                     "server": {"get_resource": "server"},
                     "input_values": {"name": {"get_param": "name"}, "count": 3},
-                    "signal_transport": "HEAT_SIGNAL",
+                    "signal_transport": "TEMP_URL_SIGNAL",
                 },
             },
         },
@@ -123,7 +123,7 @@ def test_the_servers_metadata_carries_the_deployment(
         assert inputs["count"] == "3"  # Heat's hooks take text only
         assert inputs["deploy_server_id"] == server_id
         assert inputs["deploy_action"] == "CREATE"
-        assert inputs["deploy_signal_transport"] == "HEAT_SIGNAL"
+        assert inputs["deploy_signal_transport"] == "TEMP_URL_SIGNAL"
 
         # what heat-config-notify sends once the script ran
         heat_api.signal(

@@ -167,8 +167,11 @@ def test_a_failing_script_fails_the_stack(
 
 
 def test_a_signal_through_heat_api(sw: Swflows, heat_api: HeatApi, hello: str) -> None:
-    """A server running Heat's agents (none runs here): its signal comes
-    through ``openstack stack resource signal`` (HEAT_SIGNAL)."""
+    """A server running Heat's agents (none runs here): a signal sent with
+    ``openstack stack resource signal`` reaches the deployment, whatever its
+    transport.  HEAT_SIGNAL itself is refused before anything is made: no
+    agent can sign in to heat-api for the resource (swflows' agent retried
+    it forever, naming a ``heat_signal_url``)."""
     from swflows.embedding import heat as plugin
 
     made = sw.create_server(
@@ -180,9 +183,17 @@ def test_a_signal_through_heat_api(sw: Swflows, heat_api: HeatApi, hello: str) -
     )
     server_id = str(made["server_id"])
     try:
+        with pytest.raises(AssertionError, match="400") as refused:
+            heat_api.create(
+                "heat-signal",
+                template(hello, server_id, signal_transport="HEAT_SIGNAL"),
+                {"name": "nobody"},
+            )
+        assert "TEMP_URL_SIGNAL" in str(refused.value)
+        assert sw.list_deployments(server_id=server_id) == []
         ref = heat_api.create(
             "signalled",
-            template(hello, server_id, signal_transport="HEAT_SIGNAL"),
+            template(hello, server_id, signal_transport="TEMP_URL_SIGNAL"),
             {"name": "nobody"},
         )
         deadline = time.monotonic() + 60
@@ -201,7 +212,7 @@ def test_a_signal_through_heat_api(sw: Swflows, heat_api: HeatApi, hello: str) -
         assert outputs["result"] == "by hand"
         assert outputs["code"] == 0
         deployment_id = heat_api.resource(ref, "deploy")["physical_resource_id"]
-        assert sw.show(deployment_id).signal_transport == "HEAT_SIGNAL"
+        assert sw.show(deployment_id).signal_transport == "TEMP_URL_SIGNAL"
         gone(sw, heat_api, ref, deployment_id)
     finally:
         sw.delete_server(server_id)
