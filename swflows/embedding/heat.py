@@ -49,6 +49,9 @@ GROUP = "swflows"
 #: resource type name
 TYPE = "OS::Swflows::Deployment"
 
+#: resource data: the name of the server's resource, when it is of this stack
+SERVER_RESOURCE = "swflows_server_resource"
+
 #: why HEAT_SIGNAL is refused
 HEAT_SIGNAL_REFUSED = (
     "signal_transport HEAT_SIGNAL: no agent can sign in to heat-api for an "
@@ -421,6 +424,10 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         self.resource_id_set(deployment_id)
         sw = self.sw
         server_id = self.properties[self.SERVER]
+        server = self.stack.resource_by_refid(server_id)
+        if server is not None:
+            # its enrollment goes with it (see _release_server)
+            self.data_set(SERVER_RESOURCE, server.name)
         heat_booted = self._heat_booted_transport()
         started = self.lifecycle.handle_create(
             server_id,
@@ -520,7 +527,25 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
                 self._push_metadata()
             except exception.ResourceNotAvailable:
                 pass  # the server goes in this stack delete too
+            self._release_server()
         return done
+
+    def _release_server(self) -> None:
+        """A server of this stack goes with the stack: once its last
+        deployment is gone, its enrollment goes too (its row, and the
+        metadata object or queue it polled), as Heat removes its own."""
+        server_id = self.properties[self.SERVER]
+        name = self.data().get(SERVER_RESOURCE)
+        if not name:
+            return  # a server outside the stack stays enrolled
+        kept = self.stack.t.resource_definitions(self.stack)
+        if self.stack.action != self.stack.DELETE and name in kept:
+            return  # the stack keeps its server
+        try:
+            if self.sw.unenroll_server(server_id):
+                LOG.info("Unenrolled server %s, deleted with its stack", server_id)
+        except exceptions.ServerInUse:
+            pass  # another deployment of the stack is still on it
 
     # -- signals and attributes ---------------------------------------------
     def handle_signal(self, details: Any = None) -> None:

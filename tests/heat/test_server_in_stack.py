@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from swflows import derive
+from swflows import metadata as server_metadata
 from swflows.api import Swflows
 from swflows.embedding.completion import action_flows
 from tests.functional.flowkit import leftovers
@@ -88,7 +89,7 @@ def test_the_servers_metadata_carries_the_deployment(
     ref = heat_api.create("with-server", template(greeting), {"name": "carol"})
     try:
         deadline = time.monotonic() + 90
-        deployment_id = None
+        deployment_id = server_id = None
         while True:
             stack = heat_api.show(ref)
             assert stack["stack_status"] == "CREATE_IN_PROGRESS", (
@@ -142,8 +143,11 @@ def test_the_servers_metadata_carries_the_deployment(
             heat_api.signal(ref, "deploy", {"deploy_status_code": 1})
             heat_api.wait(ref)
         heat_api.delete(ref)
-    if deployment_id:
+    if deployment_id and server_id:
         with pytest.raises(Exception, match=deployment_id):
             sw.show(deployment_id)
         assert action_flows(sw, deployment_id) == []
         assert leftovers(sw, deployment_id) == {}
+        # the server went with the stack: so did its enrollment
+        assert server_metadata.find_server(sw.services, server_id) is None
+        assert leftovers(sw, server_id) == {}
