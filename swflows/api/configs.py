@@ -24,13 +24,26 @@ class Configs(Base):
         inputs: Sequence[Mapping[str, Any]] | None = None,
         outputs: Sequence[Mapping[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
+        config_id: str | None = None,
         context: RequestContext | None = None,
     ) -> model.Config:
-        """Store a new config; with ``context``, owned by its project."""
+        """Store a new config; with ``context``, owned by its project.
+
+        ``config_id``: the id to store it under (default: a new one), e.g.
+        the id of the embedder's own copy; creating the same id with the
+        same content again returns the stored config, other content is
+        refused (configs are immutable).
+        """
         self._allow(context, "swflows:config:create")
         model.check_name("name", name)
         built = model.Config.create(
-            name, config, group=group, inputs=inputs, outputs=outputs, options=options
+            name,
+            config,
+            group=group,
+            inputs=inputs,
+            outputs=outputs,
+            options=options,
+            id=config_id,
         )
         self._own(context, projects.CONFIG, built.id)
         return self.store.create_config(built)  # type: ignore[no-any-return]

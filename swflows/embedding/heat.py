@@ -52,6 +52,9 @@ TYPE = "OS::Swflows::Deployment"
 #: resource data: the name of the server's resource, when it is of this stack
 SERVER_RESOURCE = "swflows_server_resource"
 
+#: resource data: the ids of the Heat software configs this resource copied
+IMPORTED_CONFIG = "swflows_imported_config"
+
 #: why HEAT_SIGNAL is refused
 HEAT_SIGNAL_REFUSED = (
     "signal_transport HEAT_SIGNAL: no agent can sign in to heat-api for an "
@@ -397,6 +400,47 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         transport = server.properties.get("software_config_transport")
         return names.POLL_SERVER_HEAT if transport == names.POLL_SERVER_HEAT else None
 
+    def _config(self, config_id: str) -> str:
+        """The swflows config ``config_id`` names: swflows' own, or a copy
+        of Heat's software config of that id (``OS::Heat::SoftwareConfig``,
+        ``StructuredConfig``, a component config), made under the same id.
+        Both sides are immutable, so the copy never goes stale, and making it
+        again (a create started anew) finds it."""
+        try:
+            self.sw.get_config(config_id)
+            return config_id
+        except exceptions.ConfigNotFound:
+            pass
+        heat_config = None
+        with self.rpc_client().ignore_error_by_name("NotFound"):
+            heat_config = self.rpc_client().show_software_config(
+                self.context, config_id
+            )
+        if heat_config is None:
+            raise exception.Error(
+                f"config {config_id} is neither a swflows config nor a Heat "
+                "software config"
+            )
+        try:
+            made = self.sw.create_config(
+                heat_config.get("name") or config_id,
+                heat_config.get("config"),
+                group=heat_config.get("group"),
+                inputs=heat_config.get("inputs") or [],
+                outputs=heat_config.get("outputs") or [],
+                options=heat_config.get("options") or {},
+                config_id=config_id,
+            )
+        except exceptions.ValidationError as exc:
+            raise exception.Error(f"Heat software config {config_id}: {exc}") from None
+        copies = self._imported_configs()
+        if made.id not in copies:
+            self.data_set(IMPORTED_CONFIG, " ".join([*copies, str(made.id)]))
+        return str(made.id)
+
+    def _imported_configs(self) -> list[str]:
+        return str(self.data().get(IMPORTED_CONFIG) or "").split()
+
     def _exists(self) -> bool:
         if self.resource_id is None:
             return False
@@ -431,7 +475,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         heat_booted = self._heat_booted_transport()
         started = self.lifecycle.handle_create(
             server_id,
-            self.properties[self.CONFIG],
+            self._config(self.properties[self.CONFIG]),
             input_values=self.properties[self.INPUT_VALUES],
             actions=self.properties[self.DEPLOY_ACTIONS],
             signal_transport=self.properties[self.SIGNAL_TRANSPORT]
@@ -482,7 +526,9 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         started = self.lifecycle.handle_update(
             self.resource_id,
             input_values=prop_diff.get(self.INPUT_VALUES),
-            config_id=prop_diff.get(self.CONFIG),
+            config_id=self._config(prop_diff[self.CONFIG])
+            if prop_diff.get(self.CONFIG)
+            else None,
         )
         if started is not None and started != self.resource_id:
             self.resource_id_set(started)  # a replace_on_change input changed
@@ -528,7 +574,17 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
             except exception.ResourceNotAvailable:
                 pass  # the server goes in this stack delete too
             self._release_server()
+            self._release_config()
         return done
+
+    def _release_config(self) -> None:
+        """The copy of a Heat software config goes once no deployment uses
+        it (Heat's own config stays: the stack owns it)."""
+        for config_id in self._imported_configs():
+            try:
+                self.sw.delete_config(config_id)
+            except (exceptions.ConfigInUse, exceptions.ConfigNotFound):
+                pass  # another deployment still uses it, or it went already
 
     def _release_server(self) -> None:
         """A server of this stack goes with the stack: once its last

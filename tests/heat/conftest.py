@@ -96,10 +96,16 @@ class HeatApi(flowkit.ServiceApi):
     service_type = "orchestration"
 
     def create(
-        self, name: str, template: dict[str, Any] | str, parameters: dict[str, Any]
+        self,
+        name: str,
+        template: dict[str, Any] | str,
+        parameters: dict[str, Any],
+        environment: dict[str, Any] | None = None,
     ) -> str:
         name = f"{name}-{uuid.uuid4().hex[:8]}"
         body = {"stack_name": name, "template": template, "parameters": parameters}
+        if environment is not None:
+            body["environment"] = environment
         stack_id = self.call("POST", "/stacks", json=body)["stack"]["id"]
         return f"{name}/{stack_id}"
 
@@ -145,6 +151,13 @@ class HeatApi(flowkit.ServiceApi):
             "resource"
         ]
         return found
+
+    def physical_ids(self, ref: str) -> dict[str, str]:
+        """Each resource's physical id, by name, from the stack's resource
+        list (showing a SoftwareConfig resource asks the engine again, which
+        a single engine worker cannot answer while it answers the show)."""
+        listed = self.call("GET", f"/stacks/{ref}/resources")["resources"]
+        return {r["resource_name"]: r["physical_resource_id"] for r in listed}
 
     def signal(self, ref: str, name: str, details: dict[str, Any]) -> None:
         self.call("POST", f"/stacks/{ref}/resources/{name}/signal", json=details)

@@ -4,6 +4,10 @@
 Print it for ``heat.conf``::
 
     python -c "import swflows.embedding.heat_plugins as p; print(p.PATH)"
+
+It also holds ``environment.yaml`` (:data:`ENVIRONMENT`), a Heat
+environment mapping ``OS::Heat::SoftwareDeployment`` onto swflows'
+resource, so that templates written for Heat run unedited.
 """
 
 from pathlib import Path
@@ -12,4 +16,7 @@ from typing import Final
 #: the directory to add to Heat's ``plugin_dirs``
 PATH: Final = str(Path(__file__).resolve().parent)
 
-__all__ = ["PATH"]
+#: the Heat environment file mapping Heat's SoftwareDeployment to swflows'
+ENVIRONMENT: Final = str(Path(PATH) / "environment.yaml")
+
+__all__ = ["ENVIRONMENT", "PATH"]
