@@ -156,7 +156,7 @@ def check_values(source: model.Config | None, input_values: Mapping[str, Any]) -
 
 def _declared_value(spec: model.InputSpec, raw: Any) -> Any:
     field = f"input_values.{spec.name}"
-    return _json_checked(field, model.coerce_value(field, spec.type, raw))
+    return _json_checked(field, model.coerce_hidden(spec.hidden, field, spec.type, raw))
 
 
 def derive(
@@ -432,9 +432,10 @@ def _published_input(item: Any, heat_agents: bool) -> Any:
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a config dict (or of a flat name -> value mapping) fit for logs.
 
-    Passwords become ``"***"``; a signed URL keeps its shape but not its
-    signature; signed signal URLs (TempURL, EC2-signed) lose their
-    signature parameter, since whoever holds one can forge a signal.
+    Passwords and the values of hidden inputs become ``"***"``; a signed
+    URL keeps its shape but not its signature; signed signal URLs
+    (TempURL, EC2-signed) lose their signature parameter, since whoever
+    holds one can forge a signal.
     """
     out = dict(config)
     inputs = out.get("inputs")
@@ -595,10 +596,16 @@ def _signed_url(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _redact_input(item: Any) -> Any:
-    if not isinstance(item, Mapping) or "value" not in item:
+    if not isinstance(item, Mapping):
         return item
     out = dict(item)
-    out["value"] = _redact_value(str(item.get("name")), item["value"])
+    if item.get("hidden") is True:
+        for key in ("value", "default"):
+            if out.get(key) is not None:
+                out[key] = REDACTED
+        return out
+    if "value" in item:
+        out["value"] = _redact_value(str(item.get("name")), item["value"])
     return out
 
 

@@ -6,12 +6,14 @@ TempURL signature, the stack user's password or a Zaqar signed URL's
 signature in ``deploy_stdout``, ``deploy_stderr`` or an output.  Whoever
 reads them could forge the server's signal or log in as its stack user, so
 they are masked before the outcome is stored or logged: the secrets the
-deployment's derived config holds (:func:`known_secrets`), and whatever
-looks like a signature or a token (:data:`PATTERNS`) in any text.
+deployment's derived config holds (:func:`known_secrets`: swflows' own and
+the values of the config's hidden inputs), and whatever looks like a
+signature or a token (:data:`PATTERNS`) in any text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -43,20 +45,29 @@ PATTERNS: Final = (
 )
 
 
-def known_secrets(values: Mapping[str, Any]) -> frozenset[str]:
+def known_secrets(
+    values: Mapping[str, Any], hidden: Iterable[str] = ()
+) -> frozenset[str]:
     """The secret strings among a derived config's input values (name ->
     value, as :func:`input_values` gives them, or as an agent reads them).
 
     The password and signed URL signature inputs (:data:`derive.SECRET_INPUTS`),
     and the signature of the signal URL (``deploy_signal_id``) in its raw
     and URL-decoded forms; a signal URL without a signature swflows knows
-    is a secret as a whole.
+    is a secret as a whole.  The values of the inputs named in ``hidden``
+    (:func:`hidden_names`) as a hook may print them: a string as it is, a
+    number as its text, a list or map as its JSON text and each of its
+    strings and numbers.  Any shorter than :data:`MIN_SECRET_LENGTH` are
+    left out.
     """
+    hidden = frozenset(hidden)
     found: set[str] = set()
     for name, value in values.items():
         if value is None:
             continue
-        if name == derive.DEPLOY_QUEUE_SIGNED_URL and isinstance(value, Mapping):
+        if name in hidden:
+            found.update(_value_texts(value))
+        elif name == derive.DEPLOY_QUEUE_SIGNED_URL and isinstance(value, Mapping):
             found.add(str(value.get("signature") or ""))
         elif name in derive.SECRET_INPUTS:
             found.add(value if isinstance(value, str) else str(value))
@@ -68,6 +79,22 @@ def known_secrets(values: Mapping[str, Any]) -> frozenset[str]:
 def input_values(inputs: Iterable[model.InputSpec]) -> dict[str, Any]:
     """A derived config's inputs as name -> value."""
     return {spec.name: spec.value for spec in inputs}
+
+
+def hidden_names(inputs: Iterable[Any]) -> set[str]:
+    """The names of the hidden inputs among ``inputs``: specs, or the raw
+    mappings of a published document (``hidden`` true; anything else in
+    the list is passed over)."""
+    found: set[str] = set()
+    for spec in inputs:
+        if isinstance(spec, model.InputSpec):
+            if spec.hidden:
+                found.add(spec.name)
+        elif isinstance(spec, Mapping) and spec.get("hidden") is True:
+            name = spec.get("name")
+            if isinstance(name, str):
+                found.add(name)
+    return found
 
 
 def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
@@ -109,6 +136,28 @@ def _mask(value: Any, secrets: frozenset[str]) -> Any:
     return value
 
 
+def _value_texts(value: Any) -> set[str]:
+    if isinstance(value, bool):
+        return set()  # "true" and "false" are too short to mask
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, int | float):
+        return {str(value)}
+    if not isinstance(value, Mapping | list | tuple):
+        return set()
+    found: set[str] = set()
+    try:
+        found.update((json.dumps(value), json.dumps(value, separators=(",", ":"))))
+    except (TypeError, ValueError, RecursionError):
+        pass
+    items = list(value.values()) if isinstance(value, Mapping) else list(value)
+    if items and all(isinstance(item, str) for item in items):
+        found.add(",".join(items))  # a CommaDelimitedList as a hook reads it
+    for item in items:
+        found.update(_value_texts(item))
+    return found
+
+
 def _url_secrets(url: str) -> set[str]:
     try:
         query = urllib.parse.urlsplit(url).query
@@ -128,6 +177,7 @@ __all__ = [
     "MASK",
     "MIN_SECRET_LENGTH",
     "PATTERNS",
+    "hidden_names",
     "input_values",
     "known_secrets",
     "mask",

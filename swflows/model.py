@@ -49,6 +49,13 @@ RESERVED_OUTPUTS: Final = (DEPLOY_STDOUT, DEPLOY_STDERR, DEPLOY_STATUS_CODE)
 #: agents ignore the key (they read only ``deployments``)
 DOCUMENT_GENERATION: Final = "generation"
 
+#: how a hidden input's value, or a sealed one, is shown (as Heat shows
+#: a hidden parameter)
+HIDDEN_SHOWN: Final = "******"
+#: the key of a sealed value, ``{"$swflows_secret": "<Fernet token>"}``: a
+#: value encrypted with the store's key (see :mod:`swflows.persistence`)
+SEALED_KEY: Final = "$swflows_secret"
+
 MAX_NAME_LENGTH: Final = 255
 #: the longest timeout a deployment action may have, in seconds (7 days):
 #: far under what the store's integer columns hold
@@ -134,6 +141,19 @@ def check_storable_text(field: str, value: str) -> str:
 
 def _kind(value: Any) -> str:
     return type(value).__name__
+
+
+def is_sealed(value: Any) -> bool:
+    """Whether ``value`` has the shape of a sealed value (``SEALED_KEY``)."""
+    return isinstance(value, dict) and set(value) == {SEALED_KEY}
+
+
+def shown_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of input values fit to show: sealed ones as ``HIDDEN_SHOWN``."""
+    return {
+        key: HIDDEN_SHOWN if is_sealed(value) else value
+        for key, value in values.items()
+    }
 
 
 def _check_keys(field: str, data: Mapping[str, Any], allowed: Iterable[str]) -> None:
@@ -256,7 +276,12 @@ def _short(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
-    """One declared input of a config (``value`` is set in derived configs)."""
+    """One declared input of a config (``value`` is set in derived configs).
+
+    A ``hidden`` input holds a secret (a password, a key): the store keeps
+    its default and value encrypted, views show them as ``HIDDEN_SHOWN``,
+    and what a server sends back has them masked.
+    """
 
     name: str
     type: str = STRING
@@ -264,8 +289,17 @@ class InputSpec:
     default: Any = None
     replace_on_change: bool = False
     value: Any = None
+    hidden: bool = False
 
-    _KEYS = ("name", "type", "description", "default", "replace_on_change", "value")
+    _KEYS = (
+        "name",
+        "type",
+        "description",
+        "default",
+        "replace_on_change",
+        "value",
+        "hidden",
+    )
 
     @classmethod
     def from_dict(cls, data: Any, field: str = "inputs") -> InputSpec:
@@ -290,22 +324,54 @@ class InputSpec:
             raise exceptions.ValidationError(
                 f"{where}.replace_on_change", "must be true or false"
             )
-        default = coerce_value(f"{where}.default", type_, data.get("default"))
-        value = coerce_value(f"{where}.value", type_, data.get("value"))
-        return cls(name, type_, description, default, replace, value)
+        hidden = data.get("hidden", False)
+        if not isinstance(hidden, bool):
+            raise exceptions.ValidationError(
+                f"{where}.hidden", f"must be true or false, not {_short(hidden)}"
+            )
+        default = coerce_hidden(hidden, f"{where}.default", type_, data.get("default"))
+        value = coerce_hidden(hidden, f"{where}.value", type_, data.get("value"))
+        return cls(name, type_, description, default, replace, value, hidden)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Heat's shape: optional keys only when set."""
+    def to_dict(self, *, reveal: bool = False) -> dict[str, Any]:
+        """Heat's shape: optional keys only when set.
+
+        Without ``reveal``, a hidden input's default and value are shown
+        as ``HIDDEN_SHOWN``.
+        """
         out: dict[str, Any] = {"name": self.name, "type": self.type}
         if self.description is not None:
             out["description"] = self.description
         if self.default is not None:
-            out["default"] = self.default
+            out["default"] = self._shown(self.default, reveal)
         if self.replace_on_change:
             out["replace_on_change"] = True
+        if self.hidden:
+            out["hidden"] = True
         if self.value is not None or self.name.startswith("deploy_"):
-            out["value"] = self.value
+            out["value"] = self._shown(self.value, reveal)
         return out
+
+    def _shown(self, value: Any, reveal: bool) -> Any:
+        if reveal or value is None or not self.hidden:
+            return value
+        return HIDDEN_SHOWN
+
+    def __repr__(self) -> str:  # a hidden input's value stays out of logs
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"InputSpec({fields})"
+
+
+def coerce_hidden(hidden: bool, field: str, type_: str, value: Any) -> Any:
+    """:func:`coerce_value`, whose error never quotes a ``hidden`` value."""
+    try:
+        return coerce_value(field, type_, value)
+    except exceptions.ValidationError:
+        if not hidden:
+            raise
+    raise exceptions.ValidationError(
+        field, f"expected a {type_} (the value of a hidden input is not shown)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -504,15 +570,17 @@ class Config:
             creation_time=created,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Heat's config dict; also the shape of one server-metadata item."""
+    def to_dict(self, *, reveal: bool = False) -> dict[str, Any]:
+        """Heat's config dict; with ``reveal``, also the shape of one
+        server-metadata item.  Without it, hidden inputs' defaults and
+        values are shown as ``HIDDEN_SHOWN``."""
         return {
             "id": self.id,
             "name": self.name,
             "group": self.group,
             "creation_time": isotime(self.creation_time),
             "config": self.config,
-            "inputs": [i.to_dict() for i in self.inputs],
+            "inputs": [i.to_dict(reveal=reveal) for i in self.inputs],
             "outputs": [o.to_dict() for o in self.outputs],
             "options": dict(self.options),
         }
@@ -572,6 +640,11 @@ class Config:
                 return spec
         return None
 
+    @property
+    def hidden_inputs(self) -> frozenset[str]:
+        """The names of the inputs declared ``hidden``."""
+        return frozenset(spec.name for spec in self.inputs if spec.hidden)
+
 
 @dataclasses.dataclass
 class Deployment:
@@ -618,13 +691,17 @@ class Deployment:
         return states.is_terminal(self.status)
 
     def to_dict(self) -> dict[str, Any]:
-        """Heat's deployment dict plus swflows' extra fields."""
+        """Heat's deployment dict plus swflows' extra fields.
+
+        The values of hidden inputs are held sealed (encrypted with the
+        store's key) and shown as ``HIDDEN_SHOWN``.
+        """
         out: dict[str, Any] = {
             "id": self.id,
             "config_id": self.config_id,
             "source_config_id": self.source_config_id,
             "server_id": self.server_id,
-            "input_values": dict(self.input_values),
+            "input_values": shown_values(self.input_values),
             "output_values": dict(self.output_values),
             "action": self.action,
             "status": self.status,

@@ -63,8 +63,9 @@ def outcome_from_payload(
     """The outcome a raw signal gives, None for a progress signal.
 
     The secrets the server was given (its signal URL's signature, its
-    password) and anything shaped like a signature or a token are masked
-    in the values it sent, so the outcome can be stored and logged.
+    password, the values of hidden inputs) and anything shaped like a
+    signature or a token are masked in the values it sent, so the outcome
+    can be stored and logged.
     """
     try:
         payload = signals.parse_payload(raw)
@@ -77,5 +78,7 @@ def outcome_from_payload(
     if deployment.config_id:
         derived = services.store.get_config(deployment.config_id)
         outputs = derived.outputs
-        secrets = masking.known_secrets(masking.input_values(derived.inputs))
+        secrets = masking.known_secrets(
+            masking.input_values(derived.inputs), masking.hidden_names(derived.inputs)
+        )
     return signals.outcome(masking.mask_outputs(payload, secrets), outputs)

@@ -272,6 +272,7 @@ class Agent:
         if due is not None and time.monotonic() < due[0]:
             return False
         inputs = items.signal_inputs(raw)
+        hidden = items.hidden_inputs(raw)
         try:
             target: notify.Target | None = notify.target_of(ident, inputs)
             target_error = None
@@ -284,9 +285,11 @@ class Agent:
         else:
             try:
                 # the secrets it was given (its signal URL's signature, its
-                # password) leave the server masked, whatever the hook printed
+                # password, its hidden inputs) leave the server masked,
+                # whatever the hook printed
                 payload = masking.mask_outputs(
-                    self._run(ident, raw, target), masking.known_secrets(inputs)
+                    self._run(ident, raw, target),
+                    masking.known_secrets({**inputs, **hidden}, hidden),
                 )
             except process.Cancelled as exc:
                 # nobody waits for its signal: the deployment ended (FAILED,

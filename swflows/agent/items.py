@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from swflows import derive, exceptions, model
+from swflows import derive, exceptions, masking, model
 
 LOG = logging.getLogger(__name__)
 
@@ -207,6 +207,21 @@ def signal_inputs(raw: Any) -> dict[str, Any]:
         name = spec.get("name")
         if isinstance(name, str) and name.startswith(derive.RESERVED_PREFIX):
             found.setdefault(name, spec.get("value"))
+    return found
+
+
+def hidden_inputs(raw: Any) -> dict[str, Any]:
+    """The values of an item's inputs marked ``hidden`` (its secrets), by
+    name; its signal leaves the server with them masked."""
+    found: dict[str, Any] = {}
+    inputs = raw.get("inputs") if isinstance(raw, Mapping) else None
+    if not isinstance(inputs, list):
+        return found
+    for name in masking.hidden_names(inputs):
+        for spec in inputs:
+            if isinstance(spec, Mapping) and spec.get("name") == name:
+                value = spec.get("value")
+                found.setdefault(name, spec.get("default") if value is None else value)
     return found
 
 

@@ -256,6 +256,52 @@ class Base:
         value = int(timeout if timeout is not None else self.conf.deployment_timeout)
         return model.check_timeout("timeout", value)
 
+    def _sealed_values(
+        self,
+        source: model.Config | None,
+        given: Mapping[str, Any],
+        kept: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The input values a flow stores: ``kept`` (a deployment's own,
+        sealed as it holds them) overridden by ``given`` (a caller's,
+        :func:`checked_input_values`), each value of a hidden input of
+        ``source`` sealed with the store's key.
+
+        The flow's stored inputs, its logbook and the deployment's row
+        never hold such a value in clear: the derive task opens it only
+        to build the config the server reads.  A caller's value that
+        looks sealed is sealed too, so it reaches the server as given.
+        """
+        hidden = source.hidden_inputs if source is not None else frozenset()
+        seal = self.store.seal
+        out: dict[str, Any] = {}
+        for key, value in (kept or {}).items():
+            clear = key in hidden and value is not None and not model.is_sealed(value)
+            out[key] = seal(value) if clear else value
+        for key, value in given.items():
+            secret = key in hidden and value is not None
+            out[key] = seal(value) if secret or model.is_sealed(value) else value
+        return out
+
+    def _sealed_members(
+        self,
+        source: model.Config | None,
+        members: Mapping[str, Mapping[str, Any]],
+        given: Mapping[str, Mapping[str, Any]],
+    ) -> dict[str, dict[str, Any]]:
+        """Group members' own input values, :meth:`_sealed_values`-ed:
+        those a caller gave in ``given``, the others as the group kept them."""
+        return {
+            name: self._sealed_values(source, values)
+            if name in given
+            else self._sealed_values(source, {}, values)
+            for name, values in members.items()
+        }
+
+    def _opened_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with the sealed ones decrypted, to check or compare."""
+        return dict(self.store.open_values(values))
+
 
 def checked_input_values(values: Mapping[str, Any] | None) -> dict[str, Any]:
     """``input_values`` as a flow stores them: names as text, JSON values.

@@ -73,9 +73,10 @@ class Deployments(Plans, Idempotence):
         self._check_deploy_policy(context, server_id, config_id)
         model.check_name("server_id", server_id)
         model.check_name("name", name)
-        values = checked_input_values(input_values)
-        derive.check_values(source, values)
+        given = checked_input_values(input_values)
+        derive.check_values(source, self._opened_values(given))
         derive.check_action(source, action, actions)
+        values = self._sealed_values(source, given)
         transport = self._signal_transport(signal_transport, server_id)
         plan = self._plan(server_id, transport, config_transport)
         chosen = deployment_id is not None
@@ -136,19 +137,23 @@ class Deployments(Plans, Idempotence):
             else self.store.get_config(source_id)
         )
         self._check_deploy_policy(context, current.server_id, source_id)
-        values = {**current.input_values, **checked_input_values(input_values)}
-        derive.check_values(source, values)
+        given = checked_input_values(input_values)
+        values = self._sealed_values(source, given, current.input_values)
+        opened = self._opened_values(values)
+        derive.check_values(source, opened)
         derive.check_action(source, action, current.actions)
         self._refuse_for_agent(
             current.signal_transport,
             metadata.server_agent(self.services, current.server_id),
             current.server_id,
         )
-        if derive.replace_on_change_changed(source, current.input_values, values):
+        if derive.replace_on_change_changed(
+            source, self._opened_values(current.input_values), opened
+        ):
             replacement = self.deploy(
                 current.server_id,
                 source_id,
-                input_values=values,
+                input_values=opened,
                 name=current.name,
                 signal_transport=current.signal_transport,
                 timeout=timeout or current.timeout,
@@ -267,8 +272,10 @@ class Deployments(Plans, Idempotence):
             )
         source = self.store.get_config(original.source_config_id)
         self._check_deploy_policy(context, original.server_id, source.id)
-        values = {**original.input_values, **checked_input_values(input_values)}
-        derive.check_values(source, values)
+        values = self._sealed_values(
+            source, checked_input_values(input_values), original.input_values
+        )
+        derive.check_values(source, self._opened_values(values))
         derive.check_action(source, action, original.actions)
         transport = self._signal_transport(
             signal_transport or original.signal_transport, original.server_id

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import tenacity
 
 from swflows import derive, exceptions, model, projects, rollout, states, trusts
+from swflows.api.base import checked_input_values
 from swflows.api.deployments import Deployments
 from swflows.api.group_driver import GroupDriver
 from swflows.persistence.groups import (
@@ -275,6 +276,7 @@ def plan_redeploy(
     action: str,
     *,
     membership_only: bool,
+    opened: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """A redeploy's members, and the group's deployments after it.
 
@@ -282,7 +284,8 @@ def plan_redeploy(
     the membership changed, ``membership_only``, and their inputs, config
     and COMPLETE status are unchanged); new ones, and those moved to
     another server, are deployed (the moved one's old deployment
-    undeployed); those no longer wanted are undeployed.
+    undeployed); those no longer wanted are undeployed.  ``opened``
+    gives input values with the sealed ones decrypted.
     """
     deployments = dict(record.deployments)
     planned: dict[str, dict[str, Any]] = {}
@@ -294,7 +297,8 @@ def plan_redeploy(
                 or action != model.UPDATE
                 or source_id != found.source_config_id
                 or found.status != states.COMPLETE
-                or dict(inputs[name]) != found.input_values
+                # hidden inputs' values are sealed, each time anew: compared open
+                or opened(inputs[name]) != opened(found.input_values)
             )
             if not changed:
                 continue  # only the membership changed: left alone
@@ -389,8 +393,8 @@ class Groups(Deployments):
             name=name,
             config_id=config_id,
             servers=members,
-            input_values=dict(input_values or {}),
-            member_values=own,
+            input_values=self._sealed_values(source, input_values or {}),
+            member_values={m: self._sealed_values(source, v) for m, v in own.items()},
             signal_transport=transport,
             timeout=self._timeout(timeout) if timeout is not None else None,
             actions=actions,
@@ -451,7 +455,8 @@ class Groups(Deployments):
         source = self.store.get_config(source_id)
         derive.check_action(source, action, record.actions)
         current = members_of(self, record, list(record.deployments))
-        shared = {**record.input_values, **dict(input_values or {})}
+        shared = self._sealed_values(source, input_values or {}, record.input_values)
+        own = self._sealed_members(source, own, member_values or {})
         planned, deployments = plan_redeploy(
             record,
             current,
@@ -460,6 +465,7 @@ class Groups(Deployments):
             source_id,
             action,
             membership_only=servers is not None,
+            opened=self._opened_values,
         )
         operation = new_operation(REDEPLOY, action, planned, parsed)
         if source_id != record.config_id:
@@ -516,9 +522,8 @@ class Groups(Deployments):
             )
             for name, found in current.items()
         }
-        operation = new_operation(
-            TRIGGER, action, planned, parsed, input_values=input_values
-        )
+        given = self._sealed_values(source, checked_input_values(input_values))
+        operation = new_operation(TRIGGER, action, planned, parsed, input_values=given)
         for found in current.values():
             self._check_deploy_policy(context, found.server_id, record.config_id)
         return self._group_operation(

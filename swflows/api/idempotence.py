@@ -55,10 +55,17 @@ class Idempotence(Results):
                 None,
             )
         if made is not None:
-            differs = _differences(made, inputs)
+            # hidden inputs' values are sealed, each time anew: compare them open
+            differs = _differences(
+                {**made, "input_values": self._open(made.get("input_values"))},
+                {**inputs, "input_values": self._open(inputs.get("input_values"))},
+            )
             if differs:
                 raise exceptions.DeploymentExists(deployment_id, "; ".join(differs))
         return [row.id for row in rows]
+
+    def _open(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
+        return self._opened_values(values or {})
 
     def _again(
         self,

@@ -24,11 +24,13 @@ class ConfigRows(Database):
     def _config_body(self, config: model.Config) -> dict[str, Any]:
         inputs = []
         for spec in config.inputs:
-            item = spec.to_dict()
+            item = spec.to_dict(reveal=True)
             for key in ("value", "default"):
                 value = item.get(key)
                 if value is not None and (
-                    spec.name in self._secret_names or is_secret_shaped(value)
+                    spec.hidden
+                    or spec.name in self._secret_names
+                    or is_secret_shaped(value)
                 ):
                     item[key] = self._seal(value)
             inputs.append(item)
@@ -61,7 +63,7 @@ class ConfigRows(Database):
 
     @staticmethod
     def _config_content(config: model.Config) -> dict[str, Any]:
-        content = config.to_dict()
+        content = config.to_dict(reveal=True)
         del content["creation_time"]
         return content
 

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 import tenacity
 from sqlalchemy import event, pool
 
-from swflows import exceptions, extras
+from swflows import exceptions, extras, model
 from swflows.persistence import crypto, migrations
 from swflows.persistence import tables as _tables
 
@@ -37,7 +37,7 @@ T = TypeVar("T")
 #: secret input names used when :mod:`swflows.derive` cannot be imported
 FALLBACK_SECRET_INPUTS: Final = frozenset({"deploy_password"})
 #: how a secret value is stored inside a JSON document
-SECRET_MARK: Final = "$swflows_secret"  # noqa: S105 (a key name)
+SECRET_MARK: Final = model.SEALED_KEY
 
 #: SQLite: how long a writer waits for the database lock
 SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
@@ -101,7 +101,7 @@ def check_limit(limit: int | None) -> int | None:
 
 
 def is_secret_shaped(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {SECRET_MARK}
+    return model.is_sealed(value)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -483,3 +483,13 @@ class Database:
 
     def _open_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
         return {key: self._open(value) for key, value in values.items()}
+
+    def seal(self, value: Any) -> dict[str, str]:
+        """``value`` encrypted with the store's key, in the shape the store
+        keeps secrets in (``{model.SEALED_KEY: token}``): how hidden input
+        values travel through a flow's stored inputs and a deployment."""
+        return self._seal(value)
+
+    def open_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with each sealed one (:meth:`seal`) decrypted."""
+        return self._open_values(values)

@@ -287,7 +287,7 @@ class ServerRows(ConfigRows):
             return ServerMetadata(
                 server_id,
                 int(rows[0].metadata_version),
-                [config.to_dict() for config in configs],
+                [config.to_dict(reveal=True) for config in configs],
             )
 
         return self._read("read server metadata", op)

@@ -60,7 +60,9 @@ class DeriveConfig(base.TransportTask):
             generation=generation,
             server_id=server_id,
             action=action,
-            input_values=input_values,
+            # hidden inputs' values come sealed; open only here, for the
+            # config the server reads (stored with them sealed again)
+            input_values=services.store.open_values(input_values),
             signal_transport=self.transport_name,
             transport_inputs=pairs,
             name=name,
