@@ -12,6 +12,7 @@ are parked (their logbooks exist) and again once they ended.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import sqlite3
@@ -27,6 +28,8 @@ from swflows import derive, states
 from swflows.api import Swflows
 from swflows.transports import impl_heat
 from tests.functional.fakeserver import FakeServer
+from tests.functional.test_agent import agent_server
+from tests.functional.test_cli import Cli, setup, write  # noqa: F401 (a fixture)
 from tests.functional.test_flows import script_config
 from tests.functional.test_runner import instance, parked, until
 
@@ -141,3 +144,100 @@ def test_no_secret_in_clear(
         }
     )
     assert leaked == []
+
+
+#: a hidden input's value: long and distinctive, so no ciphertext holds it
+HIDDEN_VALUE = "hunter2-very-secret-9f3c"
+HIDDEN_DEFAULT = "default-key-7d1e-not-in-clear"
+HIDDEN_SCRIPT = """#!/bin/sh
+echo "connecting with $db_password"
+echo "api key $api_key" >&2
+printf '%s' "$db_password" | sha256sum | cut -d' ' -f1 | tr -d '\\n' \\
+  > "$heat_outputs_path.digest"
+printf '%s' "$api_key" | sha256sum | cut -d' ' -f1 | tr -d '\\n' \\
+  > "$heat_outputs_path.key_digest"
+printf '%s' "$db_password" > "$heat_outputs_path.echoed"
+"""
+HIDDEN_DEFINITION = {
+    "inputs": [
+        {"name": "db_password", "hidden": True},
+        {"name": "api_key", "hidden": True, "default": HIDDEN_DEFAULT},
+    ],
+    "outputs": [{"name": "digest"}, {"name": "key_digest"}, {"name": "echoed"}],
+}
+
+
+def stored_bytes(folder: Path) -> bytes:
+    """Every row of every table of the store in ``folder`` (the TaskFlow
+    logbook's included), and the bytes of its SQLite file, WAL included."""
+    tables = dump(folder / "swflows.sqlite")
+    files = sorted(folder.glob("swflows.sqlite*"))
+    assert folder / "swflows.sqlite-wal" in files, files
+    return "\n".join(tables.values()).encode() + b"".join(
+        path.read_bytes() for path in files
+    )
+
+
+def test_a_hidden_input_reaches_the_hook_and_is_nowhere_in_clear(
+    setup: tuple[Cli, Swflows],  # noqa: F811 (the fixture)
+) -> None:
+    """Deployed through the command line to a server running swflows'
+    agent: the hook gets the values (it signals their hashes), and the
+    store, the logbook, the WAL, the views and the stdout, stderr and
+    outputs it echoed them in do not hold them."""
+    cli, sw = setup
+    config = cli.json(
+        "config",
+        "create",
+        "db",
+        "--group",
+        "script",
+        "--config-file",
+        write(cli.folder / "db.sh", HIDDEN_SCRIPT),
+        "--definition-file",
+        write(cli.folder / "db.yaml", HIDDEN_DEFINITION),
+    )
+    assert config["inputs"][1]["default"] == "******"
+    with agent_server(sw, cli.folder / "server") as server:
+        done = cli(
+            "deployment",
+            "create",
+            "db",
+            "--server",
+            server.id,
+            "--config",
+            config["id"],
+            "--input-value",
+            f"db_password={HIDDEN_VALUE}",
+            "--wait",
+            "-f",
+            "json",
+        )
+        dep = json.loads(done.stdout)
+        assert dep["status"] == states.COMPLETE, done.stderr
+        assert dep["input_values"] == {"db_password": "******"}
+        outputs = dep["output_values"]
+        assert outputs["digest"] == hashlib.sha256(HIDDEN_VALUE.encode()).hexdigest()
+        assert (
+            outputs["key_digest"] == hashlib.sha256(HIDDEN_DEFAULT.encode()).hexdigest()
+        )
+        assert outputs["echoed"] == "***"
+        assert outputs["deploy_stdout"] == "connecting with ***\n"
+        assert outputs["deploy_stderr"] == "api key ***\n"
+        shown = [
+            cli("deployment", "show", dep["id"]).stdout,
+            cli("deployment", "show", dep["id"], "-f", "json").stdout,
+            cli("deployment", "list", "-f", "json").stdout,
+            cli("config", "show", config["id"], "-f", "json").stdout,
+            cli("deployment", "output", "show", dep["id"], "--all").stdout,
+            done.stderr,
+        ]
+        stored = stored_bytes(cli.folder)
+        for secret in (HIDDEN_VALUE, HIDDEN_DEFAULT):
+            assert secret.encode() not in stored, "a hidden value stored in clear"
+            assert all(secret not in text for text in shown), "shown in clear"
+        # the server's metadata document holds them: its hook must read them
+        document = sw.server_metadata(server.id)
+        assert HIDDEN_VALUE in json.dumps(document)
+        cli("deployment", "delete", dep["id"])
+    assert HIDDEN_VALUE.encode() not in stored_bytes(cli.folder)
