@@ -469,7 +469,10 @@ class ShowMetadata(base.Lister):
         items = self.sw.store.server_metadata(parsed_args.server).deployments
         rows = []
         for item in items:
-            inputs = {i["name"]: i.get("value") for i in item.get("inputs", ())}
+            inputs = {
+                i["name"]: model.HIDDEN_SHOWN if i.get("hidden") else i.get("value")
+                for i in item.get("inputs", ())
+            }
             shown = {
                 **item,
                 "action": inputs.get("deploy_action"),

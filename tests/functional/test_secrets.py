@@ -230,6 +230,7 @@ def test_a_hidden_input_reaches_the_hook_and_is_nowhere_in_clear(
             cli("deployment", "list", "-f", "json").stdout,
             cli("config", "show", config["id"], "-f", "json").stdout,
             cli("deployment", "output", "show", dep["id"], "--all").stdout,
+            cli("deployment", "metadata", "show", server.id, "-f", "json").stdout,
             done.stderr,
         ]
         stored = stored_bytes(cli.folder)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 from swflows import COMPLETE, derive, exceptions, masking, model, states
 from swflows.agent import items
@@ -345,3 +346,24 @@ def test_a_groups_hidden_values_are_sealed(local: LocalSwflows) -> None:
     for secret in (SECRET, SECRET + "-b", DEFAULT):
         assert secret.encode() not in stored
     sw.delete_group("web")
+
+
+# -- the README -------------------------------------------------------------
+
+
+def test_the_readmes_example_declares_two_hidden_inputs() -> None:
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("### Secrets: what is protected where", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    definition = yaml.safe_load(block)
+    config = model.Config.create("db", "", inputs=definition["inputs"])
+    assert config.hidden_inputs == {"db_password", "api_key"}
+    assert config.to_dict()["inputs"][1]["default"] == SHOWN
+    bad = [{**definition["inputs"][0], "hidden": "yes"}]
+    with pytest.raises(exceptions.ValidationError) as caught:
+        model.Config.create("db", "", inputs=bad)
+    assert f"`{caught.value}`" in section
+    port = model.InputSpec("port", model.NUMBER, hidden=True)
+    with pytest.raises(exceptions.ValidationError) as refused:
+        derive.check_values(model.Config("c", "c", inputs=(port,)), {"port": "x"})
+    assert f"`{refused.value}`" in section
