@@ -55,9 +55,20 @@ starts ``swflows-agent``. The stand-in then starts
 with ``--interval`` when ``--agent-interval`` is given. Deleting the server
 stops its agent (SIGTERM) and removes that folder; stopping the stand-in
 (SIGTERM or SIGINT) stops every agent, and a restarted stand-in starts the
-agents of the servers it still holds. User data for other agents (Heat's
-``/etc/os-collect-config.conf``), or none, boots a server with no agent;
-``GET /_standin/servers/{id}`` says why under ``agent``.
+agents of the servers it still holds.
+
+Heat's user data (``user_data_format: SOFTWARE_CONFIG``: a multipart whose
+``x-cfninitdata`` part ``cfn-init-data`` holds the server's metadata with
+its ``os-collect-config`` section) boots Heat's own agents instead, when
+``--heat-image`` names a laid-out image (``tools/devcloud_lib/heat_image``):
+the ``x-cfninitdata`` parts are written where Heat's part handler writes
+them, under the server's folder standing for its root (``root/``), and
+os-collect-config starts there with the ``heat_local`` collector, as a Heat
+image's first boot does; what the metadata names (heat-api, a TempURL,
+Zaqar) it follows after rewriting its own configuration, and
+os-refresh-config runs heat-agents' ``55-heat-config``, hooks and
+``heat-config-notify``. Other user data, or none, boots a server with no
+agent; ``GET /_standin/servers/{id}`` says why under ``agent``.
 
 Test-only control paths, with no token and not part of Nova:
 
@@ -391,23 +402,91 @@ def agent_config_from_user_data(user_data: str | None) -> tuple[str | None, str]
     return config, "started"
 
 
+HEAT_INIT_DATA = "cfn-init-data"
+#: os-collect-config's configuration as a Heat image has it before its first
+#: run rewrites it from the boot metadata
+FIRST_BOOT_CONF = "[DEFAULT]\ncommand = os-refresh-config\ncollectors = heat_local\n"
+
+
+def heat_parts_from_user_data(user_data: str | None) -> dict[str, bytes] | None:
+    """The ``x-cfninitdata`` parts of Heat's user data, by file name, when
+    one is Heat's ``cfn-init-data`` with an ``os-collect-config`` section."""
+    if not user_data:
+        return None
+    message = email.message_from_bytes(base64.b64decode(user_data))
+    if not message.is_multipart():
+        return None
+    parts = {
+        str(part.get_filename() or ""): part.get_payload(decode=True) or b""
+        for part in message.walk()
+        if not part.is_multipart() and part.get_content_subtype() == "x-cfninitdata"
+    }
+    try:
+        metadata = json.loads(parts.get(HEAT_INIT_DATA) or b"null")
+    except ValueError:
+        return None
+    if not isinstance(metadata, dict) or "os-collect-config" not in metadata:
+        return None
+    return parts
+
+
+def heat_agent_env(image: str, root: str) -> dict[str, str]:
+    """Where heat-agents' scripts find their folders: the server's root."""
+
+    def at(*parts: str) -> str:
+        return os.path.join(root, *parts)
+
+    return {
+        "HEAT_IMAGE": image,
+        "SERVER_ROOT": root,
+        "OS_REFRESH_CONFIG_BASE_DIR": os.path.join(image, "os-refresh-config"),
+        "HEAT_SHELL_CONFIG": at("var", "run", "heat-config", "heat-config"),
+        "HEAT_CONFIG_DEPLOYED": at("var", "lib", "heat-config", "deployed"),
+        "HEAT_CONFIG_DEPLOYED_OLD": at("var", "run", "heat-config", "deployed"),
+        "HEAT_CONFIG_HOOKS": os.path.join(image, "hooks"),
+        "HEAT_SCRIPT_WORKING": at("var", "lib", "heat-config", "heat-config-script"),
+        "HEAT_SCRIPT_OUTPUTS": at("var", "run", "heat-config", "heat-config-script"),
+        "HEAT_PUPPET_WORKING": at("var", "lib", "heat-config", "heat-config-puppet"),
+        "HEAT_PUPPET_OUTPUTS": at("var", "run", "heat-config", "heat-config-puppet"),
+        "HEAT_PUPPET_LOGDIR": at("var", "run", "heat-config", "deployed"),
+        "HEAT_ANSIBLE_WORKING": at("var", "lib", "heat-config", "heat-config-ansible"),
+        "HEAT_ANSIBLE_OUTPUTS": at("var", "run", "heat-config", "heat-config-ansible"),
+    }
+
+
 class Agents:
     """The agent processes of the servers this stand-in "booted"."""
 
-    def __init__(self, folder: str, python: str, interval: float | None) -> None:
+    def __init__(
+        self,
+        folder: str,
+        python: str,
+        interval: float | None,
+        heat_image: str | None = None,
+    ) -> None:
         self.folder = folder
         self.python = python
         self.interval = interval
+        self.heat_image = heat_image
         self.lock = threading.Lock()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        #: servers whose agents lead a session of their own (Heat's)
+        self.sessions: set[str] = set()
 
     def boot(self, server: dict[str, Any]) -> dict[str, Any]:
         """Start the server's agent if its user_data says to; what happened."""
         sid = server["id"]
         try:
             config, why = agent_config_from_user_data(server.get("user_data"))
+            heat_parts = (
+                heat_parts_from_user_data(server.get("user_data"))
+                if config is None
+                else None
+            )
         except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-            config, why = None, f"unreadable user_data: {exc}"
+            config, heat_parts, why = None, None, f"unreadable user_data: {exc}"
+        if heat_parts is not None:
+            return self.boot_heat(sid, heat_parts)
         if config is None:
             return {"running": False, "why": why}
         home = os.path.join(self.folder, sid)
@@ -438,6 +517,91 @@ class Agents:
             self.procs[sid] = proc
         return {"running": True, "why": why, "pid": proc.pid, "log": log}
 
+    def boot_heat(self, sid: str, parts: dict[str, bytes]) -> dict[str, Any]:
+        """Start Heat's agents on a server booted with Heat's user data."""
+        image = self.heat_image
+        if not image or not os.path.isfile(os.path.join(image, "ready")):
+            return {
+                "running": False,
+                "why": "Heat's user data, but Heat's agents are not installed "
+                "(tools/devcloud heat-up lays their image out)",
+            }
+        home = os.path.join(self.folder, sid)
+        root = os.path.join(home, "root")
+        shutil.rmtree(root, ignore_errors=True)
+        init_dir = os.path.join(root, "var", "lib", "heat-cfntools")
+        os.makedirs(init_dir, mode=0o700)
+        for name, body in parts.items():
+            # as Heat's part handler: each x-cfninitdata part, by its name
+            if name and "/" not in name and name not in (".", ".."):
+                path = os.path.join(init_dir, name)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(body)
+        conf = os.path.join(root, "etc", "os-collect-config.conf")
+        os.makedirs(os.path.dirname(conf))
+        # the image's own configuration: read the boot metadata first
+        with open(conf, "w", encoding="utf-8") as out:
+            out.write(FIRST_BOOT_CONF)
+        interval = str(self.interval or 30)
+        run = os.path.join(root, "var", "run")
+        os.makedirs(run)
+        argv = [
+            os.path.join(image, "venv", "bin", "os-collect-config"),
+            "--config-file",
+            conf,
+            "--cachedir",
+            os.path.join(root, "var", "lib", "os-collect-config"),
+            "--backup-cachedir",
+            os.path.join(root, "var", "lib", "os-collect-config-backup"),
+            "--heat_local-path",
+            os.path.join(init_dir, HEAT_INIT_DATA),
+            "--command",
+            "os-refresh-config --lockfile " + os.path.join(run, "orc.lock"),
+            "--local-path",
+            os.path.join(root, "var", "lib", "os-collect-config", "local-data"),
+            # this cloud has no EC2 metadata service: the ec2 collector
+            # Heat names finds none at once instead of waiting on 169.254.*
+            "--ec2-metadata-url",
+            "http://127.0.0.1:9/",
+            "--polling-interval",
+            interval,
+            "--min-polling-interval",
+            interval,
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["PATH"] = os.pathsep.join(
+            [
+                os.path.join(image, "bin"),
+                os.path.join(image, "venv", "bin"),
+                env.get("PATH", "/usr/bin:/bin"),
+            ]
+        )
+        env.update(heat_agent_env(image, root))
+        # os-collect-config's local collector saves and restores the locale:
+        # under C.UTF-8 Python names it en_US.UTF-8, which may not exist
+        env["LC_ALL"] = "C"
+        log = os.path.join(home, "agent.log")
+        with self.lock, open(log, "ab") as out:
+            self.stop_locked(sid)
+            proc = subprocess.Popen(
+                argv,
+                cwd=home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.procs[sid] = proc
+            self.sessions.add(sid)
+        return {
+            "running": True,
+            "why": "Heat's agents (os-collect-config)",
+            "pid": proc.pid,
+            "log": log,
+        }
+
     def status(self, sid: str) -> dict[str, Any] | None:
         proc = self.procs.get(sid)
         if proc is None:
@@ -448,6 +612,20 @@ class Agents:
     def stop_locked(self, sid: str) -> None:
         proc = self.procs.pop(sid, None)
         if proc is None:
+            return
+        if sid in self.sessions:
+            # Heat's agents: os-collect-config and whatever it runs
+            self.sessions.discard(sid)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
             return
         if proc.poll() is None:
             proc.terminate()
@@ -1342,6 +1520,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--agent-interval", type=float, help="seconds between an agent's polls"
     )
+    parser.add_argument(
+        "--heat-image",
+        help="the folder of Heat's agents for servers booted with Heat's "
+        "user data (booted only once it holds a 'ready' file)",
+    )
     args = parser.parse_args(argv)
 
     validator, auth_url = None, ""
@@ -1356,6 +1539,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         args.agent_python,
         args.agent_interval,
+        args.heat_image,
     )
     server = StandinServer(
         (args.host, args.port),

@@ -28,6 +28,7 @@ import threading
 import uuid
 from typing import Any
 
+import requests
 from heat.common import exception
 from heat.common.i18n import _
 from heat.engine import attributes, constraints, properties, resource, support
@@ -37,6 +38,7 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_serialization import jsonutils
 
 from swflows import Swflows, bootdata, embedding, exceptions, metadata, states
 from swflows import transport_names as names
@@ -51,6 +53,12 @@ TYPE = "OS::Swflows::Deployment"
 
 #: resource data: the name of the server's resource, when it is of this stack
 SERVER_RESOURCE = "swflows_server_resource"
+
+#: a Heat-booted server's software_config_transport whose metadata Heat
+#: serves: swflows' items go into it (the object of POLL_TEMP_URL rewritten)
+HEAT_SERVED = (names.POLL_SERVER_HEAT, names.POLL_TEMP_URL)
+#: seconds a PUT of a server's metadata object may take
+PUT_TIMEOUT = 30
 
 #: resource data: the ids of the Heat software configs this resource copied
 IMPORTED_CONFIG = "swflows_imported_config"
@@ -387,59 +395,27 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
             return {**(current or {}), **new}
 
         server.metadata_set({"deployments": items}, merge_metadata=merge)
+        write_metadata_object(server, server_id)
 
     def _heat_booted_transport(self) -> str | None:
         """POLL_SERVER_HEAT when the server is an ``OS::Nova::Server`` of
         this stack that Heat boots for its own agents
-        (``user_data_format: SOFTWARE_CONFIG``) polling heat-api
-        (``software_config_transport: POLL_SERVER_HEAT``); else None."""
+        (``user_data_format: SOFTWARE_CONFIG``) reading the server
+        resource's metadata, through heat-api
+        (``software_config_transport: POLL_SERVER_HEAT``) or the TempURL
+        Heat made for it (``POLL_TEMP_URL``): the metadata is Heat's to
+        serve, swflows' items are put into it; else None."""
         server = self.stack.resource_by_refid(self.properties[self.SERVER])
         booted = getattr(server, "user_data_software_config", None)
         if server is None or not callable(booted) or not booted():
             return None
         transport = server.properties.get("software_config_transport")
-        return names.POLL_SERVER_HEAT if transport == names.POLL_SERVER_HEAT else None
+        if transport in HEAT_SERVED:
+            return names.POLL_SERVER_HEAT
+        return None
 
     def _config(self, config_id: str) -> str:
-        """The swflows config ``config_id`` names: swflows' own, or a copy
-        of Heat's software config of that id (``OS::Heat::SoftwareConfig``,
-        ``StructuredConfig``, a component config), made under the same id.
-        Both sides are immutable, so the copy never goes stale, and making it
-        again (a create started anew) finds it."""
-        try:
-            self.sw.get_config(config_id)
-            return config_id
-        except exceptions.ConfigNotFound:
-            pass
-        heat_config = None
-        with self.rpc_client().ignore_error_by_name("NotFound"):
-            heat_config = self.rpc_client().show_software_config(
-                self.context, config_id
-            )
-        if heat_config is None:
-            raise exception.Error(
-                f"config {config_id} is neither a swflows config nor a Heat "
-                "software config"
-            )
-        try:
-            made = self.sw.create_config(
-                heat_config.get("name") or config_id,
-                heat_config.get("config"),
-                group=heat_config.get("group"),
-                inputs=heat_config.get("inputs") or [],
-                outputs=heat_config.get("outputs") or [],
-                options=heat_config.get("options") or {},
-                config_id=config_id,
-            )
-        except exceptions.ValidationError as exc:
-            raise exception.Error(f"Heat software config {config_id}: {exc}") from None
-        copies = self._imported_configs()
-        if made.id not in copies:
-            self.data_set(IMPORTED_CONFIG, " ".join([*copies, str(made.id)]))
-        return str(made.id)
-
-    def _imported_configs(self) -> list[str]:
-        return str(self.data().get(IMPORTED_CONFIG) or "").split()
+        return copied_config(self, config_id)
 
     def _exists(self) -> bool:
         if self.resource_id is None:
@@ -573,18 +549,13 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
                 self._push_metadata()
             except exception.ResourceNotAvailable:
                 pass  # the server goes in this stack delete too
+            except exception.Error as exc:
+                # the deployment is gone; the server's next publish or its
+                # own delete settles its metadata
+                LOG.warning("%s: %s", self.name, exc)
             self._release_server()
-            self._release_config()
+            release_copied_configs(self)
         return done
-
-    def _release_config(self) -> None:
-        """The copy of a Heat software config goes once no deployment uses
-        it (Heat's own config stays: the stack owns it)."""
-        for config_id in self._imported_configs():
-            try:
-                self.sw.delete_config(config_id)
-            except (exceptions.ConfigInUse, exceptions.ConfigNotFound):
-                pass  # another deployment still uses it, or it went already
 
     def _release_server(self) -> None:
         """A server of this stack goes with the stack: once its last
@@ -639,6 +610,76 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         if key not in {o.name for o in config.outputs}:
             raise exception.InvalidTemplateAttribute(resource=self.name, key=key)
         return None
+
+
+def copied_config(rsrc: SwflowsDeployment, config_id: str) -> str:
+    """The swflows config ``config_id`` names: swflows' own, or a copy of
+    Heat's software config of that id (``OS::Heat::SoftwareConfig``,
+    ``StructuredConfig``, a component config), made under the same id.
+    Both sides are immutable, so the copy never goes stale, and making it
+    again (a create started anew) finds it; the resource records it."""
+    sw = rsrc.sw
+    try:
+        sw.get_config(config_id)
+        return config_id
+    except exceptions.ConfigNotFound:
+        pass
+    heat_config = None
+    with rsrc.rpc_client().ignore_error_by_name("NotFound"):
+        heat_config = rsrc.rpc_client().show_software_config(rsrc.context, config_id)
+    if heat_config is None:
+        raise exception.Error(
+            f"config {config_id} is neither a swflows config nor a Heat software config"
+        )
+    try:
+        made = sw.create_config(
+            heat_config.get("name") or config_id,
+            heat_config.get("config"),
+            group=heat_config.get("group"),
+            inputs=heat_config.get("inputs") or [],
+            outputs=heat_config.get("outputs") or [],
+            options=heat_config.get("options") or {},
+            config_id=config_id,
+        )
+    except exceptions.ValidationError as exc:
+        raise exception.Error(f"Heat software config {config_id}: {exc}") from None
+    copies = _copied_configs(rsrc)
+    if made.id not in copies:
+        rsrc.data_set(IMPORTED_CONFIG, " ".join([*copies, str(made.id)]))
+    return str(made.id)
+
+
+def _copied_configs(rsrc: SwflowsDeployment) -> list[str]:
+    return str(rsrc.data().get(IMPORTED_CONFIG) or "").split()
+
+
+def release_copied_configs(rsrc: SwflowsDeployment) -> None:
+    """The copies of Heat software configs go once no deployment uses them
+    (Heat's own configs stay: the stack owns them)."""
+    for config_id in _copied_configs(rsrc):
+        try:
+            rsrc.sw.delete_config(config_id)
+        except (exceptions.ConfigInUse, exceptions.ConfigNotFound):
+            pass  # another deployment still uses it, or it went already
+
+
+def write_metadata_object(server: Any, server_id: str) -> None:
+    """POLL_TEMP_URL: Heat's agents read the object Heat made for the
+    server, written whole, as Heat writes it for its own deployments."""
+    put_url = server.data().get("metadata_put_url")
+    if not put_url:
+        return
+    body = jsonutils.dumps(server.metadata_get(refresh=True))
+    try:
+        answer = requests.put(put_url, data=body, timeout=PUT_TIMEOUT)
+    except requests.RequestException as exc:
+        raise exception.Error(
+            f"server {server_id}: metadata not written: {type(exc).__name__}"
+        ) from None
+    if answer.status_code >= 300:
+        raise exception.Error(
+            f"server {server_id}: metadata not written: HTTP {answer.status_code}"
+        )
 
 
 def resource_mapping() -> dict[str, type[resource.Resource]]:

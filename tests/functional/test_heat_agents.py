@@ -2,9 +2,10 @@
 ``heat-config-notify``) run what swflows publishes, against the dev cloud.
 
 The scripts are heat-agents' own, from the source tree named by
-``SWFLOWS_HEAT_AGENTS``, else from its PyPI sdist (fetched once, its hash checked,
-into ``~/.cache/swflows-tests``; the tests fail, naming what is missing,
-when neither is there).  The test plays os-collect-config's part, as the ``request``
+``SWFLOWS_HEAT_AGENTS``, else from its PyPI sdist as the dev cloud's Heat
+image takes it (``tools/devcloud_lib/heat_image``: fetched once, its hash
+checked, into ``~/.cache/swflows-tests``; the tests fail, naming what is
+missing, when neither is there).  The test plays os-collect-config's part, as the ``request``
 collector and os-apply-config would: it GETs the server's metadata URL and
 writes its ``deployments`` to the file ``55-heat-config`` reads.  The
 hooks then run on this machine, and ``heat-config-notify`` PUTs the signal
@@ -15,12 +16,10 @@ from __future__ import annotations
 
 import configparser
 import contextlib
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,21 +33,14 @@ from swflows import transport_names as names
 from swflows.api import Swflows
 from tests.functional.test_agent import agent_server, isolated
 from tests.functional.test_runner import until
+from tools.devcloud_lib import heat_image
+from tools.devcloud_lib.procs import DevcloudError
 
-HEAT_AGENTS_VERSION = "13.0.0"
-#: its sdist on PyPI, and the SHA-256 PyPI's index gives for it
-HEAT_AGENTS_SDIST = (
-    "https://files.pythonhosted.org/packages/85/6c/"
-    "e0131d7c6bdad4f2c6ff0ff2e4c81c742157dfbfea39987d12fc075aa8b0/"
-    f"heat_agents-{HEAT_AGENTS_VERSION}.tar.gz"
-)
-HEAT_AGENTS_SHA256 = "346099c6e9f16bd5e68913b825013acdd97b6743a1764ebcfc08d6528cefa9d6"
-CACHE = Path.home() / ".cache" / "swflows-tests"
 #: the scripts used, by their path in heat-agents' tree
 SCRIPTS = {
-    "55-heat-config": "heat-config/os-refresh-config/configure.d/55-heat-config",
-    "hook-script": "heat-config-script/install.d/hook-script.py",
-    "heat-config-notify": "heat-config/bin/heat-config-notify",
+    "55-heat-config": heat_image.HEAT_CONFIG,
+    "hook-script": heat_image.HOOKS["script"],
+    "heat-config-notify": heat_image.NOTIFY,
 }
 WAIT = 60
 
@@ -57,54 +49,19 @@ def _has_scripts(tree: Path) -> bool:
     return all((tree / path).is_file() for path in SCRIPTS.values())
 
 
-def _fetched_tree() -> tuple[Path | None, str]:
-    """heat-agents' sdist, downloaded once from PyPI and unpacked.
-
-    The archive is fetched as a file, its SHA-256 checked against the one
-    PyPI publishes (no build step runs, as ``pip download`` would need for
-    an sdist's metadata).  Returns the tree, or None and why it could not
-    be fetched (tried three times: a loaded machine or a slow index fails a
-    single try).
-    """
-    tree = CACHE / f"heat_agents-{HEAT_AGENTS_VERSION}"
-    if _has_scripts(tree):
-        return tree, ""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    archive = CACHE / f"heat_agents-{HEAT_AGENTS_VERSION}.tar.gz"
-    why = ""
-    for _ in range(3):
-        try:
-            got = requests.get(HEAT_AGENTS_SDIST, timeout=120)
-        except requests.RequestException as exc:
-            why = f"GET {HEAT_AGENTS_SDIST}: {type(exc).__name__}: {exc}"
-            continue
-        if got.status_code != 200:
-            why = f"GET {HEAT_AGENTS_SDIST}: HTTP {got.status_code}"
-            continue
-        digest = hashlib.sha256(got.content).hexdigest()
-        if digest != HEAT_AGENTS_SHA256:
-            why = f"{archive.name} has SHA-256 {digest}, not {HEAT_AGENTS_SHA256}"
-            continue
-        archive.write_bytes(got.content)
-        break
-    else:
-        return None, why
-    with tarfile.open(archive) as tar:
-        tar.extractall(CACHE, filter="data")
-    if _has_scripts(tree):
-        return tree, ""
-    return None, f"{archive.name} holds none of the hook scripts"
-
-
 @pytest.fixture(scope="module")
 def heat_agents() -> Path:
     """The root of a heat-agents source tree."""
     named = os.environ.get("SWFLOWS_HEAT_AGENTS")
-    tree, why = (Path(named), "") if named else _fetched_tree()
+    why = ""
+    try:
+        tree = Path(named) if named else heat_image.heat_agents_tree()
+    except DevcloudError as exc:
+        tree, why = None, str(exc)
     if tree is None or not _has_scripts(tree):
         pytest.fail(
             "heat-agents' scripts not found: set SWFLOWS_HEAT_AGENTS to its "
-            f"source tree, or let it be downloaded from PyPI into {CACHE}"
+            f"source tree, or let it be downloaded from PyPI into {heat_image.CACHE}"
             + (f" ({why})" if why else ""),
             pytrace=False,
         )

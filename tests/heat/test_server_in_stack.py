@@ -1,22 +1,25 @@
-"""An ``OS::Nova::Server`` and an ``OS::Swflows::Deployment`` in one stack.
+"""An ``OS::Nova::Server`` and an ``OS::Swflows::Deployment`` in one stack,
+the server running Heat's own agents.
 
-The server is Heat's own (``user_data_format: SOFTWARE_CONFIG``,
-``software_config_transport: POLL_SERVER_HEAT``), booted by the Nova
-stand-in with its flavor and image looked up as Heat looks them up.  Heat's
-agents on it would read the server resource's metadata through heat-api:
-the deployment's derived config must be there, beside Heat's own
-``os-collect-config`` section.  No agent runs on it here (the stand-in
-starts only swflows' agent), so the test reads that metadata as the agent
-would, and signals through heat-api as ``heat-config-notify`` would.
+The server is Heat's (``user_data_format: SOFTWARE_CONFIG``), booted by
+the Nova stand-in with its flavor and image looked up as Heat looks them
+up.  Its user data is Heat's, so the stand-in boots Heat's agent chain
+(os-collect-config, os-apply-config, os-refresh-config, heat-agents'
+``55-heat-config``, script hook and ``heat-config-notify``): the agents
+read the server resource's metadata through heat-api
+(``software_config_transport: POLL_SERVER_HEAT``) or the TempURL Heat made
+for the server (``POLL_TEMP_URL``), run the script and signal the
+deployment's TempURL.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from swflows import derive
 from swflows import metadata as server_metadata
@@ -24,6 +27,9 @@ from swflows.api import Swflows
 from swflows.embedding.completion import action_flows
 from tests.functional.flowkit import leftovers
 from tests.heat.conftest import TEMPLATE_VERSION, HeatApi
+
+#: the Nova stand-in's server folders (agent logs)
+AGENTS = Path(__file__).resolve().parents[2] / ".devcloud" / "state" / "nova" / "agents"
 
 SCRIPT = """#!/bin/sh
 echo "hello $name" > "$heat_outputs_path.result"
@@ -33,7 +39,10 @@ echo "hello $name" > "$heat_outputs_path.result"
 def template(config_id: str) -> dict[str, Any]:
     return {
         "heat_template_version": TEMPLATE_VERSION,
-        "parameters": {"name": {"type": "string"}},
+        "parameters": {
+            "name": {"type": "string"},
+            "transport": {"type": "string"},
+        },
         "resources": {
             "server": {
                 "type": "OS::Nova::Server",
@@ -41,7 +50,7 @@ def template(config_id: str) -> dict[str, Any]:
                     "image": "cirros",
                     "flavor": "m1.tiny",
                     "user_data_format": "SOFTWARE_CONFIG",
-                    "software_config_transport": "POLL_SERVER_HEAT",
+                    "software_config_transport": {"get_param": "transport"},
                 },
             },
             "deploy": {
@@ -83,37 +92,52 @@ def metadata(heat_api: HeatApi, ref: str, name: str) -> dict[str, Any]:
     return found
 
 
-def test_the_servers_metadata_carries_the_deployment(
-    sw: Swflows, heat_api: HeatApi, greeting: str
+def booted(devcloud: dict[str, Any], server_id: str) -> dict[str, Any]:
+    """What the Nova stand-in says it booted on the server."""
+    url = f"{devcloud['nova']['control_url']}/servers/{server_id}"
+    record: dict[str, Any] = requests.get(url, timeout=30).json()["server"]
+    return record
+
+
+def agent_log(server_id: str | None) -> str:
+    log = AGENTS / str(server_id) / "agent.log"
+    return log.read_text(errors="replace")[-6000:] if log.is_file() else ""
+
+
+@pytest.mark.parametrize("transport", ["POLL_SERVER_HEAT", "POLL_TEMP_URL"])
+def test_heats_agents_on_a_server_of_the_stack_run_the_deployment(
+    sw: Swflows,
+    heat_api: HeatApi,
+    devcloud: dict[str, Any],
+    greeting: str,
+    transport: str,
 ) -> None:
-    ref = heat_api.create("with-server", template(greeting), {"name": "carol"})
+    params = {"name": "carol", "transport": transport}
+    ref = heat_api.create("with-server", template(greeting), params)
+    deployment_id = server_id = None
     try:
-        deadline = time.monotonic() + 90
-        deployment_id = server_id = None
-        while True:
-            stack = heat_api.show(ref)
-            assert stack["stack_status"] == "CREATE_IN_PROGRESS", (
-                stack["stack_status"],
-                stack["stack_status_reason"],
-            )
-            deployment_id = heat_api.resource(ref, "deploy")["physical_resource_id"]
-            items = metadata(heat_api, ref, "server").get("deployments") or []
-            if deployment_id and items:
-                break
-            assert time.monotonic() < deadline, "no deployment in the metadata"
-            time.sleep(0.5)
-        server_id = heat_api.resource(ref, "server")["physical_resource_id"]
+        stack = heat_api.wait(ref, timeout=180)
+        ids = heat_api.physical_ids(ref)
+        deployment_id, server_id = ids["deploy"], ids["server"]
+        assert stack["stack_status"] == "CREATE_COMPLETE", (
+            stack["stack_status_reason"],
+            agent_log(server_id),
+        )
+        # the script ran on the server, through Heat's hook, and
+        # heat-config-notify's signal completed the deployment
+        assert heat_api.outputs(ref) == {"result": "hello carol\n", "code": 0}
+        assert "Heat's agents" in booted(devcloud, server_id)["agent"]["why"]
         assert sw.show(deployment_id).server_id == server_id
-        # enrolled for Heat's agents, on the transport Heat booted it with
+        # enrolled for Heat's agents, reading the metadata Heat serves
         enrolled = sw.show_server(server_id)
         assert (enrolled["config_transport"], enrolled["agent"]) == (
             "POLL_SERVER_HEAT",
             "heat",
         )
-
         shown = metadata(heat_api, ref, "server")
         # Heat's own section, written when it booted the server, is kept
-        assert shown["os-collect-config"]["heat"]["resource_name"] == "server"
+        collect = shown["os-collect-config"]
+        assert ("heat" if transport == "POLL_SERVER_HEAT" else "request") in collect
         [item] = shown["deployments"]
         created = sw.show(deployment_id)
         assert item["id"] == derive.derived_config_id(deployment_id, created.generation)
@@ -125,23 +149,10 @@ def test_the_servers_metadata_carries_the_deployment(
         assert inputs["deploy_server_id"] == server_id
         assert inputs["deploy_action"] == "CREATE"
         assert inputs["deploy_signal_transport"] == "TEMP_URL_SIGNAL"
-
-        # what heat-config-notify sends once the script ran
-        heat_api.signal(
-            ref,
-            "deploy",
-            {"deploy_status_code": 0, "deploy_stdout": "", "result": "hello carol"},
-        )
-        stack = heat_api.wait(ref)
-        assert stack["stack_status"] == "CREATE_COMPLETE", stack["stack_status_reason"]
-        assert heat_api.outputs(ref) == {"result": "hello carol", "code": 0}
-        [after] = metadata(heat_api, ref, "server")["deployments"]
-        assert after["id"] == item["id"]
+    except BaseException:
+        print(f"--- the server's agents ---\n{agent_log(server_id)}")
+        raise
     finally:
-        if heat_api.show(ref)["stack_status"] == "CREATE_IN_PROGRESS":
-            # a deployment still waiting is not deleted: end it first
-            heat_api.signal(ref, "deploy", {"deploy_status_code": 1})
-            heat_api.wait(ref)
         heat_api.delete(ref)
     if deployment_id and server_id:
         with pytest.raises(Exception, match=deployment_id):

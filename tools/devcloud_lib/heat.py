@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import httpjson, layout, service_bed
+from . import heat_image, httpjson, layout, service_bed
 from .procs import (
     Check,
     DevcloudError,
@@ -288,6 +288,8 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
     t0 = time.monotonic()
     spent = ensure_venv()
     timings["install"] = spent or 0.0
+    # the image the Nova stand-in boots for servers with Heat's user data
+    timings["agents image"] = heat_image.ensure() or 0.0
     down()
     shutil.rmtree(STATE, ignore_errors=True)
     (STATE / "locks").mkdir(parents=True)
@@ -358,7 +360,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
     except BaseException:
         stop(records)
         raise
-    timings["start"] = time.monotonic() - t0 - timings["install"] - timings["prepare"]
+    timings["start"] = time.monotonic() - t0 - sum(timings.values())
     doc = {
         "url": f"http://127.0.0.1:{api_port}/v1",
         "auth_url": cloud["keystone"]["auth_url"],

@@ -77,6 +77,9 @@ def start_nova(cloud: Cloud) -> Check:
     argv += ["--default-user-id", cloud.ids["demo_user"]]
     # booted servers' agents poll each second
     argv += ["--agent-python", str(install.swflows_python()), "--agent-interval", "1"]
+    # servers booted with Heat's user data run Heat's agents, once heat-up
+    # has laid their image out
+    argv += ["--heat-image", str(layout.BASE / "heat-image")]
     started = spawn("nova", argv, port=cloud.ports["nova"], records=cloud.records)
 
     def probe() -> bool:
