@@ -5,9 +5,10 @@ The scripts are heat-agents' own, from the source tree named by
 ``SWFLOWS_HEAT_AGENTS``, else from its PyPI sdist as the dev cloud's Heat
 image takes it (``tools/devcloud_lib/heat_image``: fetched once, its hash
 checked, into ``~/.cache/swflows-tests``; the tests fail, naming what is
-missing, when neither is there).  The test plays os-collect-config's part, as the ``request``
-collector and os-apply-config would: it GETs the server's metadata URL and
-writes its ``deployments`` to the file ``55-heat-config`` reads.  The
+missing, when neither is there).  The test plays os-collect-config's
+part, as the ``request`` collector and os-apply-config would: it GETs
+the server's metadata URL and writes its ``deployments`` to the file
+``55-heat-config`` reads.  The
 hooks then run on this machine, and ``heat-config-notify`` PUTs the signal
 to the deployment's TempURL.
 """
