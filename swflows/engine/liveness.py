@@ -235,7 +235,10 @@ def within(seconds: float, what: str, call: Callable[[], object]) -> bool:
     threading.Thread(target=run, name=f"swflows-stop-{what}", daemon=True).start()
     if done.wait(seconds):
         return True
-    LOG.warning("%s: no answer within %g s; stopping without it", what, seconds)
+    # a share of a deadline (1.99999 s) is told as the bound it was (2 s)
+    LOG.warning(
+        "%s: no answer within %g s; stopping without it", what, round(seconds, 1)
+    )
     return False
 
 
