@@ -326,18 +326,15 @@ class TestCancel:
 
 
 def test_heat_hook_programs_get_string_inputs_as_text() -> None:
-    source = {
-        "id": "x",
-        "group": "puppet",
-        "inputs": [
-            {"name": "none", "type": "String", "value": None},
-            {"name": "flag", "type": "String", "value": True},
-            {"name": "map", "type": "String", "value": {"a": 1}},
-            {"name": "text", "type": "String", "value": "t"},
-            {"name": "port", "type": "Number", "value": 8080},
-            {"name": "bare", "type": "String"},
-        ],
-    }
+    inputs: list[dict[str, Any]] = [
+        {"name": "none", "type": "String", "value": None},
+        {"name": "flag", "type": "String", "value": True},
+        {"name": "map", "type": "String", "value": {"a": 1}},
+        {"name": "text", "type": "String", "value": "t"},
+        {"name": "port", "type": "Number", "value": 8080},
+        {"name": "bare", "type": "String"},
+    ]
+    source = {"id": "x", "group": "puppet", "inputs": inputs}
     got = {i["name"]: i.get("value", "-") for i in hooks.heat_item(source)["inputs"]}
     # as heat-agents' 55-heat-config: Python's str() of what is not text
     assert got == {
@@ -348,4 +345,4 @@ def test_heat_hook_programs_get_string_inputs_as_text() -> None:
         "port": 8080,
         "bare": "-",
     }
-    assert source["inputs"][0]["value"] is None  # the item is not changed
+    assert inputs[0]["value"] is None  # the item is not changed
