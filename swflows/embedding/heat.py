@@ -374,48 +374,13 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         return done
 
     def _push_metadata(self) -> None:
-        """Serve POLL_SERVER_HEAT: a server resource of this stack gets
-        swflows' list in the ``deployments`` key of its metadata, as Heat
-        does for its own deployments."""
-        server_id = self.properties[self.SERVER]
-        server = self.stack.resource_by_refid(server_id)
-        if server is None:
-            return  # not in this stack: swflows serves its metadata itself
-        if (
-            self._heat_booted_transport()
-            and metadata.server_agent(self.sw.services, server_id)
-            != bootdata.HEAT_AGENTS
-        ):
-            return  # not enrolled yet: never show Heat's agents another form
-        items = self.sw.server_metadata(server_id)
-
-        def merge(
-            new: dict[str, Any], current: dict[str, Any] | None
-        ) -> dict[str, Any]:
-            return {**(current or {}), **new}
-
-        server.metadata_set({"deployments": items}, merge_metadata=merge)
-        write_metadata_object(server, server_id)
+        push_server_metadata(self.sw, self.stack, self.properties[self.SERVER])
 
     def _heat_booted_transport(self) -> str | None:
-        """POLL_SERVER_HEAT when the server is an ``OS::Nova::Server`` of
-        this stack that Heat boots for its own agents
-        (``user_data_format: SOFTWARE_CONFIG``) reading the server
-        resource's metadata, through heat-api
-        (``software_config_transport: POLL_SERVER_HEAT``) or the TempURL
-        Heat made for it (``POLL_TEMP_URL``): the metadata is Heat's to
-        serve, swflows' items are put into it; else None."""
-        server = self.stack.resource_by_refid(self.properties[self.SERVER])
-        booted = getattr(server, "user_data_software_config", None)
-        if server is None or not callable(booted) or not booted():
-            return None
-        transport = server.properties.get("software_config_transport")
-        if transport in HEAT_SERVED:
-            return names.POLL_SERVER_HEAT
-        return None
+        return heat_booted_transport(self.stack, self.properties[self.SERVER])
 
     def _config(self, config_id: str) -> str:
-        return copied_config(self, config_id)
+        return copied_config(self.sw, self, config_id)
 
     def _exists(self) -> bool:
         if self.resource_id is None:
@@ -554,7 +519,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
                 # own delete settles its metadata
                 LOG.warning("%s: %s", self.name, exc)
             self._release_server()
-            release_copied_configs(self)
+            release_copied_configs(self.sw, self)
         return done
 
     def _release_server(self) -> None:
@@ -612,13 +577,50 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         return None
 
 
-def copied_config(rsrc: SwflowsDeployment, config_id: str) -> str:
+def heat_booted_transport(stack: Any, server_id: str) -> str | None:
+    """POLL_SERVER_HEAT when the server is an ``OS::Nova::Server`` of
+    ``stack`` that Heat boots for its own agents (``user_data_format:
+    SOFTWARE_CONFIG``) reading the server resource's metadata, through
+    heat-api (``software_config_transport: POLL_SERVER_HEAT``) or the
+    TempURL Heat made for it (``POLL_TEMP_URL``): the metadata is Heat's to
+    serve, swflows' items are put into it; else None."""
+    server = stack.resource_by_refid(server_id)
+    booted = getattr(server, "user_data_software_config", None)
+    if server is None or not callable(booted) or not booted():
+        return None
+    transport = server.properties.get("software_config_transport")
+    if transport in HEAT_SERVED:
+        return names.POLL_SERVER_HEAT
+    return None
+
+
+def push_server_metadata(sw: Swflows, stack: Any, server_id: str) -> None:
+    """Serve POLL_SERVER_HEAT: a server resource of ``stack`` gets swflows'
+    list in the ``deployments`` key of its metadata, as Heat does for its
+    own deployments (and in the object Heat made for it, on POLL_TEMP_URL)."""
+    server = stack.resource_by_refid(server_id)
+    if server is None:
+        return  # not in this stack: swflows serves its metadata itself
+    if (
+        heat_booted_transport(stack, server_id)
+        and metadata.server_agent(sw.services, server_id) != bootdata.HEAT_AGENTS
+    ):
+        return  # not enrolled yet: never show Heat's agents another form
+    items = sw.server_metadata(server_id)
+
+    def merge(new: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
+        return {**(current or {}), **new}
+
+    server.metadata_set({"deployments": items}, merge_metadata=merge)
+    write_metadata_object(server, server_id)
+
+
+def copied_config(sw: Swflows, rsrc: resource.Resource, config_id: str) -> str:
     """The swflows config ``config_id`` names: swflows' own, or a copy of
     Heat's software config of that id (``OS::Heat::SoftwareConfig``,
     ``StructuredConfig``, a component config), made under the same id.
     Both sides are immutable, so the copy never goes stale, and making it
     again (a create started anew) finds it; the resource records it."""
-    sw = rsrc.sw
     try:
         sw.get_config(config_id)
         return config_id
@@ -649,16 +651,16 @@ def copied_config(rsrc: SwflowsDeployment, config_id: str) -> str:
     return str(made.id)
 
 
-def _copied_configs(rsrc: SwflowsDeployment) -> list[str]:
+def _copied_configs(rsrc: resource.Resource) -> list[str]:
     return str(rsrc.data().get(IMPORTED_CONFIG) or "").split()
 
 
-def release_copied_configs(rsrc: SwflowsDeployment) -> None:
+def release_copied_configs(sw: Swflows, rsrc: resource.Resource) -> None:
     """The copies of Heat software configs go once no deployment uses them
     (Heat's own configs stay: the stack owns them)."""
     for config_id in _copied_configs(rsrc):
         try:
-            rsrc.sw.delete_config(config_id)
+            sw.delete_config(config_id)
         except (exceptions.ConfigInUse, exceptions.ConfigNotFound):
             pass  # another deployment still uses it, or it went already
 

@@ -110,9 +110,15 @@ class HeatApi(flowkit.ServiceApi):
         return f"{name}/{stack_id}"
 
     def update(
-        self, ref: str, template: dict[str, Any], parameters: dict[str, Any]
+        self,
+        ref: str,
+        template: dict[str, Any],
+        parameters: dict[str, Any],
+        environment: dict[str, Any] | None = None,
     ) -> None:
         body = {"template": template, "parameters": parameters}
+        if environment is not None:
+            body["environment"] = environment
         self.call("PUT", f"/stacks/{ref}", json=body)
 
     def action(self, ref: str, name: str) -> None:

@@ -124,3 +124,96 @@ def test_a_config_neither_swflows_nor_heat_fails_naming_it(
         assert missing in reason and "neither a swflows config" in reason, reason
     finally:
         heat_api.delete(ref)
+
+
+#: Heat's SoftwareDeploymentGroup over a server of the stack, booted for
+#: Heat's agents, and one running swflows' agent
+GROUP_TEMPLATE = f"""
+heat_template_version: "{TEMPLATE_VERSION}"
+parameters:
+  server: {{type: string}}
+  name: {{type: string}}
+resources:
+  config:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs:
+        - name: name
+      outputs:
+        - name: result
+      config: |
+        #!/bin/sh
+        echo "hello $name from $deploy_server_id" > "$heat_outputs_path.result"
+  booted:
+    type: OS::Nova::Server
+    properties:
+      image: cirros
+      flavor: m1.tiny
+      user_data_format: SOFTWARE_CONFIG
+      software_config_transport: POLL_SERVER_HEAT
+  deps:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {{get_resource: config}}
+      servers:
+        heat: {{get_resource: booted}}
+        ours: {{get_param: server}}
+      input_values:
+        name: {{get_param: name}}
+outputs:
+  result: {{value: {{get_attr: [deps, result]}}}}
+  codes: {{value: {{get_attr: [deps, deploy_status_codes]}}}}
+"""
+
+
+def test_heats_deployment_group_runs_unedited_through_the_environment(
+    sw: Swflows, heat_api: HeatApi, server: str
+) -> None:
+    """Heat's agents on the stack's own server and swflows' agent on the
+    other each run the config; an update redeploys both; the delete leaves
+    nothing, the stack's server forgotten."""
+    ref = heat_api.create(
+        "group", GROUP_TEMPLATE, {"server": server, "name": "ann"}, environment()
+    )
+    group_id = booted = None
+    try:
+        stack = heat_api.wait(ref, timeout=180)
+        assert stack["stack_status"] == "CREATE_COMPLETE", stack["stack_status_reason"]
+        ids = heat_api.physical_ids(ref)
+        group_id, booted = ids["deps"], ids["booted"]
+        assert heat_api.outputs(ref) == {
+            "result": {
+                "heat": f"hello ann from {booted}\n",
+                "ours": f"hello ann from {server}\n",
+            },
+            "codes": {"heat": 0, "ours": 0},
+        }
+        shown = sw.show_group(group_id)
+        assert shown["servers"] == {"heat": booted, "ours": server}
+        assert sw.show_server(booted)["agent"] == "heat"
+
+        heat_api.update(
+            ref,
+            yaml.safe_load(GROUP_TEMPLATE),
+            {"server": server, "name": "bo"},
+            environment(),
+        )
+        stack = heat_api.wait(ref, timeout=180, action="update")
+        assert stack["stack_status"] == "UPDATE_COMPLETE", stack["stack_status_reason"]
+        assert heat_api.outputs(ref)["result"] == {
+            "heat": f"hello bo from {booted}\n",
+            "ours": f"hello bo from {server}\n",
+        }
+        members = sw.show_group(group_id)["members"]
+        deployments = [m["deployment_id"] for m in members.values()]
+    finally:
+        heat_api.delete(ref)
+    assert group_id and booted
+    with pytest.raises(exceptions.GroupNotFound):
+        sw.show_group(group_id)
+    assert leftovers(sw, *deployments) == {}
+    assert sw.list_deployments(server_id=server) == []
+    assert leftovers(sw, booted) == {}
+    with pytest.raises(exceptions.NotFound):
+        sw.show_server(booted)

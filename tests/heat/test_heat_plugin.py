@@ -15,7 +15,7 @@ from heat.engine import attributes, properties
 from heat.engine import resource as heat_resource
 
 from swflows.embedding import heat as plugin
-from swflows.embedding import heat_plugins
+from swflows.embedding import heat_group, heat_plugins
 
 
 def test_heat_loads_the_plugin_directory() -> None:
@@ -25,7 +25,10 @@ def test_heat_loads_the_plugin_directory() -> None:
     modules = list(plugin_loader.load_modules(package))
     assert [m.__name__ for m in modules] == ["swflows_test.plugins.swflows_deployment"]
     mapping = modules[0].resource_mapping()
-    assert mapping == {"OS::Swflows::Deployment": plugin.SwflowsDeployment}
+    assert mapping == {
+        "OS::Swflows::Deployment": plugin.SwflowsDeployment,
+        "OS::Swflows::DeploymentGroup": heat_group.SwflowsDeploymentGroup,
+    }
     assert Path(heat_plugins.PATH).is_dir()
 
 
