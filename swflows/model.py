@@ -76,10 +76,19 @@ def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC).replace(microsecond=0, tzinfo=None)
 
 
-def isotime(value: _dt.datetime | None) -> str | None:
-    """Heat's API time format: ``2026-11-21T13:33:18Z``."""
+def isotime(value: _dt.datetime | float | None) -> str | None:
+    """A time as every view shows it, Heat's API format:
+    ``2026-11-21T13:33:18Z`` (UTC, whole seconds).
+
+    ``value`` is a naive datetime in UTC (as the store keeps them), an
+    aware one, or seconds since the epoch (``time.time()``).
+    """
     if value is None:
         return None
+    if isinstance(value, int | float):
+        value = _dt.datetime.fromtimestamp(value, _dt.UTC)
+    elif value.tzinfo is not None:
+        value = value.astimezone(_dt.UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -211,8 +211,8 @@ def describe(sw: Deployments, record: GroupRecord) -> dict[str, Any]:
             "action": operation.get("action"),
             "policy": operation.get("policy"),
             "cancel": operation.get("cancel"),
-            "started_at": operation.get("started_at"),
-            "ended_at": operation.get("ended_at"),
+            "started_at": model.isotime(operation.get("started_at")),
+            "ended_at": model.isotime(operation.get("ended_at")),
             "done": counts[rollout.COMPLETE],
             "running": counts[rollout.RUNNING],
             "failed": counts[rollout.FAILED],
@@ -225,8 +225,8 @@ def describe(sw: Deployments, record: GroupRecord) -> dict[str, Any]:
                 for name, m in op_members.items()
             },
         },
-        "creation_time": record.created_at.isoformat() if record.created_at else None,
-        "updated_time": record.updated_at.isoformat() if record.updated_at else None,
+        "creation_time": model.isotime(record.created_at),
+        "updated_time": model.isotime(record.updated_at),
     }
 
 

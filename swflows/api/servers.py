@@ -126,7 +126,7 @@ def describe(sw: Deployments, server_id: str, console_lines: int = 0) -> dict[st
         "config_transport": record.config_transport,
         "agent": metadata.agent_of(record),
         "enrolled": enrolled is not None,
-        "enrolled_at": enrolled.isoformat() if enrolled else None,
+        "enrolled_at": model.isotime(enrolled),
         "in_compute": record.in_compute,
         # whose Nova listing shows it (None: swflows' own)
         "compute_project": record.compute_project,
@@ -413,7 +413,7 @@ class Servers(Deployments):
             "server_id": server_id,
             "project_id": self._project_of(projects.SERVER, server_id),
             **found,
-            "changed_at": changed.isoformat() if changed else None,
+            "changed_at": model.isotime(changed),
         }
 
     def unenroll_server(

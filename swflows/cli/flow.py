@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import time
 from typing import Any
 
@@ -17,7 +18,9 @@ LONG_COLUMNS = (*COLUMNS, "server_id", "takeovers", "note")
 def flow_row(row: Any) -> dict[str, Any]:
     data: dict[str, Any] = row.to_dict()
     waiting = row.waiting or {}
-    data["elapsed"] = round(time.time() - row.created_at.timestamp(), 1)
+    # the store's times are naive UTC
+    created = row.created_at.replace(tzinfo=datetime.UTC).timestamp()
+    data["elapsed"] = round(time.time() - created, 1)
     data["picked_up"] = waiting.get("picked_up") if row.state == "PARKED" else None
     return data
 

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
+from swflows import model
+
 if TYPE_CHECKING:
     from swflows.persistence.store import Store
 
@@ -114,7 +116,8 @@ class FlowRow:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out["created_at"] = self.created_at.isoformat()
+        out["created_at"] = model.isotime(self.created_at)
+        out["lease_until"] = model.isotime(self.lease_until)
         return out
 
 
