@@ -90,6 +90,7 @@ _RULES: Final[tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...]] = (
         (("POST", "/deployments/{id}/signal"),),
     ),
     ("swflows:server:enroll", "", "Enroll a server.", (("PUT", "/servers/{id}"),)),
+    ("swflows:server:list", "", "List the project's servers.", (("GET", "/servers"),)),
     (
         "swflows:server:show",
         "rule:admin_or_owner",

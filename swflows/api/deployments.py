@@ -306,6 +306,7 @@ class Deployments(Plans, Idempotence):
         """
         found = self.store.server_metadata(server_id).deployments
         agent = metadata.server_agent(self.services, server_id)
+        self.store.saw_server(server_id)
         self.runner.registry.mark_picked_up(server_id)
         return derive.for_agent(found, heat_agents=agent == bootdata.HEAT_AGENTS)
 
@@ -343,6 +344,7 @@ class Deployments(Plans, Idempotence):
             return False
         raw = payload if isinstance(payload, (bytes, str)) else dict(payload)
         outcome = outcomes.outcome_from_payload(self.services, current, raw)
+        self.store.saw_server(current.server_id)
         if outcome is None:
             return True  # a progress signal
         recorded = outcomes.record_outcome(

@@ -127,6 +127,7 @@ def describe(sw: Deployments, server_id: str, console_lines: int = 0) -> dict[st
         "agent": metadata.agent_of(record),
         "enrolled": enrolled is not None,
         "enrolled_at": model.isotime(enrolled),
+        "last_seen": model.isotime(record.last_seen),
         "in_compute": record.in_compute,
         # whose Nova listing shows it (None: swflows' own)
         "compute_project": record.compute_project,
@@ -452,6 +453,28 @@ class Servers(Deployments):
         self.store.get_server(server_id)
         self._visible(context, projects.SERVER, server_id, "swflows:server:show")
         return describe(self, server_id, console_lines)
+
+    def list_servers(
+        self, *, context: RequestContext | None = None, all_projects: bool = False
+    ) -> list[dict[str, Any]]:
+        """Every server the store holds (with ``context``, its project's
+        unless ``all_projects``): id, config transport, agent, enrolled,
+        its number of deployments, and when it was last seen (it read its
+        metadata through swflows, or signalled; None: not seen yet)."""
+        self._allow(context, "swflows:server:list")
+        found = self.store.list_servers(**self._listing(context, all_projects))
+        counts = self.store.deployment_counts()
+        return [
+            {
+                "server_id": record.server_id,
+                "config_transport": record.config_transport,
+                "agent": metadata.agent_of(record),
+                "enrolled": record.enrolled_time is not None,
+                "deployments": counts.get(record.server_id, 0),
+                "last_seen": model.isotime(record.last_seen),
+            }
+            for record in found
+        ]
 
     def boot_data(self, server_id: str, agent: str | None = None) -> str:
         """cloud-init user_data starting ``agent`` ("swflows" or "heat";

@@ -47,6 +47,7 @@ COMMANDS: dict[str, type] = {
     "server enroll": server.EnrollServer,
     "server unenroll": server.UnenrollServer,
     "server show": server.ShowServer,
+    "server list": server.ListServers,
     "server set": server.SetServer,
     "server boot-data": server.BootData,
     "server agent-config": server.AgentConfig,

@@ -232,3 +232,27 @@ class DeleteServer(base.Command):
         self.sw.delete_server(parsed_args.server, context=self.ctx)
         self.app.stdout.write(f"server {parsed_args.server} deleted\n")
         return 0
+
+
+class ListServers(base.Lister):
+    """List servers: enrollment, agent, deployments, when last seen."""
+
+    COLUMNS = (
+        "server_id",
+        "config_transport",
+        "agent",
+        "enrolled",
+        "deployments",
+        "last_seen",
+    )
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        base.add_all_projects(parser)
+        return parser
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        found = self.sw.list_servers(
+            context=self.ctx, all_projects=parsed_args.all_projects
+        )
+        return self.COLUMNS, [base.row(s, self.COLUMNS) for s in found]

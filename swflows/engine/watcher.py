@@ -480,6 +480,7 @@ class Watcher:
             and not (read.version and read.version == waiting.get("seen"))
         ):
             deployment = self.services.store.get_deployment(deployment_id)
+            self.services.store.saw_server(deployment.server_id)
             outcome = signal_tasks.outcome_from_payload(
                 self.services, deployment, read.payload
             )

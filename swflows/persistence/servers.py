@@ -22,10 +22,11 @@ from sqlalchemy.dialects import mysql as sa_mysql
 from sqlalchemy.dialects import postgresql as sa_postgresql
 from sqlalchemy.dialects import sqlite as sa_sqlite
 
-from swflows import exceptions, model, states
+from swflows import exceptions, model, projects, states
 from swflows.persistence import tables as _tables
 from swflows.persistence.configs import ConfigRows
 from swflows.persistence.database import check_str
+from swflows.persistence.owners import in_project
 
 #: attempts of :meth:`ServerRows.publish` before ConcurrentUpdate
 PUBLISH_ATTEMPTS: Final = 50
@@ -65,6 +66,9 @@ class ServerRecord:
     #: whose Nova listing shows it: a project's (read through a trust of
     #: that project), None: swflows' own compute login's
     compute_project: str | None = None
+    #: when it last read its metadata through swflows or signalled (None:
+    #: never, or only read its channel where swflows cannot see it)
+    last_seen: _dt.datetime | None = None
 
 
 class ServerRows(ConfigRows):
@@ -116,6 +120,7 @@ class ServerRows(ConfigRows):
             enrolled_time=row.enrolled_at,
             in_compute=bool(row.in_compute),
             compute_project=row.compute_project,
+            last_seen=row.last_seen_at,
         )
 
     def get_server(self, server_id: str) -> ServerRecord:
@@ -130,14 +135,44 @@ class ServerRows(ConfigRows):
 
         return self._read("get server", op)
 
-    def list_servers(self) -> list[ServerRecord]:
+    def list_servers(
+        self, *, project: str | None = None, unowned: bool = False
+    ) -> list[ServerRecord]:
+        """Every server's row, by id (``project`` and ``unowned``: see
+        :func:`swflows.persistence.owners.in_project`)."""
         s = self._tables.servers
+        query = sa.select(s).order_by(s.c.server_id)
+        if project is not None:
+            mine = in_project(
+                self._tables, projects.SERVER, s.c.server_id, project, unowned=unowned
+            )
+            query = query.where(mine)
 
         def op(conn: sa.Connection) -> list[ServerRecord]:
-            rows = conn.execute(sa.select(s).order_by(s.c.server_id))
-            return [self._server_from_row(row) for row in rows]
+            return [self._server_from_row(row) for row in conn.execute(query)]
 
         return self._read("list servers", op)
+
+    def deployment_counts(self) -> dict[str, int]:
+        """How many deployments each server has (servers with none left out)."""
+        d = self._tables.deployments
+        query = sa.select(d.c.server_id, sa.func.count()).group_by(d.c.server_id)
+
+        def op(conn: sa.Connection) -> dict[str, int]:
+            return {row[0]: int(row[1]) for row in conn.execute(query)}
+
+        return self._read("count deployments", op)
+
+    def saw_server(self, server_id: str) -> None:
+        """Note that the server showed it is alive now (it read its metadata
+        through swflows, or it signalled); nothing for an unknown server."""
+        s = self._tables.servers
+        seen = sa.update(s).where(s.c.server_id == server_id)
+
+        def op(conn: sa.Connection) -> None:
+            conn.execute(seen.values(last_seen_at=model.utcnow()))
+
+        self._write("note server seen", op)
 
     def set_server_channel(
         self,

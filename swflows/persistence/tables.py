@@ -141,6 +141,8 @@ def tables(prefix: str = DEFAULT_PREFIX) -> Tables:
         # whose Nova listing shows it: a project's (read through a trust of
         # that project), or NULL, swflows' own compute login's
         sa.Column("compute_project", sa.String(NAME_LENGTH), nullable=True),
+        # when the server last read its metadata through swflows or signalled
+        sa.Column("last_seen_at", timestamp(), nullable=True),
     )
     deployments = sa.Table(
         f"{p}deployments",

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 SCRIPT_LOCATION: Final = os.path.dirname(os.path.abspath(__file__))
 #: the newest revision in ``versions/`` (a unit test holds it to alembic's
 #: own reading of the scripts)
-HEAD: Final = "0013"
+HEAD: Final = "0014"
 #: the key of every swflows advisory lock: "swfl" in ASCII
 _LOCK_CLASS: Final = 0x7377666C
 #: seconds a MySQL or MariaDB migration waits for another's to end
