@@ -151,7 +151,7 @@ def follow(
     sw: Any, group: str, out: IO[str], timeout: float | None = None
 ) -> dict[str, Any] | None:
     """Print a progress line whenever it changes until the operation ends;
-    the group then (None once a delete removed it)."""
+    the group then (None once a delete removed it: the caller says so)."""
     sw.runner  # noqa: B018 -- this process drives the group meanwhile
     started = time.monotonic()
     last = None
@@ -159,7 +159,6 @@ def follow(
         try:
             shown: dict[str, Any] = sw.show_group(group)
         except exceptions.GroupNotFound:
-            out.write(f"group {group} deleted\n")
             return None
         line = progress_line(shown)
         if line != last:

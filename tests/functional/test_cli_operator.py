@@ -63,3 +63,19 @@ def test_server_list_says_when_each_server_was_last_seen(
         cli("deployment", "delete", dep["id"])
     cli("server", "unenroll", nobody)
     assert [s["server_id"] for s in cli.json("server", "list")] == [server.id]
+
+
+def test_group_delete_says_it_once(setup: tuple[Cli, Swflows]) -> None:
+    cli, sw = setup
+    config = script(cli, "noop", "#!/bin/sh\n")
+    servers = [str(uuid.uuid4()) for _ in range(2)]
+    members = [f"--member=m{i}={s}" for i, s in enumerate(servers)]
+    made = cli.json(
+        "group", "create", "web", "--config", config, *members,
+        "--signal-transport", "NO_SIGNAL", "--wait",
+    )  # fmt: skip
+    assert made["status"] == states.COMPLETE, made
+    gone = cli("group", "delete", "web")
+    assert gone.stdout == "group web deleted\n"
+    assert "deleted" not in gone.stderr, gone.stderr
+    assert sw.list_deployments() == []
