@@ -247,13 +247,45 @@ def outcome(payload: Mapping[str, Any], outputs: Sequence[model.OutputSpec]) -> 
     )
 
 
-def timeout_outcome(seconds: float) -> Outcome:
-    """No final signal came within the deployment's timeout."""
-    return Outcome(
-        states.FAILED,
-        f"Deployment timed out: no signal within {_seconds(seconds)} seconds",
-        {"kind": states.ReasonKind.TIMEOUT.value, "timeout": seconds},
-    )
+#: how far a waiting action got on its server, as far as swflows saw:
+#: its metadata published; read by the server through swflows (an
+#: embedder serving POLL_SERVER_HEAT); the agent's "started" signal came
+PUBLISHED: Final = "published"
+PICKED_UP: Final = "picked_up"
+STARTED: Final = "started"
+STAGES: Final = (PUBLISHED, PICKED_UP, STARTED)
+_STOPPED_AT: Final = {
+    PUBLISHED: "stopped at: published, with no sign that the server picked it "
+    'up (no metadata read through swflows, no "started" signal): is the '
+    "server or its agent running?",
+    PICKED_UP: "stopped at: picked up (the server read its metadata), no final signal",
+    STARTED: 'stopped at: started (the agent said "started"), no final '
+    "signal: the hook still runs, or hung",
+}
+
+
+def stage_of(waiting: Mapping[str, Any]) -> str:
+    """The stage a parked flow's ``waiting`` record reached: its
+    ``started_at`` (a "started" signal) or ``picked_up`` (a metadata read)."""
+    if waiting.get("started_at"):
+        return STARTED
+    if waiting.get("picked_up"):
+        return PICKED_UP
+    return PUBLISHED
+
+
+def timeout_outcome(seconds: float, stage: str | None = None) -> Outcome:
+    """No final signal came within the deployment's timeout; ``stage``
+    (one of :data:`STAGES`) is how far it got, named in the reason."""
+    text = f"Deployment timed out: no signal within {_seconds(seconds)} seconds"
+    reason: dict[str, Any] = {
+        "kind": states.ReasonKind.TIMEOUT.value,
+        "timeout": seconds,
+    }
+    if stage is not None:
+        text += f"; {_STOPPED_AT[stage]}"
+        reason["stage"] = stage
+    return Outcome(states.FAILED, text, reason)
 
 
 def never_picked_up_outcome(seconds: float) -> Outcome:

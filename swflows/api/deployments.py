@@ -345,8 +345,9 @@ class Deployments(Plans, Idempotence):
         raw = payload if isinstance(payload, (bytes, str)) else dict(payload)
         outcome = outcomes.outcome_from_payload(self.services, current, raw)
         self.store.saw_server(current.server_id)
-        if outcome is None:
-            return True  # a progress signal
+        if outcome is None:  # a progress signal: "started"
+            self.runner.registry.mark_started(deployment_id)
+            return True
         recorded = outcomes.record_outcome(
             self.services, deployment_id, current.generation, outcome
         )

@@ -490,12 +490,13 @@ class Watcher:
                 )
                 return True
             # a "started" progress signal: the server picked it up
-            updated = {**waiting, "picked_up": True, "seen": read.version}
+            updated = {**flow_rows.started(waiting, now), "seen": read.version}
             self.runner.registry.update_waiting(row.id, updated, expected=waiting)
             waiting = updated
         outcome = None
         if now >= float(waiting["deadline"]):
-            outcome = signals.timeout_outcome(int(waiting["timeout"]))
+            stage = signals.stage_of(waiting)
+            outcome = signals.timeout_outcome(int(waiting["timeout"]), stage)
         elif (
             waiting.get("pickup_deadline") is not None
             and not waiting.get("picked_up")

@@ -33,6 +33,7 @@ import dataclasses
 import datetime as _dt
 import os
 import socket
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -119,6 +120,22 @@ class FlowRow:
         out["created_at"] = model.isotime(self.created_at)
         out["lease_until"] = model.isotime(self.lease_until)
         return out
+
+
+def picked_up(waiting: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """A parked flow's ``waiting`` once its server read its metadata
+    (``picked_up_at``: the first time, kept)."""
+    return {
+        **waiting,
+        "picked_up": True,
+        "picked_up_at": waiting.get("picked_up_at") or now,
+    }
+
+
+def started(waiting: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """A parked flow's ``waiting`` once its agent said "started" (so it
+    picked the action up too); ``started_at``: the first time, kept."""
+    return {**picked_up(waiting, now), "started_at": waiting.get("started_at") or now}
 
 
 class FlowRegistry:
@@ -434,10 +451,18 @@ class FlowRegistry:
                 continue
             assert row.waiting is not None
             if self.update_waiting(
-                row.id, {**waiting, "picked_up": True}, expected=row.waiting
+                row.id, picked_up(waiting, time.time()), expected=row.waiting
             ):
                 marked += 1
         return marked
+
+    def mark_started(self, deployment_id: str) -> None:
+        """Note that the agent said "started" for the action a parked flow
+        of ``deployment_id`` waits for."""
+        for row in self.find(states=[PARKED], deployment_id=deployment_id):
+            assert row.waiting is not None
+            now = started(row.waiting, time.time())
+            self.update_waiting(row.id, now, expected=row.waiting)
 
     def request_cancel(self, flow_id: str, note: str = CANCEL_NOTE) -> bool:
         """Mark an unfinished (RUNNING or PARKED) flow as asked to cancel."""

@@ -189,19 +189,22 @@ def _look(
     deployment = services.store.get_deployment(deployment_id)
     if deployment.generation != generation or deployment.is_terminal:
         return outcome_of(deployment)
+    stage = None  # a pushed signal's transport cannot tell
     if transport.pulled:
+        stage = signals.PUBLISHED
         read = transport.read(services, signal_store)
         if read.payload is not None:
             outcome = outcome_from_payload(services, deployment, read.payload)
             if outcome is not None:
                 record_outcome(services, deployment_id, generation, outcome)
                 return outcome_of(services.store.get_deployment(deployment_id))
+            stage = signals.STARTED  # its "started" signal stays in the store
     if time.time() >= deadline:
         record_outcome(
             services,
             deployment_id,
             generation,
-            signals.timeout_outcome(timeout),
+            signals.timeout_outcome(timeout, stage),
         )
         return outcome_of(services.store.get_deployment(deployment_id))
     return None

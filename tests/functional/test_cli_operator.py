@@ -4,13 +4,17 @@ the stage a timeout stopped at, and each result said once."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import uuid
 
 from swflows import states
 from swflows.api import Swflows
+from swflows.cli.parsing import ExitCode
 from tests.functional.test_agent import agent_server
 from tests.functional.test_cli import Cli, setup, write
+from tests.functional.test_runner import until
 
 __all__ = ["setup"]
 
@@ -79,3 +83,50 @@ def test_group_delete_says_it_once(setup: tuple[Cli, Swflows]) -> None:
     assert gone.stdout == "group web deleted\n"
     assert "deleted" not in gone.stderr, gone.stderr
     assert sw.list_deployments() == []
+
+
+def test_a_timeout_says_how_far_the_deployment_got(
+    setup: tuple[Cli, Swflows],
+) -> None:
+    """A server that never picked its deployment up, and one whose hook
+    outlives the timeout, time out at different stages; the wait says
+    every few seconds what it waits for."""
+    cli, sw = setup
+    short = cli.folder / "short.conf"
+    short.write_text("[DEFAULT]\ndeployment_timeout = 8\ndelivery_timeout = 0\n")
+    layered = [cli.conf, short]
+    config = script(cli, "slow", "#!/bin/sh\nsleep 14\n")
+    nobody = str(uuid.uuid4())
+
+    lost = cli(
+        "deployment", "create", "lost", "--server", nobody, "--config", config,
+        "--wait", "-f", "json", rc=ExitCode.TIMED_OUT, conf=layered,
+    )  # fmt: skip
+    shown = json.loads(lost.stdout)
+    assert shown["reason"]["stage"] == "published", shown
+    assert "stopped at: published" in shown["status_reason"]
+    still = [line for line in lost.stderr.splitlines() if "still waiting" in line]
+    assert still, lost.stderr
+    assert re.search(r"still waiting: published \d+ s ago, not picked up yet", still[0])
+    assert "FAILED (timeout)" in lost.stderr.splitlines()[-1]
+
+    with agent_server(sw, cli.folder / "server") as server:
+        hung = cli(
+            "deployment", "create", "hung", "--server", server.id, "--config",
+            config, "--wait", "-f", "json", rc=ExitCode.TIMED_OUT, conf=layered,
+        )  # fmt: skip
+        shown = json.loads(hung.stdout)
+        assert shown["reason"]["stage"] == "started", (shown, hung.stderr)
+        assert "the hook still runs, or hung" in shown["status_reason"]
+        assert "started on the server" in hung.stderr
+        until(lambda: "sleep 14" not in _processes(), 30, "the hook to end")
+        cli("deployment", "delete", shown["id"])
+    cli("deployment", "delete", *[d.id for d in sw.list_deployments()])
+    for line in (lost.stderr + hung.stderr).splitlines():
+        assert not ("COMPLETE" in line and "waiting" in line), line
+
+
+def _processes() -> str:
+    return subprocess.run(
+        ["ps", "-eo", "args"], capture_output=True, text=True, check=True
+    ).stdout

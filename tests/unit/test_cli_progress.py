@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import re
+import time
 import types
+from typing import Any
+
+import pytest
 
 from swflows import model, states
-from swflows.cli.progress import describe
+from swflows.cli.progress import describe, follow
 
 
 def row(state: str, **kw: object) -> types.SimpleNamespace:
     return types.SimpleNamespace(
-        kind="deploy", state=state, waiting=kw.get("waiting"), note=kw.get("note")
+        kind=kw.get("kind", "deploy"),
+        state=state,
+        waiting=kw.get("waiting"),
+        note=kw.get("note"),
     )
 
 
@@ -37,7 +47,7 @@ def test_a_running_flow_names_its_step() -> None:
 def test_a_parked_flow_says_whether_it_was_picked_up() -> None:
     waiting = {"transport": "TEMP_URL_SIGNAL", "picked_up": True}
     assert describe(deployment(), [row("PARKED", waiting=waiting)]).endswith(
-        "waiting for the server's signal (TEMP_URL_SIGNAL), picked up"
+        "waiting for the server's signal (TEMP_URL_SIGNAL): picked up"
     )
 
 
@@ -47,3 +57,75 @@ def test_the_end() -> None:
     assert describe(deployment(), [row("BROKEN", note="why")]).endswith(
         "set aside: why"
     )
+
+
+#: a flow parked at 1000.0 with 120 s to wait
+PARKED_AT = {"transport": "TEMP_URL_SIGNAL", "deadline": 1120.0, "timeout": 120}
+
+
+@pytest.mark.parametrize(
+    ("seen", "words", "since"),
+    [
+        ({}, "not picked up yet", "published 35 s ago, not picked up yet"),
+        (
+            {"picked_up": True, "picked_up_at": 1010.0},
+            "picked up",
+            "picked up 25 s ago, no signal yet",
+        ),
+        (
+            {"picked_up": True, "picked_up_at": 1010.0, "started_at": 1020.0},
+            "started on the server",
+            "started on the server 15 s ago, no final signal yet",
+        ),
+    ],
+)
+def test_a_parked_flow_names_its_stage_and_since_when(
+    seen: dict[str, Any], words: str, since: str
+) -> None:
+    flows = [row("PARKED", waiting={**PARKED_AT, **seen})]
+    assert describe(deployment(), flows) == (
+        "CREATE IN_PROGRESS, deploy parked, waiting for the server's signal "
+        f"(TEMP_URL_SIGNAL): {words}"
+    )
+    assert describe(deployment(), flows, now=1035.0).endswith(
+        f"(TEMP_URL_SIGNAL): {since}; times out in 85 s"
+    )
+
+
+def test_an_outcome_in_is_not_waited_for_any_more() -> None:
+    """Its flow, still parked until the watcher resumes it, no longer
+    waits: no "COMPLETE ... waiting ... not picked up yet"."""
+    done = dataclasses.replace(deployment(states.COMPLETE), action="BACKUP")
+    line = describe(done, [row("PARKED", waiting=PARKED_AT, kind="trigger")])
+    assert line == "BACKUP COMPLETE, trigger finishing"
+
+
+class Parked:
+    """A Swflows whose deployment stays parked for ``looks`` looks, then
+    ends COMPLETE."""
+
+    def __init__(self, looks: int, waiting: dict[str, Any]) -> None:
+        self.looks = looks
+        self.waiting = waiting
+
+    def list_flows(self, deployment_id: str) -> list[Any]:
+        self.looks -= 1
+        return [row("PARKED", waiting=self.waiting)] if self.looks > 0 else []
+
+    def show(self, deployment_id: str) -> model.Deployment:
+        return deployment(states.IN_PROGRESS if self.looks > 0 else states.COMPLETE)
+
+
+def test_waiting_off_a_terminal_says_still_waiting_every_few_seconds() -> None:
+    waiting = {**PARKED_AT, "deadline": time.time() + 100, "timeout": 130}
+    out = io.StringIO()
+    sw: Any = Parked(40, waiting)
+    final = follow(sw, "d", out, interval=0.01, heartbeat=0.1)
+    assert final is not None and final.status == states.COMPLETE
+    lines = out.getvalue().splitlines()
+    assert "deploy parked" in lines[0] and lines[0].endswith("not picked up yet")
+    still = [line for line in lines if "still waiting" in line]
+    assert 2 <= len(still) <= 6, lines
+    assert re.search(r"still waiting: published 3\d s ago, not picked up yet; "
+                     r"times out in \d+ s$", still[0]), still  # fmt: skip
+    assert lines[-1].endswith("COMPLETE: Outputs received")

@@ -118,7 +118,9 @@ def test_metadata_read_marks_the_servers_parked_flows(
         registry.park(flow_id, "a", {"picked_up": False})
     assert registry.mark_picked_up("s1") == 1  # f3 is not parked
     assert registry.mark_picked_up("s1") == 0
-    assert registry.get("f1").waiting == {"picked_up": True}  # type: ignore[union-attr]
+    waiting = registry.get("f1").waiting  # type: ignore[union-attr]
+    assert waiting is not None and waiting["picked_up"] is True
+    assert waiting["picked_up_at"] > 0  # when: the stage a wait shows
     assert registry.get("f2").waiting == {"picked_up": False}  # type: ignore[union-attr]
 
 
