@@ -10,7 +10,7 @@ import time
 from typing import IO, Any
 
 from swflows import exceptions, model, states
-from swflows.cli import base, parsing
+from swflows.cli import base, parsing, progress
 from swflows.cli.parsing import ExitCode
 
 LIST_COLUMNS = ("id", "name", "members", "action", "status", "status_reason")
@@ -148,12 +148,18 @@ def progress_line(shown: dict[str, Any]) -> str:
 
 
 def follow(
-    sw: Any, group: str, out: IO[str], timeout: float | None = None
+    sw: Any,
+    group: str,
+    out: IO[str],
+    timeout: float | None = None,
+    heartbeat: float = progress.HEARTBEAT,
 ) -> dict[str, Any] | None:
-    """Print a progress line whenever it changes until the operation ends;
-    the group then (None once a delete removed it: the caller says so)."""
+    """Print a progress line whenever it changes, and again as "still
+    waiting" every ``heartbeat`` seconds, until the operation ends; the
+    group then (None once a delete removed it: the caller says so)."""
     sw.runner  # noqa: B018 -- this process drives the group meanwhile
     started = time.monotonic()
+    printed = started
     last = None
     while True:
         try:
@@ -161,10 +167,13 @@ def follow(
         except exceptions.GroupNotFound:
             return None
         line = progress_line(shown)
-        if line != last:
-            out.write(f"[{time.monotonic() - started:5.0f}s] {line}\n")
+        clock = time.monotonic()
+        if line != last or clock - printed >= heartbeat:
+            still = "still waiting: " if line == last else ""
+            out.write(f"[{clock - started:5.0f}s] {still}{line}\n")
             out.flush()
             last = line
+            printed = clock
         if shown["status"] != states.IN_PROGRESS:
             return shown
         if timeout is not None and time.monotonic() - started > timeout:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from swflows import model, states
+from swflows.cli import group as cli_group
 from swflows.cli.progress import describe, follow
 
 
@@ -129,3 +130,45 @@ def test_waiting_off_a_terminal_says_still_waiting_every_few_seconds() -> None:
     assert re.search(r"still waiting: published 3\d s ago, not picked up yet; "
                      r"times out in \d+ s$", still[0]), still  # fmt: skip
     assert lines[-1].endswith("COMPLETE: Outputs received")
+
+
+class Group:
+    """A Swflows whose group stays IN_PROGRESS for ``looks`` looks."""
+
+    runner = None
+
+    def __init__(self, looks: int) -> None:
+        self.looks = looks
+
+    def show_group(self, name: str) -> dict[str, Any]:
+        self.looks -= 1
+        going = self.looks > 0
+        return {
+            "name": name,
+            "status": states.IN_PROGRESS if going else states.COMPLETE,
+            "operation": {
+                "kind": "deploy",
+                "done": 0 if going else 2,
+                "running": 2 if going else 0,
+                "failed": 0,
+                "left": 0,
+            },
+        }
+
+
+def test_a_group_waited_for_says_still_waiting_every_few_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli_group, "INTERVAL", 0.01)
+    out = io.StringIO()
+    sw: Any = Group(40)
+    final = cli_group.follow(sw, "web", out, heartbeat=0.1)
+    assert final is not None and final["status"] == states.COMPLETE
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("group web deploy IN_PROGRESS: 0 done, 2 running, "
+                             "0 failed, 0 left")  # fmt: skip
+    still = [line for line in lines if "still waiting" in line]
+    assert 2 <= len(still) <= 6, lines
+    assert still[0].endswith("] still waiting: " + lines[0].split("] ", 1)[1])
+    assert lines[-1].endswith("group web deploy COMPLETE: 2 done, 0 running, "
+                              "0 failed, 0 left")  # fmt: skip
