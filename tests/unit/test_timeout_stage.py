@@ -70,3 +70,26 @@ def test_the_watcher_times_each_out_at_its_stage(runner: runner_mod.Runner) -> N
         assert ended.status == states.FAILED
         assert (ended.reason or {}).get("stage") == stage, ended.reason
         assert f"stopped at: {stage.replace('_', ' ')}" in ended.status_reason
+
+
+def test_a_started_signal_handed_by_an_embedder_counts() -> None:
+    """The agent's "started" delivered through ``signal()`` (as an
+    embedder hands it on) is that stage too, and the server is seen."""
+    from swflows.fixture import LocalSwflows
+
+    with LocalSwflows(overrides={"deployment_timeout": 3}) as local:
+        local.agent.published = lambda document: None  # type: ignore[method-assign]
+        sw = local.sw
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+        dep = sw.deploy("srv-x", config.id, wait=False)
+        until = time.monotonic() + 30
+        while not [r for r in sw.list_flows() if r.state == "PARKED"]:
+            assert time.monotonic() < until, sw.list_flows()
+            time.sleep(0.05)
+        assert sw.list_servers()[0]["last_seen"] is None
+        assert sw.signal(dep.id, signals.progress_payload())
+        final = sw.wait(dep.id, 30)
+        assert final.status == states.FAILED
+        assert (final.reason or {}).get("stage") == "started", final.reason
+        (server,) = sw.list_servers()
+        assert server["server_id"] == "srv-x" and server["last_seen"]
