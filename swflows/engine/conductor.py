@@ -44,7 +44,9 @@ LOG = logging.getLogger(__name__)
 
 #: how often the board is looked at for jobs to claim, in seconds
 POLL_SECONDS: Final = 0.5
-#: how long a closing conductor waits for its threads, in all
+#: how long a closing conductor may take, in all: its threads, the
+#: runner's, leaving the election and the board share it (each backend
+#: call left unanswered gets at least a second)
 JOIN_SECONDS: Final = 10.0
 
 
@@ -141,15 +143,17 @@ class Conductor(jobboard.Jobs):
     def close(self) -> None:
         """Stop claiming; the flows driven here are given back to the board.
 
-        The conductor's threads are waited for :data:`JOIN_SECONDS` in all
-        (one blocked in a call to a board out of reach never returns)."""
+        All of it within :data:`JOIN_SECONDS`: the conductor's threads, the
+        runner's, leaving the election and the board (a thread blocked in a
+        call to a board out of reach never returns, and each bounded wait
+        for it would add up)."""
         self._stop.set()
         self._wake.set()
         self._join_by = time.monotonic() + JOIN_SECONDS
         if self._threads:
             self._threads[0].join(timeout=JOIN_SECONDS)
         # suspends the drives (their jobs are given back), then close_board
-        self.runner.close()
+        self.runner.close(by=self._join_by)
 
     def close_board(self) -> None:
         self._stop_heartbeat.set()
@@ -163,8 +167,11 @@ class Conductor(jobboard.Jobs):
             self.board.retire(self.name)
             self.board.close()
 
+        left = self._join_by - time.monotonic()
         liveness.within(
-            self.board.claim_expiry, f"conductor {self.name}: leaving the board", leave
+            max(1.0, min(self.board.claim_expiry, left)),
+            f"conductor {self.name}: leaving the board",
+            leave,
         )
 
     def wake(self) -> None:

@@ -241,15 +241,16 @@ class Election:
         for thread in self._threads:
             thread.start()
 
-    def stop(self) -> None:
+    def stop(self, seconds: float | None = None) -> None:
         """Stand down (a standby takes over at its next tick), leave the
-        group and disconnect."""
+        group and disconnect, within ``seconds`` (default: the election's
+        timeout)."""
         self._stopping.set()
         self._lease_until = 0.0
         self._demote(STOPPED)
-        # all of it within the election's timeout: a call to a backend out
-        # of reach may hold the campaign, and leaving waits for it too
-        deadline = time.monotonic() + self.timeout
+        # all of it within one bound: a call to a backend out of reach may
+        # hold the campaign, and leaving waits for it too
+        deadline = time.monotonic() + (self.timeout if seconds is None else seconds)
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._threads = []

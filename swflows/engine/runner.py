@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from swflows.engine import faults, jobboard, liveness
@@ -109,13 +110,20 @@ class Runner(Takeover, Launching):
             thread.start()
             self._threads.append(thread)
 
-    def close(self) -> None:
+    def close(self, by: float | None = None) -> None:
         """Stop: running flows are suspended and released for any runner.
 
         Every part is stopped, whatever stopping another raised (a flow
         whose logbook another runner holds now, a backend out of reach):
-        what failed is logged, never raised.
+        what failed is logged, never raised.  ``by`` (a ``time.monotonic``
+        deadline) bounds the waits for its threads and for leaving the
+        election, shared rather than one after another.  Closing again does
+        nothing (a conductor closes its runner, then the Swflows that holds
+        it closes it too: a second leave would wait for a board out of
+        reach all over again).
         """
+        if self._stopping.is_set():
+            return
         self._stopping.set()
         self.watcher.wake()
         with self._lock:
@@ -133,11 +141,13 @@ class Runner(Takeover, Launching):
             step(f"suspending flow {drive.flow_id}", functools.partial(suspend, drive))
         step("stopping its threads", functools.partial(self._executor.shutdown, True))
         for thread in self._threads:
-            thread.join(timeout=10)
+            left = 10.0 if by is None else max(0.1, by - time.monotonic())
+            thread.join(timeout=left)
         self._threads.clear()
         if self.election is not None:
             # a standby watches from its next tick
-            step("leaving the election", self.election.stop)
+            seconds = None if by is None else max(1.0, by - time.monotonic())
+            step("leaving the election", functools.partial(self.election.stop, seconds))
         if self.jobs is not None:
             step("closing the jobboard", self.jobs.close_board)
 

@@ -20,10 +20,12 @@ from tests.functional import netfault
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.test_jobboard import BOARDS, Setup
 
-#: what a stop may take with its board gone: the conductor's threads
-#: (conductor.JOIN_SECONDS), the election's leaving and the board's
-#: retiring (a claim expiry each), and the process's own start-up slack
-STOP_BOUND = 25.0
+#: what a stop may take with its board gone: one deadline
+#: (conductor.JOIN_SECONDS) shared by the conductor's and the runner's
+#: threads, the election's leaving and the board's retiring (a second at
+#: least each of those two), and slack for a loaded machine. Each had its
+#: own bound before: 26.1 s at load 6 against 25
+STOP_BOUND = 18.0
 
 
 @pytest.mark.parametrize("kind", BOARDS)
@@ -45,6 +47,7 @@ def test_a_conductor_whose_board_went_away_stops_when_told(
         proc.terminate()
         code = proc.wait(timeout=120)
         took = time.monotonic() - started
+        print(f"{kind}: SIGTERM to exit {took:.1f} s")
         assert took < STOP_BOUND, f"SIGTERM took {took:.1f} s to stop the conductor"
         assert code == 0, code
     finally:
