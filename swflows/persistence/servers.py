@@ -30,6 +30,9 @@ from swflows.persistence.owners import in_project
 
 #: attempts of :meth:`ServerRows.publish` before ConcurrentUpdate
 PUBLISH_ATTEMPTS: Final = 50
+#: seconds within which a server seen again is not written again
+#: (:meth:`ServerRows.saw_server`): ``last_seen`` is that precise
+SEEN_EVERY: Final = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,12 +168,19 @@ class ServerRows(ConfigRows):
 
     def saw_server(self, server_id: str) -> None:
         """Note that the server showed it is alive now (it read its metadata
-        through swflows, or it signalled); nothing for an unknown server."""
+        through swflows, or it signalled); nothing for an unknown server.
+        Written at most every :data:`SEEN_EVERY` seconds: a server polling
+        its metadata through an embedder does not write at each poll."""
         s = self._tables.servers
-        seen = sa.update(s).where(s.c.server_id == server_id)
+        now = model.utcnow()
+        stale = now - _dt.timedelta(seconds=SEEN_EVERY)
+        seen = sa.update(s).where(
+            s.c.server_id == server_id,
+            sa.or_(s.c.last_seen_at.is_(None), s.c.last_seen_at <= stale),
+        )
 
         def op(conn: sa.Connection) -> None:
-            conn.execute(seen.values(last_seen_at=model.utcnow()))
+            conn.execute(seen.values(last_seen_at=now))
 
         self._write("note server seen", op)
 

@@ -3,6 +3,7 @@ deployments and when each server was last seen, in the caller's project."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import re
@@ -102,3 +103,23 @@ def test_the_command_lists_them_as_json(sw: Swflows, tmp_path: Path) -> None:
     (shown,) = json.loads(app.stdout.getvalue())
     assert shown["server_id"] == "web-1" and shown["deployments"] == 0
     assert ISO_Z.match(shown["last_seen"]), shown
+
+
+def test_a_server_polling_often_is_written_seen_every_few_seconds(
+    sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swflows.persistence import servers as server_rows
+
+    sw.enroll_server("web-1")
+    sw.store.saw_server("web-1")
+    first = sw.store.get_server("web-1").last_seen
+    assert first is not None
+    clock = iter([first + dt.timedelta(seconds=server_rows.SEEN_EVERY - 1)])
+    monkeypatch.setattr(model, "utcnow", lambda: next(clock))
+    sw.store.saw_server("web-1")  # within SEEN_EVERY: not written
+    assert sw.store.get_server("web-1").last_seen == first
+    later = first + dt.timedelta(seconds=server_rows.SEEN_EVERY)
+    monkeypatch.setattr(model, "utcnow", lambda: later)
+    sw.store.saw_server("web-1")
+    assert sw.store.get_server("web-1").last_seen == later
+    sw.store.saw_server("nobody")  # unknown: nothing
