@@ -196,6 +196,9 @@ def test_three_conductors_a_hundred_deployments_one_killed(
     victim.kill()
     killed = time.monotonic()
     taken = {r.deployment_id for r in rows if r.owner == victim_name}
+    # the survivors' own flows at the kill: until some of them end, their
+    # conductors' workers are all busy (8 each) and claim nothing more
+    kept = {r.deployment_id for r in rows if r.owner and r.owner != victim_name}
     print(
         f"killed {victim_name} holding {victim_flows} flows (held: "
         f"{dict(holding)}, flows by state: "
@@ -227,10 +230,12 @@ def test_three_conductors_a_hundred_deployments_one_killed(
             print(f"not ended: {wanted[dep_id]} {dep_id}", sw.list_flows(dep_id))
     last = max(ended_at.values())
     theirs = max((ended_at[d] for d in taken), default=0.0)
+    busy = max((ended_at[d] for d in kept if d in ended_at), default=0.0)
     print(
         f"{len(wanted)} deployments ended, the last {last:.1f} s after the kill "
         f"(claim expiry {CLAIM_EXPIRY} s); the dead conductor's "
-        f"{len(taken)} {theirs:.1f} s after it"
+        f"{len(taken)} {theirs:.1f} s after it; the survivors' own "
+        f"{len(kept)} {busy:.1f} s after it"
     )
     # every one ended, once: COMPLETE with its own output, on its first
     # action, its flow gone; no later outcome overwrites it
@@ -242,11 +247,16 @@ def test_three_conductors_a_hundred_deployments_one_killed(
     # (its signal store removed, its row gone) within the bound
     # a flow's row goes after its deployment ended, once its signal store is
     # removed: the bound the deployments meet, plus that last step's time
-    until(lambda: sw.list_flows() == [], CLAIM_EXPIRY + 20, "every flow to end")
+    until(lambda: sw.list_flows() == [], WAIT, "every flow to end")
     gone = time.monotonic() - killed
     print(f"every flow ended {gone:.1f} s after the kill")
-    assert last <= CLAIM_EXPIRY + 10
-    assert gone <= CLAIM_EXPIRY + 20
+    # taken over once the claims expired and a survivor had a free worker:
+    # on a loaded machine (a post took 8.8 s) the survivors' own flows held
+    # every worker until 22 s after the kill, past a fixed 20 s bound
+    start_by = max(CLAIM_EXPIRY, busy)
+    assert theirs <= start_by + 10
+    assert last <= start_by + 10
+    assert gone <= start_by + 20
     time.sleep(2)  # agents poll on: a hook run twice would show now
     for dep in sw.list_deployments():
         if dep.id in wanted:

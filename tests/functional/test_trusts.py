@@ -247,7 +247,14 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
         assert len(stored) == 2
         assert not any(t in str(row) for row in stored for t in made if t)
         # the signal stores live in the caller's project, not swflows' own
-        assert len(project_objects(devcloud, "demo2", late.id, answered.id)) == 2
+        # (late's 8 s may be over on a loaded machine: its store is gone then)
+        held = project_objects(devcloud, "demo2", late.id, answered.id)
+        assert [o for o in held if answered.id in o] != []
+        if not [o for o in held if late.id in o]:
+            until(
+                lambda: first.show(late.id).status != states.IN_PROGRESS,
+                what="late's store gone with its timeout",
+            )
         assert flowkit.leftovers(first, late.id, answered.id) == {}
     revoke(devcloud, token)
 
