@@ -125,8 +125,16 @@ class _Operation(base.ShowOne):
             final = progress.follow(
                 self.sw, deployment.id, self.app.stderr, timeout=timeout
             )
-            if final is not None:
-                deployment = final
+            if final is None:
+                # removed while followed (a delete beside it): its outcome
+                # is not known, and an unknown outcome is never success
+                self.exit_status = int(ExitCode.FAILED)
+                self.app.stderr.write(
+                    f"swflows: deployment {deployment.id} no longer exists: it "
+                    "was deleted while this waited, so its outcome is unknown\n"
+                )
+                return base.fields(deployment.to_dict())
+            deployment = final
             self.exit_status = int(parsing.exit_code(final))
             if self.exit_status:
                 self.app.stderr.write(f"swflows: {outcome_line(deployment)}\n")

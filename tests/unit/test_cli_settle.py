@@ -65,3 +65,32 @@ def test_a_resumed_flow_is_running_while_its_row_says_so() -> None:
     assert cli_flow._running(sw, "f1") is True
     assert cli_flow._running(sw, "f1") is False
     assert cli_flow._running(sw, "other") is False
+
+
+def test_a_wait_whose_deployment_was_deleted_meanwhile_is_not_success(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--wait`` on a deployment deleted beside it (``follow`` finds no
+    deployment) exits FAILED saying so; it exited 0 with the old row."""
+    import argparse
+    import io
+
+    from swflows import model, states
+    from swflows.cli import progress
+    from swflows.cli.parsing import ExitCode
+
+    monkeypatch.setattr(progress, "follow", lambda *args, **kwargs: None)
+    command = cli_deployment.CreateDeployment.__new__(cli_deployment.CreateDeployment)
+    stderr = io.StringIO()
+    command.app = SimpleNamespace(stderr=stderr, swflows=lambda resume: object())
+    dep = model.Deployment(
+        id="d1",
+        server_id="s1",
+        config_id=None,
+        source_config_id=None,
+        action="CREATE",
+        status=states.IN_PROGRESS,
+    )
+    command.finish(dep, argparse.Namespace(wait=True))
+    assert command.exit_status == ExitCode.FAILED
+    assert "d1 no longer exists" in stderr.getvalue()
