@@ -51,6 +51,16 @@ GROUP = "swflows"
 #: resource type name
 TYPE = "OS::Swflows::Deployment"
 
+#: the signal transports the resources accept (HEAT_SIGNAL to refuse it
+#: with its reason, see :func:`refuse_heat_signal`)
+SIGNAL_TRANSPORTS = [
+    names.TEMP_URL_SIGNAL,
+    names.ZAQAR_SIGNAL,
+    names.HEAT_SIGNAL,
+    names.NO_SIGNAL,
+    names.AUTO,
+]
+
 #: resource data: the name of the server's resource, when it is of this stack
 SERVER_RESOURCE = "swflows_server_resource"
 
@@ -289,17 +299,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         SIGNAL_TRANSPORT: properties.Schema(
             properties.Schema.STRING,
             _("How the server signals back (default: [swflows] signal_transport)."),
-            constraints=[
-                constraints.AllowedValues(
-                    [
-                        names.TEMP_URL_SIGNAL,
-                        names.ZAQAR_SIGNAL,
-                        names.HEAT_SIGNAL,
-                        names.NO_SIGNAL,
-                        names.AUTO,
-                    ]
-                )
-            ],
+            constraints=[constraints.AllowedValues(SIGNAL_TRANSPORTS)],
         ),
         CONFIG_TRANSPORT: properties.Schema(
             properties.Schema.STRING,
@@ -395,11 +395,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
     def validate(self) -> None:
         """Heat's checks, then what no agent could do: signal heat-api."""
         super().validate()
-        transport = (
-            self.properties[self.SIGNAL_TRANSPORT] or cfg.CONF[GROUP].signal_transport
-        )
-        if transport == names.HEAT_SIGNAL:
-            raise exception.StackValidationFailed(message=HEAT_SIGNAL_REFUSED)
+        refuse_heat_signal(self.properties[self.SIGNAL_TRANSPORT])
 
     def handle_create(self) -> str | None:
         # the id is stored before the flow starts: a signal finds this
@@ -533,11 +529,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         kept = self.stack.t.resource_definitions(self.stack)
         if self.stack.action != self.stack.DELETE and name in kept:
             return  # the stack keeps its server
-        try:
-            if self.sw.unenroll_server(server_id):
-                LOG.info("Unenrolled server %s, deleted with its stack", server_id)
-        except exceptions.ServerInUse:
-            pass  # another deployment of the stack is still on it
+        release_server(self.sw, server_id)
 
     # -- signals and attributes ---------------------------------------------
     def handle_signal(self, details: Any = None) -> None:
@@ -575,6 +567,23 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         if key not in {o.name for o in config.outputs}:
             raise exception.InvalidTemplateAttribute(resource=self.name, key=key)
         return None
+
+
+def refuse_heat_signal(transport: str | None) -> None:
+    """A resource's ``signal_transport`` (None: ``[swflows]
+    signal_transport``) is refused if it is HEAT_SIGNAL, with its reason."""
+    if (transport or cfg.CONF[GROUP].signal_transport) == names.HEAT_SIGNAL:
+        raise exception.StackValidationFailed(message=HEAT_SIGNAL_REFUSED)
+
+
+def release_server(sw: Swflows, server_id: str) -> None:
+    """Unenroll a server of a stack that deletes it, unless a deployment of
+    the stack is still on it (the last one to go unenrolls it)."""
+    try:
+        if sw.unenroll_server(server_id):
+            LOG.info("Unenrolled server %s, deleted with its stack", server_id)
+    except exceptions.ServerInUse:
+        pass
 
 
 def heat_booted_transport(stack: Any, server_id: str) -> str | None:

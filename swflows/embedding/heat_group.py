@@ -93,17 +93,7 @@ class SwflowsDeploymentGroup(resource.Resource):  # type: ignore[misc]  # Heat i
         SIGNAL_TRANSPORT: properties.Schema(
             properties.Schema.STRING,
             _("How the servers signal back (default: [swflows] signal_transport)."),
-            constraints=[
-                constraints.AllowedValues(
-                    [
-                        names.TEMP_URL_SIGNAL,
-                        names.ZAQAR_SIGNAL,
-                        names.HEAT_SIGNAL,
-                        names.NO_SIGNAL,
-                        names.AUTO,
-                    ]
-                )
-            ],
+            constraints=[constraints.AllowedValues(heat.SIGNAL_TRANSPORTS)],
         ),
         TIMEOUT: properties.Schema(
             properties.Schema.INTEGER,
@@ -156,12 +146,7 @@ class SwflowsDeploymentGroup(resource.Resource):  # type: ignore[misc]  # Heat i
 
     def validate(self) -> None:
         super().validate()
-        transport = (
-            self.properties[self.SIGNAL_TRANSPORT]
-            or cfg.CONF[heat.GROUP].signal_transport
-        )
-        if transport == names.HEAT_SIGNAL:
-            raise exception.StackValidationFailed(message=heat.HEAT_SIGNAL_REFUSED)
+        heat.refuse_heat_signal(self.properties[self.SIGNAL_TRANSPORT])
 
     def _policy(self) -> dict[str, Any]:
         chosen = {
@@ -281,10 +266,7 @@ class SwflowsDeploymentGroup(resource.Resource):  # type: ignore[misc]  # Heat i
         if self.stack.action != self.stack.DELETE:
             return
         for server_id in self._enrolled():
-            try:
-                self.sw.unenroll_server(server_id)
-            except exceptions.ServerInUse:
-                pass  # a deployment of the stack is still on it
+            heat.release_server(self.sw, server_id)
 
     # -- attributes -----------------------------------------------------------
     def get_attribute(self, key: str, *path: Any) -> Any:
