@@ -1,5 +1,5 @@
-"""Unit tests: a runner that is not started, and the fuzz case counts,
-summed and printed at the end of a run."""
+"""Unit tests: a runner that is not started, a Swflows on a local store,
+and the fuzz case counts, summed and printed at the end of a run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
+from swflows.api import Swflows
 from swflows.clients.cloud import Clients
 from swflows.engine import runner as runner_mod
 from swflows.persistence import Store
@@ -33,6 +34,23 @@ def runner(tmp_path: Path) -> Iterator[runner_mod.Runner]:
             yield made
         finally:
             made.close()
+
+
+@pytest.fixture
+def sw(tmp_path: Path) -> Iterator[Swflows]:
+    """A Swflows on a new SQLite store with no cloud, resuming nothing at
+    start, whose servers default to POLL_SERVER_HEAT (its metadata served
+    by the caller, so no cloud is needed)."""
+    conf = sw_conf.get_conf()
+    conf.set_override("resume_on_start", False, "runner")
+    conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    made = Swflows(store, Clients(), conf)
+    try:
+        yield made
+    finally:
+        made.close()
+        store.close()
 
 
 _PROPERTY = "fuzz_cases"

@@ -6,37 +6,18 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from oslo_context import context as oslo_context
 
-from swflows import conf as sw_conf
 from swflows import exceptions, model, projects, states
 from swflows.api import Swflows
 from swflows.cli import main as cli_main
-from swflows.clients.cloud import Clients
-from swflows.persistence.store import Store
+from tests.unit.test_view_times import ISO_Z
 
-ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 P1 = oslo_context.RequestContext(project_id="p1", user_id="u1", roles=["member"])
 P2 = oslo_context.RequestContext(project_id="p2", user_id="u2", roles=["member"])
-
-
-@pytest.fixture
-def sw(tmp_path: Path) -> Iterator[Swflows]:
-    conf = sw_conf.get_conf()
-    conf.set_override("resume_on_start", False, "runner")
-    conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
-    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    made = Swflows(store, Clients(), conf)
-    try:
-        yield made
-    finally:
-        made.close()
-        store.close()
 
 
 def deployed(sw: Swflows, server_id: str, count: int) -> None:

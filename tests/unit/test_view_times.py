@@ -4,38 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from swflows import conf as sw_conf
 from swflows import model
 from swflows.api import Swflows, groups
-from swflows.clients.cloud import Clients
 from swflows.persistence.flow_registry import FlowRow
 from swflows.persistence.groups import GroupRecord
-from swflows.persistence.store import Store
 
 ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 #: 2026-11-28T13:40:10Z
 EPOCH = 1795873210.25
 NAIVE = dt.datetime(2026, 11, 28, 13, 40, 10, 250000)
-
-
-@pytest.fixture
-def sw(tmp_path: Path) -> Iterator[Swflows]:
-    conf = sw_conf.get_conf()
-    conf.set_override("resume_on_start", False, "runner")
-    conf.set_override("default_software_config_transport", "POLL_SERVER_HEAT")
-    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    made = Swflows(store, Clients(), conf)
-    try:
-        yield made
-    finally:
-        made.close()
-        store.close()
 
 
 @pytest.mark.parametrize(
