@@ -430,6 +430,13 @@ def heat_parts_from_user_data(user_data: str | None) -> dict[str, bytes] | None:
     return parts
 
 
+def write_private(path: str, data: bytes) -> None:
+    """Write a file only its owner may read (it holds credentials)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
 def heat_agent_env(image: str, root: str) -> dict[str, str]:
     """Where heat-agents' scripts find their folders: the server's root."""
 
@@ -492,9 +499,7 @@ class Agents:
         home = os.path.join(self.folder, sid)
         os.makedirs(home, mode=0o700, exist_ok=True)
         conf = os.path.join(home, "swflows-agent.conf")
-        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(config)
+        write_private(conf, config.encode("utf-8"))
         argv = [self.python, "-m", "swflows.agent", "--config-file", conf]
         argv += ["--state-dir", os.path.join(home, "state")]
         if self.interval is not None:
@@ -503,19 +508,7 @@ class Agents:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (REPO, env.get("PYTHONPATH")) if p
         )
-        log = os.path.join(home, "agent.log")
-        with self.lock, open(log, "ab") as out:
-            self.stop_locked(sid)
-            proc = subprocess.Popen(
-                argv,
-                cwd=home,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-            self.procs[sid] = proc
-        return {"running": True, "why": why, "pid": proc.pid, "log": log}
+        return self.spawn(sid, home, argv, env, why)
 
     def boot_heat(self, sid: str, parts: dict[str, bytes]) -> dict[str, Any]:
         """Start Heat's agents on a server booted with Heat's user data."""
@@ -534,10 +527,7 @@ class Agents:
         for name, body in parts.items():
             # as Heat's part handler: each x-cfninitdata part, by its name
             if name and "/" not in name and name not in (".", ".."):
-                path = os.path.join(init_dir, name)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as out:
-                    out.write(body)
+                write_private(os.path.join(init_dir, name), body)
         conf = os.path.join(root, "etc", "os-collect-config.conf")
         os.makedirs(os.path.dirname(conf))
         # the image's own configuration: read the boot metadata first
@@ -581,6 +571,21 @@ class Agents:
         # os-collect-config's local collector saves and restores the locale:
         # under C.UTF-8 Python names it en_US.UTF-8, which may not exist
         env["LC_ALL"] = "C"
+        why = "Heat's agents (os-collect-config)"
+        return self.spawn(sid, home, argv, env, why, session=True)
+
+    def spawn(
+        self,
+        sid: str,
+        home: str,
+        argv: list[str],
+        env: dict[str, str],
+        why: str,
+        session: bool = False,
+    ) -> dict[str, Any]:
+        """Start a server's agent (in place of one still running), its
+        output in ``home/agent.log``; ``session``: it leads a session of its
+        own, stopped as a whole (Heat's agents start more processes)."""
         log = os.path.join(home, "agent.log")
         with self.lock, open(log, "ab") as out:
             self.stop_locked(sid)
@@ -591,16 +596,12 @@ class Agents:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=session,
             )
             self.procs[sid] = proc
-            self.sessions.add(sid)
-        return {
-            "running": True,
-            "why": "Heat's agents (os-collect-config)",
-            "pid": proc.pid,
-            "log": log,
-        }
+            if session:
+                self.sessions.add(sid)
+        return {"running": True, "why": why, "pid": proc.pid, "log": log}
 
     def status(self, sid: str) -> dict[str, Any] | None:
         proc = self.procs.get(sid)
