@@ -368,13 +368,15 @@ class Election:
         if not coordinator.is_started:
             coordinator.start(start_heart=False)  # the ticks beat
             self._joined = False
+        elif self._joined and not self._still_member(coordinator):
+            self._joined = False
         if not self._joined:
             from tooz import coordination
 
             # a member of this id already there is this one, joined before
             # the backend or the connection went away
             with contextlib.suppress(coordination.MemberAlreadyExist):
-                coordinator.join_group_create(self._group, capabilities={})
+                coordinator.join_group_create(self._group, capabilities=self._caps())
             self._joined = True
             LOG.info("election %s: %s is a candidate", self.role, self.member_id)
         sent = time.monotonic()
@@ -435,6 +437,32 @@ class Election:
         except Exception as exc:
             LOG.debug("election %s: releasing the lock: %s", self.role, exc)
         self._tell_members(False)
+
+    def _caps(self) -> dict[str, float]:
+        """What this member says of itself in the group."""
+        return {LEADER_SINCE: self._since} if self._leading else {}
+
+    def _still_member(self, coordinator: Any) -> bool:
+        """Whether the group still holds this member.  A ZooKeeper session
+        that expired while the backend was out of reach took the member's
+        node with it (a Redis membership lapses the same way), although the
+        client connected again: the member joins again at the next tick, so
+        that the group and the operator's view see it (and see it lead)."""
+        from tooz import coordination
+
+        try:
+            coordinator.get_member_capabilities(
+                self._group, self.member_id.encode()
+            ).get()
+        except (coordination.MemberNotJoined, coordination.GroupNotCreated):
+            LOG.warning(
+                "election %s: %s was dropped from the group by %s; joining again",
+                self.role,
+                self.member_id,
+                describe_url(self.backend_url),
+            )
+            return False
+        return True
 
     def _tell_members(self, leading: bool) -> None:
         coordinator = self._coordinator

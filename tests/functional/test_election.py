@@ -190,3 +190,32 @@ def test_an_onlooker_sees_the_leader_without_joining(backend_url: str) -> None:
         assert election.members() == ["watcher-a"]
     finally:
         election.stop()
+
+
+def test_a_candidate_dropped_by_the_backend_joins_again(backend_url: str) -> None:
+    """Cut off past its session (ZooKeeper deletes its member node with the
+    session; Redis lets its membership lapse), a candidate that leads again
+    once the backend is back is a member again and named as the leader:
+    before, it led unseen, and the operator's view said nobody led."""
+    proxied, relay = netfault.through(backend_url, "backend")
+    name = role()
+    election = Election(proxied, name, member_id="cut-off", timeout=TIMEOUT)
+    election.start()
+    try:
+        assert election.wait_elected(timeout=TIMEOUT * 3)
+        until(lambda: leader_of(backend_url, name) == "cut-off", 5, "the leader named")
+        with relay.blackhole():
+            # past the session on both backends (ZooKeeper's is at least 4 s)
+            until(lambda: not election.is_leader, TIMEOUT + 5, "the lease to lapse")
+            time.sleep(3 * TIMEOUT + 2)
+        relay.reset()  # the connections held in the blackhole
+        until(lambda: election.is_leader, 30, "the candidate to lead again")
+        until(
+            lambda: leader_of(backend_url, name) == "cut-off",
+            10,
+            f"the leader named again (named: {leader_of(backend_url, name)!r})",
+        )
+        assert election.members() == ["cut-off"]
+    finally:
+        election.stop()
+        relay.close()

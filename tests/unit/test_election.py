@@ -154,3 +154,79 @@ def test_leaving_an_answering_backend_waits_for_it() -> None:
     assert time.monotonic() - started < 1
     assert backend.calls == ["release", "update_capabilities", "stop"]
     assert not backend.is_started
+
+
+class _Result:
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
+class _Lock:
+    def __init__(self) -> None:
+        self.held = False
+
+    def acquire(self, blocking: bool = True) -> bool:
+        self.held = True
+        return True
+
+    def heartbeat(self) -> bool:
+        return self.held
+
+    def is_still_owner(self) -> bool:
+        return self.held
+
+    def release(self) -> None:
+        self.held = False
+
+
+class _Backend:
+    """The part of a tooz coordinator an election's tick uses, whose group
+    can drop a member as an expired session does."""
+
+    is_started = True
+
+    def __init__(self) -> None:
+        self.members: dict[bytes, dict[str, Any]] = {}
+        self.lock = _Lock()
+
+    def join_group_create(self, group: bytes, capabilities: Any) -> _Result:
+        from tooz import coordination
+
+        if b"m" in self.members:
+            raise coordination.MemberAlreadyExist(group, b"m")
+        self.members[b"m"] = dict(capabilities)
+        return _Result()
+
+    def heartbeat(self) -> float:
+        return 1.0
+
+    def get_lock(self, name: bytes) -> _Lock:
+        return self.lock
+
+    def get_member_capabilities(self, group: bytes, member: bytes) -> _Result:
+        from tooz import coordination
+
+        if member not in self.members:
+            raise coordination.MemberNotJoined(group, member)
+        return _Result(self.members[member])
+
+    def update_capabilities(self, group: bytes, caps: Any) -> _Result:
+        self.get_member_capabilities(group, b"m")
+        self.members[b"m"] = dict(caps)
+        return _Result()
+
+
+def test_a_member_the_backend_dropped_joins_again_saying_it_leads() -> None:
+    election = Election("zookeeper://127.0.0.1:9", "r", member_id="m", timeout=10)
+    backend = _Backend()
+    election._coordinator = backend
+    election._step()
+    assert election.is_leader
+    since = backend.members[b"m"]["leader_since"]
+    backend.members.clear()  # the session expired: its nodes went with it
+    election._step()
+    assert backend.members == {b"m": {"leader_since": since}}
+    assert election.is_leader
