@@ -1,16 +1,17 @@
 """``swflows group …``: create, list, show, redeploy, trigger, cancel, delete
-a deployment group; ``--wait`` follows it with done / running / failed /
-left progress lines."""
+and watch a deployment group; ``--wait`` and ``watch`` follow it with a live
+progress bar on a terminal, done / running / failed / left lines elsewhere."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import time
 from typing import IO, Any
 
 from swflows import exceptions, model, states
-from swflows.cli import base, parsing, progress
+from swflows.cli import base, parsing, progress, progress_bar
 from swflows.cli.parsing import ExitCode
 
 LIST_COLUMNS = ("id", "name", "members", "action", "status", "status_reason")
@@ -154,31 +155,76 @@ def follow(
     timeout: float | None = None,
     heartbeat: float = progress.HEARTBEAT,
 ) -> dict[str, Any] | None:
-    """Print a progress line whenever it changes, and again as "still
-    waiting" every ``heartbeat`` seconds, until the operation ends; the
-    group then (None once a delete removed it: the caller says so)."""
+    """Follow the group's operation until it ends; the group then (None
+    once a delete removed it: the caller says so).
+
+    On a terminal a progress bar is rewritten in place at every look
+    (:mod:`swflows.cli.progress_bar`); elsewhere a progress line is printed
+    whenever it changes, and again as "still waiting" every ``heartbeat``
+    seconds.
+    """
     sw.runner  # noqa: B018 -- this process drives the group meanwhile
+    tty = out.isatty()
     started = time.monotonic()
     printed = started
     last = None
-    while True:
-        try:
-            shown: dict[str, Any] = sw.show_group(group)
-        except exceptions.GroupNotFound:
-            return None
-        line = progress_line(shown)
-        clock = time.monotonic()
-        if line != last or clock - printed >= heartbeat:
-            still = "still waiting: " if line == last else ""
-            out.write(f"[{clock - started:5.0f}s] {still}{line}\n")
+    #: how long the operation ran before the first look (a watch comes late)
+    before: float | None = None
+    try:
+        while True:
+            try:
+                shown: dict[str, Any] = sw.show_group(group)
+            except exceptions.GroupNotFound:
+                return None
+            clock = time.monotonic()
+            if before is None:
+                before = ran_before(shown["operation"])
+            if tty:
+                drawn = bar(shown, before + clock - started, out)
+                out.write(f"{progress_bar.REWIND}{drawn}{progress_bar.ERASE}")
+                out.flush()
+            else:
+                line = progress_line(shown)
+                if line != last or clock - printed >= heartbeat:
+                    still = "still waiting: " if line == last else ""
+                    out.write(f"[{clock - started:5.0f}s] {still}{line}\n")
+                    out.flush()
+                    last = line
+                    printed = clock
+            if shown["status"] != states.IN_PROGRESS:
+                return shown
+            if timeout is not None and time.monotonic() - started > timeout:
+                raise exceptions.WaitTimeout(group, timeout, group=group)
+            time.sleep(INTERVAL)
+    finally:
+        if tty and before is not None:
+            out.write("\n")
             out.flush()
-            last = line
-            printed = clock
-        if shown["status"] != states.IN_PROGRESS:
-            return shown
-        if timeout is not None and time.monotonic() - started > timeout:
-            raise exceptions.WaitTimeout(group, timeout, group=group)
-        time.sleep(INTERVAL)
+
+
+def ran_before(operation: dict[str, Any]) -> float:
+    """Seconds the operation ran before now, from its ``started_at`` (0
+    when it has none, or the store's clock is ahead of this one's)."""
+    begun = operation.get("started_at")
+    if not begun:
+        return 0.0
+    at = datetime.datetime.strptime(begun, "%Y-%m-%dT%H:%M:%SZ")
+    return max(0.0, time.time() - at.replace(tzinfo=datetime.UTC).timestamp())
+
+
+def bar(shown: dict[str, Any], elapsed: float, out: IO[str]) -> str:
+    """The group's progress bar for ``out``'s terminal."""
+    operation = shown["operation"]
+    title = base.terminal_safe(
+        f"group {shown['name']} {operation['kind']} {shown['status']}"
+    )
+    return progress_bar.line(
+        title,
+        operation,
+        elapsed,
+        progress_bar.columns(out),
+        ended=shown["status"] != states.IN_PROGRESS,
+    )
 
 
 def settle(sw: Any, group: str) -> dict[str, Any] | None:
@@ -237,20 +283,24 @@ class _Operation(base.ShowOne):
     def finish(self, sw: Any, shown: dict[str, Any], parsed_args: Any) -> Any:
         if parsed_args.wait:
             timeout = parsing.minutes_to_seconds(parsed_args.wait_timeout)
-            final = follow(sw, shown["name"], self.app.stderr, timeout)
-            if final is None:
-                return base.fields({"name": shown["name"], "status": "DELETED"})
-            if final["status"] != states.COMPLETE:
-                self.exit_status = int(ExitCode.FAILED)
-                self.app.stderr.write(
-                    f"swflows: group {final['name']} {final['status']}: "
-                    f"{final['status_reason']}\n"
-                )
-            return base.fields(summary(final))
+            return self.to_the_end(sw, shown, timeout)
         settled = settle(sw, shown["name"])
         if settled is None:
             return base.fields({"name": shown["name"], "status": "DELETED"})
         return base.fields(summary(settled))
+
+    def to_the_end(self, sw: Any, shown: dict[str, Any], timeout: float | None) -> Any:
+        """Follow the group until its operation ends; exit 3 unless COMPLETE."""
+        final = follow(sw, shown["name"], self.app.stderr, timeout)
+        if final is None:
+            return base.fields({"name": shown["name"], "status": "DELETED"})
+        if final["status"] != states.COMPLETE:
+            self.exit_status = int(ExitCode.FAILED)
+            self.app.stderr.write(
+                f"swflows: group {final['name']} {final['status']}: "
+                f"{final['status_reason']}\n"
+            )
+        return base.fields(summary(final))
 
 
 class CreateGroup(_Operation):
@@ -357,6 +407,27 @@ class TriggerGroup(_Operation):
             wait=False,
         )
         return self.finish(sw, shown, parsed_args)
+
+
+class WatchGroup(_Operation):
+    """Follow a group's operation until it ends; exit as ``--wait`` does."""
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
+        parser.add_argument("name", metavar="GROUP")
+        parser.add_argument(
+            "--timeout",
+            metavar="MIN",
+            type=int,
+            help="minutes to watch before giving up (default: no limit)",
+        )
+        return parser
+
+    def take_action(self, parsed_args: argparse.Namespace) -> Any:
+        sw = self.app.swflows(resume=True)
+        shown = sw.show_group(parsed_args.name)
+        timeout = parsing.minutes_to_seconds(parsed_args.timeout)
+        return self.to_the_end(sw, shown, timeout)
 
 
 class CancelGroup(base.ShowOne):

@@ -59,6 +59,7 @@ COMMANDS: dict[str, type] = {
     "group redeploy": group.RedeployGroup,
     "group trigger": group.TriggerGroup,
     "group cancel": group.CancelGroup,
+    "group watch": group.WatchGroup,
     "group delete": group.DeleteGroup,
     "flow list": flow.ListFlows,
     "flow resume": flow.ResumeFlows,

@@ -14,6 +14,7 @@ import pytest
 from swflows import model, states
 from swflows.cli import group as cli_group
 from swflows.cli.progress import describe, follow
+from swflows.cli.progress_bar import ERASE
 
 
 def row(state: str, **kw: object) -> types.SimpleNamespace:
@@ -172,3 +173,39 @@ def test_a_group_waited_for_says_still_waiting_every_few_seconds(
     assert still[0].endswith("] still waiting: " + lines[0].split("] ", 1)[1])
     assert lines[-1].endswith("group web deploy COMPLETE: 2 done, 0 running, "
                               "0 failed, 0 left")  # fmt: skip
+    assert "\r" not in out.getvalue() and ERASE not in out.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_group_waited_for_on_a_terminal_is_a_bar_rewritten_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli_group, "INTERVAL", 0.01)
+    monkeypatch.setenv("COLUMNS", "100")
+    out = Terminal()
+    sw: Any = Group(40)
+    final = cli_group.follow(sw, "web", out, heartbeat=0.1)
+    assert final is not None and final["status"] == states.COMPLETE
+    text = out.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1, text
+    frames = [f.removesuffix(ERASE) for f in text.rstrip("\n").split("\r")[1:]]
+    assert len(frames) == 40
+    assert all(len(f) < 100 and "still waiting" not in f for f in frames)
+    assert frames[0].startswith("group web deploy IN_PROGRESS [>>>")
+    assert frames[0].endswith("0 done, 2 running, 0 failed, 0 left, 0s elapsed, ETA ?")
+    assert frames[-1].startswith("group web deploy COMPLETE [###")
+    assert frames[-1].endswith("2 done, 0 running, 0 failed, 0 left, 0s elapsed")
+
+
+def test_a_watch_counts_elapsed_time_from_when_the_operation_started() -> None:
+    """``group watch`` comes late: its elapsed time and the rate of its ETA
+    count from the operation's start, not from the first look."""
+    begun = model.isotime(time.time() - 60)
+    assert cli_group.ran_before({"started_at": begun}) == pytest.approx(60, abs=1.5)
+    assert cli_group.ran_before({"started_at": None}) == 0.0
+    later = model.isotime(time.time() + 3600)
+    assert cli_group.ran_before({"started_at": later}) == 0.0
