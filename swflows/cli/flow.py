@@ -9,19 +9,34 @@ from typing import Any
 
 import tenacity
 
-from swflows.cli import base, parsing
+from swflows.cli import base, parsing, progress
 
-COLUMNS = ("id", "kind", "deployment_id", "state", "owner", "elapsed", "picked_up")
+COLUMNS = (
+    "id",
+    "kind",
+    "deployment_id",
+    "state",
+    "owner",
+    "elapsed",
+    "picked_up",
+    "stage",
+)
 LONG_COLUMNS = (*COLUMNS, "server_id", "takeovers", "note")
 
 
-def flow_row(row: Any) -> dict[str, Any]:
+def flow_row(row: Any, now: float | None = None) -> dict[str, Any]:
+    """A flow as ``flow list`` shows it; a parked one's ``stage`` says, as
+    ``--wait`` does, how far its deployment got on its server and since
+    when (``published 35 s ago, not picked up yet; times out in 85 s``)."""
+    now = time.time() if now is None else now
     data: dict[str, Any] = row.to_dict()
     waiting = row.waiting or {}
+    parked = row.state == "PARKED"
     # the store's times are naive UTC
     created = row.created_at.replace(tzinfo=datetime.UTC).timestamp()
-    data["elapsed"] = round(time.time() - created, 1)
-    data["picked_up"] = waiting.get("picked_up") if row.state == "PARKED" else None
+    data["elapsed"] = round(now - created, 1)
+    data["picked_up"] = waiting.get("picked_up") if parked else None
+    data["stage"] = progress.waited(waiting, now) if parked else None
     return data
 
 
