@@ -3,7 +3,11 @@ the terminal's width."""
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
+import struct
+import termios
 
 import pytest
 
@@ -86,6 +90,19 @@ def test_narrower_terminals_lose_the_drawing_then_the_title_then_the_words() -> 
     assert progress_bar.line(TITLE, many, 65.0, 40) == (
         "120/1000 done, 7 failed, ETA 7m27s"
     )
+
+
+def test_the_width_of_a_terminal_is_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "132")
+    master, slave = os.openpty()
+    try:
+        size = struct.pack("HHHH", 24, 57, 0, 0)
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
+        with open(slave, "w", closefd=False) as out:
+            assert progress_bar.columns(out) == 57
+    finally:
+        os.close(slave)
+        os.close(master)
 
 
 def test_the_width_off_a_terminal_is_columns_or_80(
