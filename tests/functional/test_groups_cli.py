@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import re
+import select
+import struct
+import subprocess
+import termios
+import time
+import tty
 from pathlib import Path
 from typing import Any
 
 from swflows.api import Swflows
 from swflows.cli.parsing import ExitCode
+from swflows.cli.progress_bar import ERASE
 from tests.functional.test_agent import agent_server, script_config
-from tests.functional.test_cli import Cli, setup  # noqa: F401
+from tests.functional.test_cli import Cli, command, setup  # noqa: F401
 
 SCRIPT = (
     '#!/bin/sh\nprintf "%s on %s" "$foo" "$deploy_action" > $heat_outputs_path.result\n'
 )
+#: a second's work, failed when told to
+SLOW = '#!/bin/sh\nsleep 1\n[ "$foo" = fail ] && exit 3\n' + SCRIPT.split("\n", 1)[1]
+#: the bar's text: title, counts, elapsed and (while it runs) the ETA
+BAR = re.compile(
+    r"group (?P<name>\S+) (?P<kind>\w+) (?P<status>\w+) \[[#!>.]+\] "
+    r"(?P<done>\d+) done, (?P<running>\d+) running, (?P<failed>\d+) failed, "
+    r"(?P<left>\d+) left, (?P<elapsed>\w+) elapsed(, ETA (?P<eta>\S+))?"
+)
+COLUMNS = 120
 
 
 def test_group_commands(setup: tuple[Cli, Swflows], tmp_path: Path) -> None:  # noqa: F811
@@ -88,3 +106,119 @@ def test_group_commands(setup: tuple[Cli, Swflows], tmp_path: Path) -> None:  # 
         assert gone.stdout == "group web deleted\n"
         cli("group", "show", "web", rc=ExitCode.BAD_INPUT)
         assert sw.list_deployments() == []
+
+
+def on_terminal(cli: Cli, *args: str) -> tuple[int, str, str]:
+    """``swflows ARGS`` with its stderr on a pseudo-terminal ``COLUMNS``
+    wide (stdout stays a file): its exit status, stdout, and what the
+    terminal received."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
+    tty.setraw(slave)  # no newline turned into CR LF: every CR is the command's
+    stdout = cli.folder / "terminal.out"
+    try:
+        with stdout.open("w") as out:
+            process = subprocess.Popen(
+                [*command(), "--config-file", str(cli.conf), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=slave,
+                env=cli.env,
+            )
+    finally:
+        os.close(slave)
+    seen = bytearray()
+    deadline = time.monotonic() + 180
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([master], [], [], 1.0)[0]:
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the command's end is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+        else:
+            process.kill()
+        code = process.wait(timeout=30)
+    finally:
+        os.close(master)
+    return code, stdout.read_text(), seen.decode()
+
+
+def bars(seen: str) -> list[dict[str, Any]]:
+    """Each state of the bar the terminal was shown, in order."""
+    frames = re.split(r"[\r\n]", seen.replace(ERASE, ""))
+    found = [BAR.fullmatch(frame) for frame in frames]
+    return [
+        {
+            **match.groupdict(),
+            **{k: int(match[k]) for k in ("done", "running", "failed", "left")},
+        }
+        for match in found
+        if match
+    ]
+
+
+def test_a_group_followed_on_a_terminal_is_a_live_progress_bar(
+    setup: tuple[Cli, Swflows],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cli, sw = setup
+    config = script_config(sw, SLOW)
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(agent_server(sw, tmp_path / f"s{i}")) for i in range(4)
+        ]
+        members = [f"--member=m{i}={s.id}" for i, s in enumerate(servers)]
+        code, out, seen = on_terminal(
+            cli, "group", "create", "web", "--config", config.id, *members,
+            "--input-value", "foo=ok", "--max-concurrency", "2", "--wait",
+            "-f", "json",
+        )  # fmt: skip
+        assert code == ExitCode.OK, seen
+        assert json.loads(out)["status"] == "COMPLETE", out
+        # one line, rewritten in place: each state after a CR, erased to
+        # the end of the line, then a newline once the group ended
+        line, _, rest = seen.partition("\n")
+        assert rest == "", seen
+        assert line.startswith("\r") and line.endswith(ERASE), seen
+        shown = bars(line)
+        assert len(shown) == line.count("\r") >= 3, seen
+        assert all(len(f) < COLUMNS for f in line.replace(ERASE, "").split("\r"))
+        assert all(b["name"] == "web" and b["kind"] == "deploy" for b in shown)
+        assert all(
+            sum(b[k] for k in ("done", "running", "failed", "left")) == 4
+            and b["running"] <= 2
+            for b in shown
+        ), seen
+        done = [b["done"] for b in shown]
+        assert done == sorted(done) and done[0] < 4, seen
+        assert shown[0]["eta"] == "?", seen
+        assert any(
+            0 < b["done"] < 4 and re.fullmatch(r"\d+s", b["eta"] or "") for b in shown
+        ), seen
+        final = shown[-1]
+        assert (final["status"], final["done"], final["failed"]) == (
+            "COMPLETE",
+            4,
+            0,
+        ), seen
+        assert final["eta"] is None, seen
+        # rewritten every second or two at least
+        minutes, _, secs = final["elapsed"].rstrip("s").rpartition("m")
+        assert len(shown) >= (int(minutes or 0) * 60 + int(secs)) / 2, seen
+
+        # a failing redeploy left to run, followed from another process
+        cli("group", "redeploy", "web", "--input-value", "foo=fail")
+        code, out, seen = on_terminal(cli, "group", "watch", "web", "-f", "json")
+        assert code == ExitCode.FAILED, seen
+        assert json.loads(out)["status"] == "FAILED", out
+        final = bars(seen)[-1]
+        assert (final["kind"], final["status"]) == ("redeploy", "FAILED"), seen
+        assert final["failed"] >= 1 and final["done"] == 0, seen
+        assert f"{ERASE}\nswflows: group web FAILED: " in seen, seen
+
+        cli("group", "delete", "web")
