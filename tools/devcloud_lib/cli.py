@@ -45,6 +45,8 @@ from .small_servers import (
 )
 
 READY_TIMEOUT = 180.0
+#: how long ``status`` waits for a live server that does not answer
+STATUS_PATIENCE = 30.0
 #: the shape of cloud.json (2: Swift behind Keystone); a cloud that another
 #: shape's tools/devcloud started is not "up" for this one, and up restarts it
 CLOUD_VERSION = 2
@@ -89,6 +91,33 @@ def health() -> dict[str, str]:
             states[name] = "ok" if HEALTH[name](rec.port) else "not answering"
         except OSError:
             states[name] = "not answering"
+    return states
+
+
+def settled_health(
+    patience: float,
+    *,
+    sleep: Callable[[float], object] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, str]:
+    """:func:`health`, asked again for up to ``patience`` seconds while a
+    server whose process is alive does not answer and none is down: on a
+    loaded machine a server answers late, and that is no reason to restart
+    the cloud under every run using it (the restart moves every port)."""
+    deadline = clock() + patience
+    states = health()
+    told = False
+    while (
+        "not answering" in states.values()
+        and "down" not in states.values()
+        and clock() < deadline
+    ):
+        if not told:
+            slow = ", ".join(k for k, v in states.items() if v != "ok")
+            print(f"waiting up to {patience:.0f} s for {slow} to answer", flush=True)
+            told = True
+        sleep(2.0)
+        states = health()
     return states
 
 
@@ -245,7 +274,7 @@ def exclusive() -> Iterator[None]:
 def cmd_up() -> int:
     with exclusive():
         if load_records():
-            states = health()
+            states = settled_health(READY_TIMEOUT)
             if is_up(states):
                 print(f"dev cloud already up ({layout.CLOUD_JSON})")
                 print_status(states)
@@ -298,7 +327,7 @@ def ensure_swflows() -> None:
 def cmd_heat_up() -> int:
     """Start Heat (afresh) on the running dev cloud."""
     with exclusive():
-        if not is_up(health()):
+        if not is_up(settled_health(READY_TIMEOUT)):
             raise DevcloudError("the dev cloud is not up: run tools/devcloud up")
         cloud = json.loads(layout.CLOUD_JSON.read_text())
         doc = heat.up(cloud)
@@ -330,7 +359,7 @@ def cmd_heat_status() -> int:
 def cmd_mistral_up() -> int:
     """Start Mistral (afresh) on the running dev cloud."""
     with exclusive():
-        if not is_up(health()):
+        if not is_up(settled_health(READY_TIMEOUT)):
             raise DevcloudError("the dev cloud is not up: run tools/devcloud up")
         cloud = json.loads(layout.CLOUD_JSON.read_text())
         doc = mistral.up(cloud)
@@ -381,7 +410,7 @@ def cmd_down() -> int:
 
 
 def cmd_status() -> int:
-    states = health()
+    states = settled_health(STATUS_PATIENCE)
     if is_up(states):
         print(f"dev cloud up ({layout.CLOUD_JSON})")
     elif set(states.values()) == {"ok"}:
