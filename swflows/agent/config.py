@@ -86,8 +86,11 @@ class AgentConfig:
     kill_grace: float = 10.0
     #: folders searched for executable hooks, named by group
     hook_dirs: tuple[Path, ...] = DEFAULT_HOOK_DIRS
-    #: attempts to deliver a final signal in one go, and their first backoff
-    notify_attempts: int = 10
+    #: attempts to deliver a final signal in one go, and their first backoff;
+    #: a signal still not delivered is kept and tried again later (doubling
+    #: waits), while the agent goes on with the other deployments: one go is
+    #: kept short so a slow signal service holds none of them up for long
+    notify_attempts: int = 3
     notify_backoff: float = 0.5
     #: attempts for a "started" signal (it is only a hint)
     started_attempts: int = 3

@@ -449,3 +449,38 @@ def write_conf(tmp_path: Path, sections: dict[str, Any]) -> Path:
     path = tmp_path / "agent.json"
     path.write_text(json.dumps(body))
     return path
+
+
+class FailsFor(Recorder):
+    """Refuses (retryably) every signal of the deployments named."""
+
+    def __init__(self, *failing: str) -> None:
+        super().__init__()
+        self.failing = set(failing)
+        self.tries: dict[str, int] = {}
+
+    def send(self, target: notify.Target, body: bytes) -> None:
+        if target.config_id in self.failing:
+            self.tries[target.config_id] = self.tries.get(target.config_id, 0) + 1
+            raise self.error
+        super().send(target, body)
+
+
+def test_a_signal_that_cannot_get_through_holds_up_no_other_deployment(
+    tmp_path: Path,
+) -> None:
+    """With the default attempts, one go at a signal service that does not
+    answer is short: the next deployment's hook runs and is signalled in
+    the same pass, and the first signal is kept for later (under load a
+    Zaqar answering in 10 s held every later deployment for minutes)."""
+    rec = FailsFor("a")
+    ag, _, hook = make(tmp_path, doc(item("a"), item("b")), recorder=rec)
+    ag.config = dataclasses.replace(
+        ag.config, notify_attempts=config.AgentConfig.notify_attempts
+    )
+    ag.step()
+    assert hook.ran == ["a", "b"]  # type: ignore[attr-defined]
+    # the "started" hint's attempts, then one short go at the final signal
+    assert rec.tries["a"] == ag.config.started_attempts + 3
+    assert ag.state.is_deployed("b") and not ag.state.is_deployed("a")
+    assert ag.state.pending("a") is not None and "a" in ag._retry

@@ -54,7 +54,7 @@ def test_defaults() -> None:
     conf = config.AgentConfig()
     assert conf.state_dir == Path("/var/lib/swflows-agent")
     assert conf.interval == 30 and conf.hook_timeout == 0
-    assert conf.notify_attempts == 10
+    assert conf.notify_attempts == 3
 
 
 def test_os_collect_config_file(tmp_path: Path) -> None:
