@@ -4,14 +4,18 @@ Conductors are real ``swflows conductor`` processes; the store is a
 PostgreSQL database of the bench's own, the board a Redis namespace or
 ZooKeeper path of its own, both removed at the end.
 
-1. **Drain**: 1 (the baseline), then 2 conductors are started and paused
-   (SIGSTOP), ``jobs`` flows of three trivial steps are posted, and the
-   conductors go on together (SIGCONT); the rate is the jobs over the time
-   until none is left.  A step costs nothing, so
-   what is measured is a conductor's own work per job (claim, take the
-   flow's row over, load and save its logbook, consume the job): CPU bound,
-   each conductor one Python process, so on 2 cores 2 conductors can at
-   best double the rate, less on a machine that runs other work.
+1. **Drain**: 1, then 2 conductors are started and paused (SIGSTOP),
+   ``jobs`` flows of three trivial steps are posted, and the conductors go
+   on together (SIGCONT); the rate is the jobs over the time until the
+   board holds none.  A step costs nothing, so what is measured is a
+   conductor's own work per job (claim, take the flow's row over, load and
+   save its logbook, check its claim before each step, consume the job):
+   CPU bound, each conductor one Python process, so on 2 cores 2
+   conductors can at best double the rate, less on a machine that runs
+   other work.  The baseline, in the same run: TaskFlow's own conductor
+   (:mod:`bench.stock`, :data:`STOCK_KIND`) draining as many jobs of the
+   same flow, posted the same way to a board of its own on the same Redis,
+   with TaskFlow's stock SQLAlchemy persistence on the same database.
 2. **Takeover**: two conductors, one flow whose middle step lasts longer
    than the measurement; the conductor holding its claim is SIGKILLed and
    the time until the other one holds it is taken, on Redis (the claim's
@@ -34,11 +38,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cryptography import fernet
-from taskflow import task
+from taskflow import engines, task
 from taskflow.patterns import linear_flow
+from taskflow.persistence import models
 
 from bench import cloud as bcloud
-from bench import overhead
+from bench import overhead, stock
 from swflows.api import Swflows
 from swflows.engine import jobboard
 from swflows.flows import compose
@@ -47,6 +52,11 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 REDIS_URL = os.environ.get("SWFLOWS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 #: the claim expiry (and ZooKeeper session timeout) of the takeover part
 CLAIM_EXPIRY = 3
+#: TaskFlow's conductor the drain is compared with (``blocking`` or
+#: ``nonblocking``, :data:`bench.stock.KINDS`)
+STOCK_KIND = os.environ.get("SWFLOWS_BENCH_STOCK_CONDUCTOR", "blocking")
+#: how often a drain looks whether the board is empty, in seconds
+DRAIN_POLL = 0.02
 Log = Callable[[str], None]
 
 
@@ -179,6 +189,20 @@ class Board:
             made.store.close()
 
 
+def listed(board: Any) -> int:
+    """How many jobs TaskFlow's Redis ``board`` lists (one HLEN)."""
+    return int(board._client.hlen(board.listings_key))
+
+
+def until_empty(board: Any, timeout: float) -> None:
+    """Return once the Redis ``board`` lists no job."""
+    deadline = time.monotonic() + timeout
+    while listed(board):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the jobs did not drain within {timeout:.0f} s")
+        time.sleep(DRAIN_POLL)
+
+
 def drain(board: Board, conductors: int, jobs: int) -> dict[str, Any]:
     """Start ``conductors``, pause them (SIGSTOP), post ``jobs`` flows, let
     them go on (SIGCONT) together; the rate they drain the board at."""
@@ -194,13 +218,97 @@ def drain(board: Board, conductors: int, jobs: int) -> dict[str, Any]:
         for _ in range(jobs):
             sw.run_flow(steps)
         post_s = time.monotonic() - posted
+        tf_board = sw.runner.jobs.board._board if sw.runner.jobs else None
+        assert tf_board is not None and listed(tf_board) == jobs
         go = time.monotonic()
         for proc in procs:
             proc.send_signal(signal.SIGCONT)
-        bcloud.until(lambda: not sw.list_flows(), 60 + jobs, "the jobs to drain")
+        until_empty(tf_board, 60 + jobs)
         drain_s = time.monotonic() - go
         board.stop_all()
+        if sw.list_flows():
+            raise RuntimeError("the board drained, yet flows are left")
     return {
+        "conductors": conductors,
+        "jobs": jobs,
+        "start_s": start_s,
+        "post_s": post_s,
+        "drain_s": drain_s,
+        "per_s": jobs / drain_s,
+    }
+
+
+def stock_drain(
+    database: str, conductors: int, jobs: int, kind: str = STOCK_KIND
+) -> dict[str, Any]:
+    """As :func:`drain`, with TaskFlow's own conductor (:mod:`bench.stock`)
+    and persistence: the same flow, posted as TaskFlow's conductor expects
+    it (a logbook holding the flow's factory, the job naming it)."""
+    namespace = f"swflows-bench-stock-{uuid.uuid4().hex[:10]}"
+    url = f"{REDIS_URL}?namespace={namespace}"
+    backend = stock.persistence(database)
+    tf_board = stock.board(url, backend, name="bench-poster")
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        spawned = time.monotonic()
+        for _ in range(conductors):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "bench.stock", database, url, kind],
+                    cwd=REPO,
+                    env={**os.environ, "PYTHONPATH": str(REPO)},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+        for proc in procs:
+            Board.ready(proc)
+        start_s = time.monotonic() - spawned
+        for proc in procs:
+            proc.send_signal(signal.SIGSTOP)
+        posted = time.monotonic()
+        for _ in range(jobs):
+            book = models.LogBook("bench-stock")
+            detail = models.FlowDetail("bench-steps", uuid=str(uuid.uuid4()))
+            book.add(detail)
+            engines.save_factory_details(detail, steps, [], {})
+            with contextlib.closing(backend.get_connection()) as conn:
+                conn.save_logbook(book)
+            tf_board.post(
+                "bench-stock",
+                book=book,
+                details={
+                    "flow_uuid": detail.uuid,
+                    "store": {compose.FLOW_ID_KEY: detail.uuid},
+                },
+            )
+        post_s = time.monotonic() - posted
+        assert listed(tf_board) == jobs
+        go = time.monotonic()
+        for proc in procs:
+            proc.send_signal(signal.SIGCONT)
+        until_empty(tf_board, 60 + 2 * jobs)
+        drain_s = time.monotonic() - go
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        client = tf_board._client
+        keys = list(client.scan_iter(match=f"{namespace}*", count=1000))
+        if keys:
+            client.delete(*keys)
+        tf_board.close()
+        backend.close()
+    return {
+        "conductor": f"taskflow {kind}",
         "conductors": conductors,
         "jobs": jobs,
         "start_s": start_s,
@@ -250,15 +358,30 @@ def run(
     log: Log = print,
 ) -> dict[str, Any]:
     """Both measurements on a database of their own."""
-    results: dict[str, Any] = {"drain": {}, "takeover": {}}
+    results: dict[str, Any] = {
+        "drain": {},
+        "stock": {},
+        "takeover": {},
+        "load_before": bcloud.load_average(),
+    }
     with overhead.pg_database() as database:
+        stock.upgrade(database)
         for conductors in (1, 2):
-            log(f"7. drain {jobs} jobs, {conductors} conductor(s), Redis")
+            log(f"7. drain {jobs} jobs, {conductors} swflows conductor(s), Redis")
             board = Board(cloud, folder, database, "redis", claim_expiry=30)
             try:
-                results["drain"][str(conductors)] = drain(board, conductors, jobs)
+                ours = drain(board, conductors, jobs)
             finally:
                 board.close()
+            log(f"   and {conductors} TaskFlow {STOCK_KIND} conductor(s)")
+            theirs = stock_drain(database, conductors, jobs)
+            ours["vs_stock"] = ours["per_s"] / theirs["per_s"]
+            results["drain"][str(conductors)] = ours
+            results["stock"][str(conductors)] = theirs
+            log(
+                f"   {ours['per_s']:.1f} against {theirs['per_s']:.1f} jobs/s "
+                f"({ours['vs_stock']:.2f}x)"
+            )
         one, two = results["drain"]["1"], results["drain"]["2"]
         results["drain"]["ratio"] = two["per_s"] / one["per_s"] if one["per_s"] else 0
         for kind in ("redis", "zookeeper"):
