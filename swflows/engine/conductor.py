@@ -25,6 +25,7 @@ a process of this host that died) are given back to the board at once.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import socket
@@ -121,6 +122,10 @@ class Conductor(jobboard.Jobs):
         #: jobs the board says this conductor holds and it does not drive,
         #: as the last reap saw them (given back if the next sees them too)
         self._strays: set[str] = set()
+        #: the rest of the board's last listing, oldest first, and when it
+        #: was taken (``time.monotonic``)
+        self._listing: collections.deque[Any] = collections.deque()
+        self._listed_at = 0.0
         self._last_announce = 0.0
         self.started_at = time.time()
         #: jobs settled, by how (consumed, abandoned, trashed)
@@ -205,17 +210,34 @@ class Conductor(jobboard.Jobs):
             self._announce()
 
     def claim_some(self) -> list[str]:
-        """Claim unclaimed jobs while there is room; the flows started."""
+        """Claim unclaimed jobs while there is room; the flows started.
+
+        Jobs are tried oldest first, from the board's last listing while it
+        is younger than :data:`POLL_SECONDS`: a drive that ends wakes the
+        claiming for the next job, and listing the board again for each
+        would cost more than the job (a job given back, older than those
+        listed, is claimed from the next listing, which that makes at once).
+        """
         started: list[str] = []
-        if self._stop.is_set() or self._full():
-            return started  # listing the board costs a call per job on it
-        for job in self.board.jobs(only_unclaimed=True):
-            if self._full() or self._stop.is_set():
+        listed = False
+        while not (self._stop.is_set() or self._full()):
+            if not listed and (
+                not self._listing or time.monotonic() - self._listed_at >= POLL_SECONDS
+            ):
+                self._listing = collections.deque(self.board.claimable())
+                self._listed_at = time.monotonic()
+                listed = True
+            if not self._listing:
                 break
-            flow_id = self._take(job)
+            flow_id = self._take(self._listing.popleft())
             if flow_id is not None:
                 started.append(flow_id)
         return started
+
+    def _list_again(self) -> None:
+        """Have the next claim list the board anew (a job was given back)."""
+        self._listed_at = 0.0
+        self._wake.set()
 
     def _full(self) -> bool:
         with self._lock:
@@ -248,11 +270,11 @@ class Conductor(jobboard.Jobs):
             # ended, parked or set aside meanwhile: a stale job
             self._settle(job, "consume")
             return None
-        live = self.board.conductors()
         if (
             row.owner not in (None, self.name)
             and not row.lease_expired(time.time())
-            and self.board.is_live(row.owner or "", live)
+            # asked only then: the live conductors cost the board 4 calls
+            and self.board.is_live(row.owner or "", self.board.conductors())
         ):
             # a duplicate job: a live conductor drives the flow already
             self._settle(job, "consume")
@@ -334,13 +356,20 @@ class Conductor(jobboard.Jobs):
         return done
 
     # -- the runner's side ------------------------------------------------
-    def drive_done(self, flow_id: str) -> None:
-        """Settle the job of a flow the runner stopped driving."""
+    def drive_done(self, flow_id: str, *, settled: bool = False) -> None:
+        """Settle the job of a flow the runner stopped driving, and wake
+        the claiming: there is room for another.  ``settled``: the drive
+        recorded that the flow ended or parked, so its job is consumed
+        without reading the row again."""
         with self._lock:
             job = self._held.pop(flow_id, None)
             lost = flow_id in self._lost
             self._lost.discard(flow_id)
+        self._wake.set()
         if job is None or lost:
+            return
+        if settled:
+            self._settle(job, "consume")
             return
         try:
             row = self.registry.get(flow_id)
@@ -356,7 +385,7 @@ class Conductor(jobboard.Jobs):
         elif row.owner in (None, self.name):
             self.registry.release(flow_id, self.name)
             self._settle(job, "abandon")
-            self._wake.set()
+            self._list_again()
         else:  # another drives it (it took the row): this claim is stale
             self._settle(job, "abandon")
 
@@ -465,7 +494,7 @@ class Conductor(jobboard.Jobs):
         self._strays = strays
         self.reap()
         if freed:
-            self._wake.set()
+            self._list_again()
         return freed
 
 

@@ -82,6 +82,10 @@ class _Drive:
         self.cancelling = False
         #: the deployment it works on ('' for a developer's own flow)
         self.deployment_id = ""
+        #: its end or its parking was recorded (its job may be consumed)
+        self.settled = False
+        #: the logbook its engine writes through, fenced on its row
+        self.writes: logbook.Fenced | None = None
         #: called before each step (under a conductor: raises
         #: :class:`~swflows.engine.conductor.ClaimLost` once the job's
         #: claim is another's)
@@ -146,11 +150,13 @@ class Driving(Results):
         resumed: bool = False,
         custom: bool = False,
         deployment_id: str = "",
+        writes: logbook.Fenced | None = None,
     ) -> None:
         drive = _Drive(flow_id, engine, parks_after(flow))
         drive.resumed = resumed
         drive.custom = custom
         drive.deployment_id = deployment_id
+        drive.writes = writes
         if self.jobs is not None:
             drive.fence = self.jobs.fence_for(flow_id)
         fence = write_fence(self.registry, self.owner, drive)
@@ -176,7 +182,7 @@ class Driving(Results):
                 raise logbook.FlowFenced(drive.flow_id, self.owner, None)
             if state != tf_states.SUCCESS:
                 return
-            if drive.custom and self.registry.cancel_requested(drive.flow_id):
+            if drive.custom and cancel_requested(self.registry, drive):
                 drive.cancelling = True
                 drive.engine.suspend()
             elif details.get("task_name") in drive.park_after:
@@ -225,7 +231,7 @@ class Driving(Results):
             with self._lock:
                 self._recording.discard(drive.flow_id)
             if self.jobs is not None:
-                self.jobs.drive_done(drive.flow_id)
+                self.jobs.drive_done(drive.flow_id, settled=drive.settled)
 
     def through_outage(
         self,
@@ -355,6 +361,7 @@ class Driving(Results):
                     deployment_id=waiting["deployment_id"] if drive.custom else None,
                     server_id=waiting.get("server_id") if drive.custom else None,
                 ):
+                    drive.settled = True
                     LOG.debug("flow %s parked", flow_id)
                     if drive.custom and self.registry.cancel_requested(flow_id):
                         end_wait(
@@ -394,9 +401,11 @@ class Driving(Results):
                         ),
                     )
                     let_go_of_removed(self.services, drive.deployment_id)
-            if drive.custom:
-                self._keep_result(drive, state, error)
-            self._forget(flow_id, keep_book=drive.custom)
+            if drive.custom:  # its outcome kept as its row goes
+                self._save_result(flow_id, self._outcome(drive, state, error), True)
+            else:
+                self._forget(flow_id)
+            drive.settled = True
             self._finish(flow_id, error)
         elif state == tf_states.FAILURE:
             # a revert failed: keep the logbook for an operator
@@ -441,10 +450,10 @@ class Driving(Results):
     def _waiting_at(self, drive: _Drive, atom: Any) -> dict[str, Any]:
         return waiting_of(self.services, drive.engine, atom)
 
-    def _keep_result(
+    def _outcome(
         self, drive: _Drive, state: str, error: BaseException | None
-    ) -> None:
-        """Write a custom flow's outcome into its logbook's meta."""
+    ) -> dict[str, Any]:
+        """A custom flow's outcome, to keep in its logbook's meta."""
         storage = drive.engine.storage
         values: dict[str, Any] = {}
         if state == tf_states.SUCCESS:
@@ -455,15 +464,12 @@ class Driving(Results):
                     values[key] = json.loads(json.dumps(value))
                 except (TypeError, ValueError):
                     LOG.debug("flow %s: %s is not JSON, not kept", drive.flow_id, key)
-        self._save_result(
-            drive.flow_id,
-            {
-                "state": state,
-                "result": values,
-                "error": None if error is None else f"{type(error).__name__}: {error}",
-                "ended_at": time.time(),
-            },
-        )
+        return {
+            "state": state,
+            "result": values,
+            "error": None if error is None else f"{type(error).__name__}: {error}",
+            "ended_at": time.time(),
+        }
 
     def request_cancel(self, flow_id: str, reason: str | None = None) -> bool:
         """Cancel custom flow ``flow_id``: stop it, end its wait, revert it.
@@ -504,6 +510,16 @@ class Driving(Results):
                     wait_atom.name,
                     exc_info=True,
                 )
+
+
+def cancel_requested(registry: flow_rows.FlowRegistry, drive: _Drive) -> bool:
+    """Whether a custom flow was asked to cancel, after a step: as the
+    write that recorded the step read the flow's row, else read now."""
+    if drive.writes is not None:
+        fresh, note = drive.writes.take_note()
+        if fresh:
+            return flow_rows.is_cancel_note(note)
+    return registry.cancel_requested(drive.flow_id)
 
 
 def write_fence(
@@ -627,6 +643,7 @@ __all__ = [
     "RECORD_RETRY_SECONDS",
     "WAIT_NOT_DONE",
     "Driving",
+    "cancel_requested",
     "end_left_running",
     "end_wait",
     "let_go_of_removed",

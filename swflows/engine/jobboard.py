@@ -150,6 +150,19 @@ class Board:
         found = self._board.iterjobs(only_unclaimed=only_unclaimed, ensure_fresh=True)
         return sorted(found, key=lambda job: job.sequence)
 
+    def claimable(self) -> list[Any]:
+        """The jobs a conductor may try to claim, oldest first.
+
+        On Redis, the board's listing alone, in one call: TaskFlow's
+        iterator asks each job's state in a transaction of its own (two
+        calls a job, for every job on the board), where a claim of a job
+        someone holds fails at once anyway.  On ZooKeeper, the unclaimed
+        jobs (its board keeps them in memory, watched).
+        """
+        if self.kind != "redis":
+            return self.jobs(only_unclaimed=True)
+        return sorted(self._board._fetch_jobs(), key=lambda job: job.sequence)
+
     @staticmethod
     def flow_of(job: Any) -> str | None:
         flow_id = (job.details or {}).get(FLOW_KEY)
@@ -369,9 +382,9 @@ class Jobs:
         this process posts flows, it does not drive them)."""
         return None
 
-    def drive_done(self, flow_id: str) -> None:
+    def drive_done(self, flow_id: str, *, settled: bool = False) -> None:
         """The runner stopped driving ``flow_id`` (it ended, parked, was
-        lost or released)."""
+        lost or released; ``settled``: its end or parking was recorded)."""
 
     def close_board(self) -> None:
         """The runner stopped: let go of the board."""

@@ -30,6 +30,7 @@ from swflows import exceptions, flows
 from swflows.engine.driving import Driving
 from swflows.engine.results import CUSTOM, META_KEY
 from swflows.flows import compose
+from swflows.persistence import logbook
 
 
 class Launching(Driving):
@@ -164,6 +165,7 @@ class Launching(Driving):
             flow,
             custom=kind == CUSTOM,
             deployment_id=str(meta.get("deployment_id") or ""),
+            writes=backend if isinstance(backend, logbook.Fenced) else None,
         )
         return flow_id, future
 

@@ -79,32 +79,23 @@ class Results:
             future.set_exception(error)
 
     def _forget(self, flow_id: str, *, keep_book: bool = False) -> None:
-        """Remove an ended flow's row and logbook (a custom flow's logbook
-        stays, holding its result, without its steps)."""
-        with self._connection() as conn:
-            try:
-                if keep_book:
-                    self._drop_steps(flow_id)
-                else:
-                    conn.destroy_logbook(flow_id)
-            except Exception:  # already gone is fine; anything else is logged
-                LOG.debug("logbook %s not removed", flow_id, exc_info=True)
-        self.registry.remove(flow_id)
+        """Remove an ended flow's row and logbook, in one transaction (a
+        custom flow's logbook stays, holding its result, without its steps)."""
+        self.backend.forget_book(flow_id)
+        flow_rows.end_flow(self.registry, flow_id, keep_book=keep_book)
 
-    def _drop_steps(self, flow_id: str) -> None:
-        """Delete a flow's detail and its atoms' details, not its logbook."""
-        tables = self.backend.tables
-        with self.backend.engine.begin() as conn:
-            conn.execute(
-                tables.atomdetails.delete().where(
-                    tables.atomdetails.c.parent_uuid == flow_id
-                )
+    def _save_result(
+        self, flow_id: str, outcome: dict[str, Any], forget: bool = False
+    ) -> None:
+        """Write a custom flow's outcome into its logbook's meta; with
+        ``forget`` (it ended), in the transaction that removes its row and
+        its steps (:meth:`_forget`)."""
+        if forget:
+            self.backend.forget_book(flow_id)
+            flow_rows.end_flow(
+                self.registry, flow_id, keep_book=True, result=(META_KEY, outcome)
             )
-            conn.execute(
-                tables.flowdetails.delete().where(tables.flowdetails.c.uuid == flow_id)
-            )
-
-    def _save_result(self, flow_id: str, outcome: dict[str, Any]) -> None:
+            return
         with self._connection() as conn:
             book = conn.get_logbook(flow_id, lazy=True)
             meta = dict(book.meta or {})

@@ -199,8 +199,10 @@ class Takeover(Driving):
                             "result": {},
                             "error": self._reverted_by(flow_id, detail),
                         },
+                        forget=True,
                     )
-                self._forget(flow_id, keep_book=custom)
+                else:
+                    self._forget(flow_id, keep_book=custom)
             self._finish(flow_id, None)
             return False
         meta = detail.meta.get(META_KEY) or {}
@@ -224,9 +226,8 @@ class Takeover(Driving):
             self._finish(flow_id, None)
             return False
         flow = engines.flow_from_detail(detail)
-        engine = engines.load(
-            flow, flow_detail=detail, backend=self.backend.fenced(flow_id, self.owner)
-        )
+        writes = self.backend.fenced(flow_id, self.owner)
+        engine = engines.load(flow, flow_detail=detail, backend=writes)
         self._future(flow_id)
         self._submit(
             flow_id,
@@ -234,11 +235,12 @@ class Takeover(Driving):
             flow,
             resumed=True,
             deployment_id=str(meta.get("deployment_id") or ""),
+            writes=writes,
         )
         return True
 
     def _reverted_by(self, flow_id: str, detail: Any) -> str | None:
-        """What made an ended flow revert, as :meth:`_keep_result` words it:
+        """What made an ended flow revert, as :meth:`_outcome` words it:
         its cancel, or the failure its logbook kept; None if it succeeded."""
         if detail.state != tf_states.REVERTED:
             return None
@@ -265,15 +267,22 @@ class Takeover(Driving):
             self.registry.break_flow(flow_id, note)
             self._finish(flow_id, exceptions.FlowError(flow_id, note))
             return False
-        # its id again: a runner may have died before storing it
+        # its id again if a runner died before storing it (stored again
+        # each time, it would cost a write of the logbook each resume)
+        writes = self.backend.fenced(flow_id, self.owner)
+        stored = next((atom for atom in detail if atom.name == INJECTOR), None)
+        has_id = (
+            stored is not None
+            and (stored.results or {}).get(compose.FLOW_ID_KEY) == flow_id
+        )
         engine = engines.load(
             flow,
-            store={compose.FLOW_ID_KEY: flow_id},
+            store=None if has_id else {compose.FLOW_ID_KEY: flow_id},
             flow_detail=detail,
-            backend=self.backend.fenced(flow_id, self.owner),
+            backend=writes,
         )
         self._future(flow_id)
-        self._submit(flow_id, engine, flow, resumed=True, custom=True)
+        self._submit(flow_id, engine, flow, resumed=True, custom=True, writes=writes)
         return True
 
     # -- leases -----------------------------------------------------------

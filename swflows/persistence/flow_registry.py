@@ -487,7 +487,7 @@ class FlowRegistry:
                 )
             ).first()
             note = None if row is None else row.note
-            return note if note and note.startswith(CANCEL_NOTE) else None
+            return note if is_cancel_note(note) else None
 
         return self._store._read("read flow note", op)
 
@@ -553,6 +553,56 @@ class FlowRegistry:
             deployment_status=row.status,
             deployment_generation=row.generation,
         )
+
+
+def is_cancel_note(note: str | None) -> bool:
+    """Whether a RUNNING or PARKED row's ``note`` asks it to cancel."""
+    return bool(note) and str(note).startswith(CANCEL_NOTE)
+
+
+def end_flow(
+    registry: FlowRegistry,
+    flow_id: str,
+    *,
+    keep_book: bool = False,
+    result: tuple[str, Mapping[str, Any]] | None = None,
+) -> bool:
+    """Forget an ended flow in one transaction: its row, its logbook's
+    steps and its logbook; with ``keep_book`` the logbook stays, and
+    ``result`` (a meta key and values) is merged into its meta (a
+    developer's flow keeps its outcome there).  False when its row was
+    already gone.  A crash leaves the flow whole or gone, never a row
+    without its logbook or an outcome without the end of its row.
+    """
+    t = registry._table
+    tables = registry._store.tables
+    books, details, atoms = (
+        tables.tf_logbooks,
+        tables.tf_flowdetails,
+        tables.tf_atomdetails,
+    )
+
+    def op(conn: sa.Connection) -> bool:
+        # the row first: a write fenced on it waits, then finds no owner
+        removed = conn.execute(t.delete().where(t.c.id == flow_id)).rowcount
+        conn.execute(atoms.delete().where(atoms.c.parent_uuid == flow_id))
+        conn.execute(details.delete().where(details.c.uuid == flow_id))
+        if not keep_book:
+            conn.execute(books.delete().where(books.c.uuid == flow_id))
+        elif result is not None:
+            key, values = result
+            found = conn.execute(
+                sa.select(books.c.meta).where(books.c.uuid == flow_id)
+            ).first()
+            if found is not None:
+                meta = dict(found.meta or {})
+                meta[key] = {**dict(meta.get(key) or {}), **values}
+                conn.execute(
+                    books.update().where(books.c.uuid == flow_id).values(meta=meta)
+                )
+        return bool(removed)
+
+    return registry._store._write("end flow", op)
 
 
 def unflowed(
@@ -635,6 +685,8 @@ __all__ = [
     "FlowRegistry",
     "FlowRow",
     "custom_running",
+    "end_flow",
+    "is_cancel_note",
     "new_owner",
     "owner_is_dead",
     "reconciled",

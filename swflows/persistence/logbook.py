@@ -99,13 +99,16 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             return
         flow_id, owner = self.fence
         flows = self._backend.flows
-        holder = conn.execute(
-            sa.select(flows.c.owner)
+        row = conn.execute(
+            sa.select(flows.c.owner, flows.c.note)
             .where(flows.c.id == flow_id)
             .with_for_update(read=True)
-        ).scalar_one_or_none()
+        ).first()
+        holder = None if row is None else row.owner
         if holder != owner:
             raise FlowFenced(flow_id, owner, holder)
+        if self.drive is not None:
+            self.drive.saw_note(row.note if row is not None else None)
 
     def update_atom_details(self, atom_detail: Any) -> Any:
         """Save an atom detail in one UPDATE; a change of its progress alone
@@ -342,6 +345,10 @@ class Fenced:
         #: wrote since (nor cross into another flow's transaction).
         self._deferred: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        #: the flow row's note as the last fenced write read it (a cancel
+        #: request), and whether it was read since last taken
+        self._note: str | None = None
+        self._note_fresh = False
         if flow_id is not None:
             # what this process remembers writing for the flow may be older
             # than its rows: another process may have driven it since
@@ -371,6 +378,19 @@ class Fenced:
         with self._lock:
             for atom_id, values in deferred.items():
                 self._deferred.setdefault(atom_id, values)
+
+    def saw_note(self, note: str | None) -> None:
+        """A fenced write read the flow row's ``note``."""
+        with self._lock:
+            self._note, self._note_fresh = note, True
+
+    def take_note(self) -> tuple[bool, str | None]:
+        """``(read since last taken, note)``: the runner asks whether a
+        flow was cancelled after each step, which the write recording the
+        step has just read with its fence (no read of its own then)."""
+        with self._lock:
+            fresh, self._note_fresh = self._note_fresh, False
+            return fresh, self._note
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)

@@ -130,6 +130,10 @@ class MemoryBoard:
                 if not (only_unclaimed and job.uuid in self._claims)
             ]
 
+    def claimable(self) -> list[Any]:
+        """Every job, claimed or not, as Redis lists them for a claim."""
+        return self.jobs()
+
     @staticmethod
     def flow_of(job: Any) -> str | None:
         return str(job.flow_id)

@@ -165,7 +165,7 @@ def types_jobs(stopped: list[str]) -> conductor.Conductor:
         def close_board(self) -> None:
             stopped.append("board closed")
 
-        def drive_done(self, flow_id: str) -> None:
+        def drive_done(self, flow_id: str, *, settled: bool = False) -> None:
             pass
 
         def reap(self, flow_id: str | None = None) -> list[str]:
