@@ -16,10 +16,11 @@
 6. command-line start-up: ``swflows deployment list`` against the
    interpreter and the libraries every command needs (:mod:`bench.startup`);
 7. conductors on a jobboard: jobs drained per second by 1 and 2
-   ``swflows conductor`` processes, beside TaskFlow's own conductor
-   draining the same jobs (:mod:`bench.conductors`, :mod:`bench.stock`);
+   ``swflows conductor`` processes (:mod:`bench.conductors`);
 8. claim takeover: a conductor holding a claim is SIGKILLed, time until
-   another holds it, on Redis and on ZooKeeper.
+   another holds it, on Redis and on ZooKeeper;
+9. launch rate: deployments submitted to parked per second, 1,000 to 100
+   servers on one runner, real Swift and Keystone (:mod:`bench.launch`).
 
 Prints one table and writes the same figures as JSON.  ``--quick`` runs
 every measurement at a small size (for the smoke test).  Everything the
@@ -39,7 +40,7 @@ import time
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import conductors, overhead, push, startup, waiting
+from bench import conductors, launch, overhead, push, startup, waiting
 from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
@@ -182,16 +183,6 @@ def table(results: dict[str, Any]) -> str:
             f"{one['ratio_libraries']:.1f}x",
         )
     cond = results.get("conductors", {})
-    for n, theirs in cond.get("stock", {}).items():
-        ours = cond["drain"][n]
-        add(
-            f"7. jobs drained/s, {ours['jobs']} jobs of 3 trivial steps, Redis "
-            f"board, PostgreSQL, {n} conductor(s)",
-            f"{ours['per_s']:.1f}/s ({ours['drain_s']:.1f} s)",
-            f"{theirs['per_s']:.1f}/s ({theirs['drain_s']:.1f} s), "
-            f"{theirs['conductor']} conductor, stock logbook",
-            f"{ours['vs_stock']:.2f}x",
-        )
     if "drain" in cond:
         one, two = cond["drain"]["1"], cond["drain"]["2"]
         cpus = results.get("machine", {}).get("cpus")
@@ -209,6 +200,16 @@ def table(results: dict[str, Any]) -> str:
             f"median {one['median_s']:.1f} s, max {one['max_s']:.1f} s",
             f"{one['claim_expiry_s']} s (claim expiry)",
             "",
+        )
+    rate = results.get("launch")
+    if rate:
+        add(
+            f"9. deployments launched/s (submitted to parked), {rate['deployments']:,}"
+            f" to {rate['servers']} servers, TEMP_URL_SIGNAL + POLL_TEMP_URL, "
+            "one runner, SQLite",
+            f"{rate['per_s']:.1f}/s ({rate['s']:.1f} s)",
+            f"goal {launch.GOAL_PER_S}/s",
+            f"{rate['per_s'] / launch.GOAL_PER_S:.2f}x",
         )
     head = ("measurement", "swflows", "baseline", "ratio")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgresql", action="store_true", help="skip it in 4")
     parser.add_argument(
         "--only",
-        choices=("waiting", "overhead", "startup", "conductors"),
+        choices=("waiting", "overhead", "startup", "conductors", "launch"),
         default=None,
         help="one part only",
     )
@@ -281,6 +282,14 @@ def main(argv: list[str] | None = None) -> int:
                 folder / "conductors",
                 jobs=10 if args.quick else 200,
                 rounds=1 if args.quick else 3,
+                log=lambda m: print(f"... {m}", flush=True),
+            )
+        if args.only in (None, "launch"):
+            print("9. launch rate", flush=True)
+            results["launch"] = launch.run(
+                bcloud.load_cloud(args.cloud),
+                folder,
+                count=sizes.large,
                 log=lambda m: print(f"... {m}", flush=True),
             )
     if pathlib.Path(tmp).exists():

@@ -115,10 +115,24 @@ class Population:
         self.ids: list[str] = []
         self._made = 0
 
-    def grow(self, count: int, transport: str = names.TEMP_URL_SIGNAL) -> list[str]:
+    def grow(
+        self,
+        count: int,
+        transport: str = names.TEMP_URL_SIGNAL,
+        config_transport: str | None = None,
+    ) -> list[str]:
         """Deploy ``count`` more and wait until every flow is parked."""
         base = self._made
         self._made += count
+        if config_transport is None:
+            # POLL_SERVER_HEAT keeps Swift's listing to signal objects; it is
+            # read by Heat's agents, which cannot send a ZAQAR_SIGNAL: those
+            # servers poll a TempURL instead
+            config_transport = (
+                names.POLL_SERVER_HEAT
+                if transport == names.TEMP_URL_SIGNAL
+                else names.POLL_TEMP_URL
+            )
 
         def one(i: int) -> str:
             dep = self.sw.deploy(
@@ -127,12 +141,7 @@ class Population:
                 timeout=3600,
                 wait=False,
                 signal_transport=transport,
-                # POLL_SERVER_HEAT keeps Swift's listing to signal objects;
-                # it is read by Heat's agents, which cannot send a
-                # ZAQAR_SIGNAL: those servers poll a TempURL instead
-                config_transport=names.POLL_SERVER_HEAT
-                if transport == names.TEMP_URL_SIGNAL
-                else names.POLL_TEMP_URL,
+                config_transport=config_transport,
             )
             return dep.id
 
