@@ -180,7 +180,9 @@ class DeploymentRows(ServerRows):
             )
             return stored
 
-        return self._write("create deployment", op)
+        made = self._write("create deployment", op)
+        self.written.wrote(dep.id)
+        return made
 
     def get_deployment(self, deployment_id: str) -> model.Deployment:
         d = self._tables.deployments
@@ -286,7 +288,9 @@ class DeploymentRows(ServerRows):
                 self._bump(conn, current.server_id)
             return updated
 
-        return self._write("update deployment", op)
+        updated = self._write("update deployment", op)
+        self.written.wrote(deployment_id)
+        return updated
 
     def list_deployments(
         self,
