@@ -15,5 +15,9 @@ class PublishMetadata(base.TransportTask):
     def execute(self, services: Services, server_id: str) -> int:
         failpoints.hit("publish_metadata")
         return metadata.publish_server(
-            services, server_id, self.transport_name, self.transport_options
+            services,
+            server_id,
+            self.transport_name,
+            self.transport_options,
+            coalesce=True,
         )
