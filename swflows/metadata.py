@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import tenacity
@@ -24,36 +21,6 @@ LOG = logging.getLogger(__name__)
 #: are: on a 2-core machine running two 100-deployment rollouts, 120 s were
 #: not enough and deployments failed on it
 PUBLISH_PATIENCE = 600.0
-
-
-class _ServerLocks:
-    """One lock per server id, held while this process publishes to it
-    (re-entrant: what a publish calls may publish to the server again)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[str, tuple[threading.RLock, int]] = {}
-
-    @contextlib.contextmanager
-    def hold(self, server_id: str) -> Iterator[None]:
-        with self._lock:
-            lock, users = self._held.get(server_id, (threading.RLock(), 0))
-            self._held[server_id] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._lock:
-                lock, users = self._held[server_id]
-                if users == 1:
-                    del self._held[server_id]
-                else:
-                    self._held[server_id] = (lock, users - 1)
-
-
-#: a burst of deployments to one server publishes one after the other in a
-#: process, so those that waited find their rows already published
-_PUBLISHING = _ServerLocks()
 
 
 def find_server(services: Services, server_id: str) -> Any:
@@ -99,7 +66,6 @@ def publish_server(
     options: dict[str, Any] | None = None,
     *,
     create: bool = True,
-    coalesce: bool = False,
 ) -> int:
     """Publish ``server_id``'s current document; return the version published.
 
@@ -125,13 +91,6 @@ def publish_server(
     (unenrolled) or no longer uses that channel (moved), what was written
     is removed, so a publish still in flight never brings back a channel
     that was removed.
-
-    Publishers of one process to one server take turns.  With ``coalesce``
-    (a flow publishing the row it wrote before this call) nothing is
-    written when the store says the server's latest version is already
-    published: a burst of deployments to one server publishes once per
-    turn, not once each.  Without it (a republish after an outage, a
-    channel taken again) the document is always written.
     """
     store = services.store
     server = find_server(services, server_id)
@@ -190,18 +149,7 @@ def publish_server(
             )
         return snapshot.version
 
-    with _PUBLISHING.hold(server_id):
-        current = find_server(services, server_id) if coalesce else None
-        if (
-            current is not None
-            and current.published_version >= current.metadata_version
-            and current.config_transport == name
-            and resources(current.channel) == resources(channel)
-        ):
-            # a copy at least as new as this flow's row (written before this
-            # call) is confirmed published: nothing to write
-            return int(current.metadata_version)
-        return attempt()
+    return attempt()
 
 
 def resources(channel: dict[str, Any] | None) -> dict[str, Any]:

@@ -15,9 +15,5 @@ class PublishMetadata(base.TransportTask):
     def execute(self, services: Services, server_id: str) -> int:
         failpoints.hit("publish_metadata")
         return metadata.publish_server(
-            services,
-            server_id,
-            self.transport_name,
-            self.transport_options,
-            coalesce=True,
+            services, server_id, self.transport_name, self.transport_options
         )

@@ -165,33 +165,3 @@ def test_an_unenroll_stopped_halfway_is_finished_by_unenrolling_again(
     assert enrollment.unenroll(services, "s1") is True
     assert objects.objects == {}
     assert store.list_servers() == []
-
-
-def test_a_coalesced_publish_writes_nothing_when_the_latest_is_published(
-    services: Services, objects: Objects
-) -> None:
-    enrollment.enroll(services, "s1", names.POLL_TEMP_URL, nova=False)
-    version = metadata.publish_server(services, "s1", names.POLL_TEMP_URL)
-    puts = []
-    objects.on_put = lambda: puts.append(1)
-    again = metadata.publish_server(services, "s1", names.POLL_TEMP_URL, coalesce=True)
-    assert (again, puts) == (version, [])
-    # without coalesce (a republish after an outage) it is written again
-    objects.objects.clear()
-    metadata.publish_server(services, "s1", names.POLL_TEMP_URL)
-    assert ("swflows-metadata", "s1") in objects.objects
-
-
-def test_a_coalesced_publish_writes_a_newer_version(
-    services: Services, objects: Objects
-) -> None:
-    enrollment.enroll(services, "s1", names.POLL_TEMP_URL, nova=False)
-    first = metadata.publish_server(services, "s1", names.POLL_TEMP_URL)
-    store = services.store
-    # what a new deployment's row does to its server
-    store._write("bump", lambda conn: store._bump(conn, "s1"))
-    objects.objects.clear()
-    again = metadata.publish_server(services, "s1", names.POLL_TEMP_URL, coalesce=True)
-    assert again > first
-    assert ("swflows-metadata", "s1") in objects.objects
-    assert store.get_server("s1").published_version == again
