@@ -116,36 +116,28 @@ class Results(Base):
                 ) from exc
             return self.show(deployment_id)
 
-        limit = wait_timeout or 60
-        # a flow of this process wakes the wait as it writes the row (or
-        # ends); a row written elsewhere (a conductor's) is read again
-        # after 0.05 s, then less often, up to every 0.25 s
-        with self.store.written.awaiting(deployment_id) as written:
-            future.add_done_callback(lambda _: written.set())
-
-            def look() -> model.Deployment | None:
-                written.clear()
-                ended = future.done()
+        def look() -> model.Deployment | None:
+            ended = future.done()
+            if ended:
+                future.result()  # raise the flow's error, if any
+            try:
+                found = self.show(deployment_id)
+            except exceptions.DeploymentNotFound:
                 if ended:
-                    future.result()  # raise the flow's error, if any
-                try:
-                    found = self.show(deployment_id)
-                except exceptions.DeploymentNotFound:
-                    if ended:
-                        raise
-                    return None
-                if found.generation < generation and not ended:
-                    return None  # the row as it was before this action
-                return found
+                    raise
+                return None
+            if found.generation < generation and not ended:
+                return None  # the row as it was before this action
+            return found
 
-            retrying = tenacity.Retrying(
-                retry=tenacity.retry_if_result(lambda found: found is None),
-                wait=tenacity.wait_exponential(multiplier=0.05, min=0.05, max=0.25),
-                stop=tenacity.stop_after_delay(limit),
-                retry_error_callback=lambda _: None,
-                sleep=written.wait,
-            )
-            found: model.Deployment | None = retrying(look)
+        limit = wait_timeout or 60
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda found: found is None),
+            wait=tenacity.wait_fixed(0.05),
+            stop=tenacity.stop_after_delay(limit),
+            retry_error_callback=lambda _: None,
+        )
+        found: model.Deployment | None = retrying(look)
         if found is None:
             # its flow is recorded (a job posted) and runs later: never
             # NotFound, which would have the caller deploy it again

@@ -28,7 +28,7 @@ import tenacity
 from sqlalchemy import event, pool
 
 from swflows import exceptions, extras, model
-from swflows.persistence import crypto, migrations, written
+from swflows.persistence import crypto, migrations
 from swflows.persistence import tables as _tables
 
 LOG = logging.getLogger(__name__)
@@ -272,8 +272,6 @@ class Database:
             self._owns_engine = True
         self._taskflow: Any = None
         self._closed = False
-        #: wakes a caller of this process waiting for a deployment's row
-        self.written = written.Written()
         self._secret_names = _secret_inputs()
         try:
             self._box = crypto.SecretBox(

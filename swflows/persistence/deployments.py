@@ -180,9 +180,7 @@ class DeploymentRows(ServerRows):
             )
             return stored
 
-        made = self._write("create deployment", op)
-        self.written.wrote(dep.id)
-        return made
+        return self._write("create deployment", op)
 
     def get_deployment(self, deployment_id: str) -> model.Deployment:
         d = self._tables.deployments
@@ -288,9 +286,7 @@ class DeploymentRows(ServerRows):
                 self._bump(conn, current.server_id)
             return updated
 
-        updated = self._write("update deployment", op)
-        self.written.wrote(deployment_id)
-        return updated
+        return self._write("update deployment", op)
 
     def list_deployments(
         self,
