@@ -203,39 +203,56 @@ def until_empty(board: Any, timeout: float) -> None:
         time.sleep(DRAIN_POLL)
 
 
-def drain(board: Board, conductors: int, jobs: int) -> dict[str, Any]:
-    """Start ``conductors``, pause them (SIGSTOP), post ``jobs`` flows, let
-    them go on (SIGCONT) together; the rate they drain the board at."""
-    with board.poster() as sw:
-        spawned = time.monotonic()
-        procs = [board.spawn() for _ in range(conductors)]
-        for proc in procs:
-            Board.ready(proc)
-        start_s = time.monotonic() - spawned
-        for proc in procs:
-            proc.send_signal(signal.SIGSTOP)
-        posted = time.monotonic()
-        for _ in range(jobs):
-            sw.run_flow(steps)
-        post_s = time.monotonic() - posted
-        tf_board = sw.runner.jobs.board._board if sw.runner.jobs else None
-        assert tf_board is not None and listed(tf_board) == jobs
-        go = time.monotonic()
-        for proc in procs:
-            proc.send_signal(signal.SIGCONT)
-        until_empty(tf_board, 60 + jobs)
-        drain_s = time.monotonic() - go
-        board.stop_all()
-        if sw.list_flows():
-            raise RuntimeError("the board drained, yet flows are left")
+def timed_drain(
+    procs: list[subprocess.Popen[str]],
+    spawned: float,
+    tf_board: Any,
+    jobs: int,
+    post: Callable[[], object],
+    timeout: float,
+) -> dict[str, Any]:
+    """Once ``procs`` (spawned at ``spawned``) are ready, pause them
+    (SIGSTOP), ``post`` ``jobs`` flows on ``tf_board``, let them go on
+    (SIGCONT) together: the rate they drain the board at."""
+    for proc in procs:
+        Board.ready(proc)
+    start_s = time.monotonic() - spawned
+    for proc in procs:
+        proc.send_signal(signal.SIGSTOP)
+    posted = time.monotonic()
+    for _ in range(jobs):
+        post()
+    post_s = time.monotonic() - posted
+    assert listed(tf_board) == jobs
+    go = time.monotonic()
+    for proc in procs:
+        proc.send_signal(signal.SIGCONT)
+    until_empty(tf_board, timeout)
+    drain_s = time.monotonic() - go
     return {
-        "conductors": conductors,
+        "conductors": len(procs),
         "jobs": jobs,
         "start_s": start_s,
         "post_s": post_s,
         "drain_s": drain_s,
         "per_s": jobs / drain_s,
     }
+
+
+def drain(board: Board, conductors: int, jobs: int) -> dict[str, Any]:
+    """:func:`timed_drain` with ``conductors`` of swflows' own."""
+    with board.poster() as sw:
+        spawned = time.monotonic()
+        procs = [board.spawn() for _ in range(conductors)]
+        tf_board = sw.runner.jobs.board._board if sw.runner.jobs else None
+        assert tf_board is not None
+        found = timed_drain(
+            procs, spawned, tf_board, jobs, lambda: sw.run_flow(steps), 60 + jobs
+        )
+        board.stop_all()
+        if sw.list_flows():
+            raise RuntimeError("the board drained, yet flows are left")
+    return found
 
 
 def stock_drain(
@@ -262,13 +279,8 @@ def stock_drain(
                     text=True,
                 )
             )
-        for proc in procs:
-            Board.ready(proc)
-        start_s = time.monotonic() - spawned
-        for proc in procs:
-            proc.send_signal(signal.SIGSTOP)
-        posted = time.monotonic()
-        for _ in range(jobs):
+
+        def post() -> None:
             book = models.LogBook("bench-stock")
             detail = models.FlowDetail("bench-steps", uuid=str(uuid.uuid4()))
             book.add(detail)
@@ -283,13 +295,8 @@ def stock_drain(
                     "store": {compose.FLOW_ID_KEY: detail.uuid},
                 },
             )
-        post_s = time.monotonic() - posted
-        assert listed(tf_board) == jobs
-        go = time.monotonic()
-        for proc in procs:
-            proc.send_signal(signal.SIGCONT)
-        until_empty(tf_board, 60 + 2 * jobs)
-        drain_s = time.monotonic() - go
+
+        found = timed_drain(procs, spawned, tf_board, jobs, post, 60 + 2 * jobs)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -307,15 +314,7 @@ def stock_drain(
             client.delete(*keys)
         tf_board.close()
         backend.close()
-    return {
-        "conductor": f"taskflow {kind}",
-        "conductors": conductors,
-        "jobs": jobs,
-        "start_s": start_s,
-        "post_s": post_s,
-        "drain_s": drain_s,
-        "per_s": jobs / drain_s,
-    }
+    return {"conductor": f"taskflow {kind}", **found}
 
 
 def owner_pid(owner: str | None) -> int | None:
