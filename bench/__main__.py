@@ -16,7 +16,8 @@
 6. command-line start-up: ``swflows deployment list`` against the
    interpreter and the libraries every command needs (:mod:`bench.startup`);
 7. conductors on a jobboard: jobs drained per second by 1 and 2
-   ``swflows conductor`` processes (:mod:`bench.conductors`);
+   ``swflows conductor`` processes, beside TaskFlow's own conductor
+   draining the same jobs (:mod:`bench.conductors`, :mod:`bench.stock`);
 8. claim takeover: a conductor holding a claim is SIGKILLed, time until
    another holds it, on Redis and on ZooKeeper;
 9. launch rate: deployments submitted to parked per second, 1,000 to 100
@@ -183,6 +184,16 @@ def table(results: dict[str, Any]) -> str:
             f"{one['ratio_libraries']:.1f}x",
         )
     cond = results.get("conductors", {})
+    for n, theirs in cond.get("stock", {}).items():
+        ours = cond["drain"][n]
+        add(
+            f"7. jobs drained/s, {ours['jobs']} jobs of 3 trivial steps, Redis "
+            f"board, PostgreSQL, {n} conductor(s)",
+            f"{ours['per_s']:.1f}/s ({ours['drain_s']:.1f} s)",
+            f"{theirs['per_s']:.1f}/s ({theirs['drain_s']:.1f} s), "
+            f"{theirs['conductor']} conductor, stock logbook",
+            f"{ours['vs_stock']:.2f}x",
+        )
     if "drain" in cond:
         one, two = cond["drain"]["1"], cond["drain"]["2"]
         cpus = results.get("machine", {}).get("cpus")
