@@ -36,14 +36,22 @@ BAR = re.compile(
 COLUMNS = 120
 
 
+def agent_members(
+    stack: contextlib.ExitStack, sw: Swflows, folder: Path, count: int
+) -> list[str]:
+    """``count`` servers running swflows' agent (stopped with ``stack``),
+    as ``--member=mI=SERVER`` arguments."""
+    servers = [
+        stack.enter_context(agent_server(sw, folder / f"s{i}")) for i in range(count)
+    ]
+    return [f"--member=m{i}={s.id}" for i, s in enumerate(servers)]
+
+
 def test_group_commands(setup: tuple[Cli, Swflows], tmp_path: Path) -> None:  # noqa: F811
     cli, sw = setup
     config = script_config(sw, SCRIPT)
     with contextlib.ExitStack() as stack:
-        servers = [
-            stack.enter_context(agent_server(sw, tmp_path / f"s{i}")) for i in range(3)
-        ]
-        members = [f"--member=m{i}={s.id}" for i, s in enumerate(servers)]
+        members = agent_members(stack, sw, tmp_path, 3)
         done = cli(
             "group", "create", "web", "--config", config.id, *members,
             "--input-value", "foo=all", "--member-input", "m0:foo=zero",
@@ -169,10 +177,7 @@ def test_a_group_followed_on_a_terminal_is_a_live_progress_bar(
     cli, sw = setup
     config = script_config(sw, SLOW)
     with contextlib.ExitStack() as stack:
-        servers = [
-            stack.enter_context(agent_server(sw, tmp_path / f"s{i}")) for i in range(4)
-        ]
-        members = [f"--member=m{i}={s.id}" for i, s in enumerate(servers)]
+        members = agent_members(stack, sw, tmp_path, 4)
         code, out, seen = on_terminal(
             cli, "group", "create", "web", "--config", config.id, *members,
             "--input-value", "foo=ok", "--max-concurrency", "2", "--wait",
