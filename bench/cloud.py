@@ -55,6 +55,14 @@ def swift_account(cloud: dict[str, Any], via: str | None = None) -> tuple[str, s
     return url, str(session.get_token())
 
 
+def write_private(path: pathlib.Path, text: str) -> pathlib.Path:
+    """Write ``text`` (a configuration with passwords) readable by its owner
+    alone: the file is made 0600 before anything is written to it."""
+    path.touch(mode=0o600)
+    path.write_text(text)
+    return path
+
+
 def conf_text(
     cloud: dict[str, Any],
     *,

@@ -104,8 +104,8 @@ class Board:
                 f"?timeout={claim_expiry:g}"
             )
         self.conf_path = folder / f"{kind}-{self.namespace}.conf"
-        self.conf_path.touch(mode=0o600)
-        self.conf_path.write_text(
+        bcloud.write_private(
+            self.conf_path,
             bcloud.conf_text(
                 cloud, database=database, container=f"{self.namespace}-signals"
             )
@@ -113,7 +113,7 @@ class Board:
             + f"secret_key = {fernet.Fernet.generate_key().decode()}\n"
             + f"[jobboard]\nenabled = true\nbackend_url = {url}\n"
             + f"claim_expiry = {claim_expiry:g}\n"
-            + "[watcher]\nsweep_interval = 86400\n"
+            + "[watcher]\nsweep_interval = 86400\n",
         )
         self.procs: list[subprocess.Popen[str]] = []
 

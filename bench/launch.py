@@ -31,13 +31,13 @@ def run(
     """Park ``count`` deployments on one runner; their rate and the load."""
     container = f"bench-{uuid.uuid4().hex[:10]}"
     conf_path = workdir / "launch.conf"
-    conf_path.touch(mode=0o600)
-    conf_path.write_text(
+    bcloud.write_private(
+        conf_path,
         bcloud.conf_text(
             cloud,
             database=f"sqlite:///{workdir / 'launch.sqlite'}",
             container=container,
-        )
+        ),
     )
     load_before = bcloud.load_average()
     with bcloud.instance(

@@ -136,15 +136,15 @@ def run(
     made: list[str] = []
     with notifying_zaqar(workdir / "zaqar") as zaqar_url:
         conf_path = workdir / "push.conf"
-        conf_path.touch(mode=0o600)
-        conf_path.write_text(
+        bcloud.write_private(
+            conf_path,
             bcloud.conf_text(
                 cloud,
                 database=f"sqlite:///{workdir / 'push.sqlite'}",
                 swift_url=proxy.url,
                 container=container,
                 zaqar_url=zaqar_url,
-            )
+            ),
         )
         with bcloud.instance(
             conf_path,

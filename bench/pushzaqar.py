@@ -22,6 +22,8 @@ from pathlib import Path
 
 import requests
 
+from bench import cloud as bcloud
+
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / ".devcloud"
 #: the Redis database this Zaqar keeps its messages in (the dev cloud's is 0)
@@ -50,9 +52,7 @@ def notifying_zaqar(workdir: Path, base: Path = BASE) -> Iterator[str]:
     text = re.sub(r"(uri = redis://[^/]+/\?dbid=)\d+", rf"\g<1>{REDIS_DB}", text)
     text = re.sub(r"uri = sqlite:///\S+", f"uri = sqlite:///{catalogue}", text, count=1)
     text += "\n[storage]\nmessage_pipeline = zaqar.notification.notifier\n"
-    conf = workdir / "zaqar.conf"
-    conf.touch(mode=0o600)
-    conf.write_text(text)
+    conf = bcloud.write_private(workdir / "zaqar.conf", text)
     in_venv = REPO / "tools" / "devcloud_lib" / "in_venv"
     env = {
         k: v

@@ -529,14 +529,14 @@ def run(
     """Every measurement on waiting deployments; leaves nothing behind."""
     container = f"bench-{uuid.uuid4().hex[:10]}"
     conf_path = workdir / "swflows.conf"
-    conf_path.touch(mode=0o600)
-    conf_path.write_text(
+    bcloud.write_private(
+        conf_path,
         bcloud.conf_text(
             cloud,
             database=f"sqlite:///{workdir / 'waiting.sqlite'}",
             swift_url=proxy.url,
             container=container,
-        )
+        ),
     )
     common = {
         "delivery_timeout": 0,
