@@ -26,7 +26,7 @@ from swflows import (
     trusts,
 )
 from swflows.persistence import flow_registry as flow_rows
-from swflows.persistence.groups import DELETE, GroupRecord, GroupStore
+from swflows.persistence.groups import DELETE, GroupRecord, GroupStore, MemberState
 
 if TYPE_CHECKING:
     from swflows.api.deployments import Deployments
@@ -120,22 +120,29 @@ def launch(
     )[1]
 
 
-def _ended(member: dict[str, Any], found: tuple[str, int, bool] | None) -> str | None:
-    """What a RUNNING member's deployment says now: ``"ended"``, ``"running"``
-    or ``"unlaunched"`` (its flow is gone and did not do its work)."""
-    if found is not None and found[2]:
+def _ended(member: dict[str, Any], found: MemberState | None) -> str | None:
+    """What a RUNNING member's deployment says now: ``"ended"``, ``"running"``,
+    ``"broken"`` (its flow was set aside: an operator must look, and the
+    member is not started again) or ``"unlaunched"`` (its flow is gone and
+    did not do its work)."""
+    if found is not None and found.busy:
         return "running"  # a flow works on it: the runner has it
     task = member["task"]
     if task == "undeploy":
-        return "ended" if found is None else "unlaunched"
-    if found is None:
-        return "unlaunched"
-    status, generation, _ = found
-    if task == "redeploy" and generation < int(member["generation"]):
-        return "unlaunched"
-    if status in states.TERMINAL:
+        ended = found is None or not found.status  # its deployment is gone
+    elif found is None or not found.status:
+        ended = False
+    elif task == "redeploy" and found.generation < int(member["generation"]):
+        ended = False
+    else:
+        if found.status not in states.TERMINAL:
+            # a flow set aside leaves it IN_PROGRESS until the reconciler
+            # fails it: the member's outcome is known now
+            return "broken" if found.broken is not None else "running"
+        ended = True
+    if ended:
         return "ended"
-    return "running"
+    return "broken" if found is not None and found.broken is not None else "unlaunched"
 
 
 # ------------------------------------------------------------------ driver
@@ -266,6 +273,13 @@ class GroupDriver:
             seen = _ended(member, found.get(name))
             if seen == "ended":
                 self._record_end(member, now)
+            elif seen == "broken":
+                note = found[name].broken
+                member.update(
+                    state=rollout.FAILED,
+                    ended_at=now,
+                    reason=f"its {member['task']} flow was set aside: {note}",
+                )
             elif seen == "unlaunched":
                 if operation.get("cancel") is not None:
                     member.update(

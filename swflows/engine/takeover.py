@@ -217,9 +217,10 @@ class Takeover(Driving):
             self.registry.break_flow(flow_id, note)
             self._finish(flow_id, exceptions.FlowError(None, note))
             return False
-        if not any(atom.name == INJECTOR for atom in detail):
+        if _stored_inputs(detail) is None:
             # its runner died between writing the logbook and storing the
-            # flow's inputs: the launch did not complete (its caller got no
+            # flow's inputs (or between adding their row and writing their
+            # values): the launch did not complete (its caller got no
             # answer) and no step ran, so there is nothing to finish
             LOG.info("flow %s (%s) was never given its inputs: removed", flow_id, kind)
             self._forget(flow_id)
@@ -271,9 +272,14 @@ class Takeover(Driving):
         # each time, it would cost a write of the logbook each resume)
         writes = self.backend.fenced(flow_id, self.owner)
         stored = next((atom for atom in detail if atom.name == INJECTOR), None)
+        if stored is not None and stored.results is None:
+            # its row was added but its values never written (the runner
+            # died between the two): TaskFlow cannot load a flow whose
+            # inputs row has no values; its id is all it holds, given again
+            stored.results = {}
+            stored.state = tf_states.SUCCESS
         has_id = (
-            stored is not None
-            and (stored.results or {}).get(compose.FLOW_ID_KEY) == flow_id
+            stored is not None and stored.results.get(compose.FLOW_ID_KEY) == flow_id
         )
         engine = engines.load(
             flow,
@@ -330,6 +336,14 @@ class Takeover(Driving):
             drive = self._drives.get(flow_id)
         if drive is not None:
             drive.lost = True
+
+
+def _stored_inputs(detail: Any) -> dict[str, Any] | None:
+    """A flow's stored inputs; None if they never were (no row, or a row
+    whose values were never written: TaskFlow adds the row, then writes
+    them, and a runner can die between the two)."""
+    stored = next((atom for atom in detail if atom.name == INJECTOR), None)
+    return None if stored is None else stored.results
 
 
 __all__ = ["INJECTOR", "MAX_TAKEOVERS", "TERMINAL_FLOW_STATES", "Takeover"]

@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import sqlalchemy as sa
 
 from swflows import exceptions, projects, states
-from swflows.persistence import owners
+from swflows.persistence import flow_registry, owners
 
 if TYPE_CHECKING:
     from swflows.persistence.store import Store
@@ -39,6 +39,19 @@ DELETE: Final = "delete"
 
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
+
+
+class MemberState(NamedTuple):
+    """What the store says of a running member's deployment."""
+
+    #: its deployment's status ("" when it has none)
+    status: str
+    #: its deployment's generation (0 when it has none)
+    generation: int
+    #: whether a RUNNING or PARKED flow works on it
+    busy: bool
+    #: the note of a flow of its set aside as BROKEN, if one is
+    broken: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,19 +353,20 @@ class GroupStore:
 
     def deployment_states(
         self, deployment_ids: Mapping[str, str]
-    ) -> dict[str, tuple[str, int, bool]]:
-        """For member -> deployment id: member -> (status, generation,
-        whether an unfinished flow works on it), in two queries; members
-        whose deployment is gone are left out."""
+    ) -> dict[str, MemberState]:
+        """For member -> deployment id: member -> its :class:`MemberState`,
+        in two queries; members with neither a deployment nor a flow are
+        left out."""
         ids = sorted(set(deployment_ids.values()))
         if not ids:
             return {}
         d = self._store.tables.deployments
         f = self._store.tables.flows
 
-        def op(conn: sa.Connection) -> dict[str, tuple[str, int, bool]]:
+        def op(conn: sa.Connection) -> dict[str, MemberState]:
             found: dict[str, tuple[str, int]] = {}
             busy: set[str] = set()
+            broken: dict[str, str] = {}
             for chunk in range(0, len(ids), 500):
                 part = ids[chunk : chunk + 500]
                 for row in conn.execute(
@@ -361,23 +375,24 @@ class GroupStore:
                     )
                 ):
                     found[row.id] = (row.status, row.generation)
-                busy.update(
-                    row.deployment_id
-                    for row in conn.execute(
-                        sa.select(f.c.deployment_id).where(f.c.deployment_id.in_(part))
+                for row in conn.execute(
+                    sa.select(f.c.deployment_id, f.c.state, f.c.note).where(
+                        f.c.deployment_id.in_(part)
                     )
-                )
+                ):
+                    if row.state == flow_registry.BROKEN:
+                        broken[row.deployment_id] = str(row.note or "")
+                    else:
+                        busy.add(row.deployment_id)
             return {
-                member: (*found[dep], dep in busy)
+                member: MemberState(
+                    *found.get(dep, ("", 0)), dep in busy, broken.get(dep)
+                )
                 for member, dep in deployment_ids.items()
-                if dep in found
-            } | {
-                member: ("", 0, True)
-                for member, dep in deployment_ids.items()
-                if dep not in found and dep in busy
+                if dep in found or dep in busy or dep in broken
             }
 
         return self._store._read("read members", op)
 
 
-__all__ = ["UPDATABLE", "GroupRecord", "GroupStore"]
+__all__ = ["UPDATABLE", "GroupRecord", "GroupStore", "MemberState"]

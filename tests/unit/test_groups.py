@@ -4,6 +4,7 @@ deployment says, and the command line's policy options."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from swflows import exceptions, rollout
 from swflows.api import group_driver, groups
 from swflows.cli import group as cli_group
 from swflows.cli import parsing
+from swflows.persistence.groups import MemberState
 
 
 def test_members_are_checked() -> None:
@@ -57,13 +59,23 @@ def test_an_operation_places_its_members_in_waves() -> None:
         ("undeploy", ("COMPLETE", 1, False), 2, "unlaunched"),
         ("undeploy", ("IN_PROGRESS", 2, True), 2, "running"),
         ("trigger", ("FAILED", 1, False), 1, "ended"),
+        # a flow set aside (BROKEN) is no flow at work: the member is not
+        # waited on for ever, nor started again over it
+        ("deploy", ("", 0, False, "taken over 5 times"), 1, "broken"),
+        ("deploy", ("IN_PROGRESS", 1, False, "revert failed"), 1, "broken"),
+        ("deploy", ("FAILED", 1, False, "revert failed"), 1, "ended"),
+        ("deploy", ("IN_PROGRESS", 1, True, "an older one"), 1, "running"),
+        ("redeploy", ("COMPLETE", 1, False, "revert failed"), 2, "broken"),
+        ("undeploy", ("FAILED", 1, False, "revert failed"), 2, "broken"),
+        ("undeploy", ("", 0, False, "revert failed"), 2, "ended"),
     ],
 )
 def test_what_a_running_members_deployment_says(
-    task: str, found: tuple[str, int, bool] | None, generation: int, seen: str
+    task: str, found: tuple[Any, ...] | None, generation: int, seen: str
 ) -> None:
     member = groups._member("s", task, "d", generation=generation)
-    assert group_driver._ended(member, found) == seen
+    state = None if found is None else MemberState(*found)
+    assert group_driver._ended(member, state) == seen
 
 
 def parsed(**given: object) -> argparse.Namespace:

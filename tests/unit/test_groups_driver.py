@@ -199,6 +199,38 @@ def test_three_reverted_launches_fail_the_member(
     )
 
 
+def test_a_member_whose_flow_was_set_aside_fails_and_the_group_ends(
+    store: Store, driver: tuple[group_driver.GroupDriver, Launched]
+) -> None:
+    """A member's flow set aside as BROKEN (here: a flow that could not be
+    loaded, taken over five times) made no deployment: the group waited
+    on it for ever.  The member fails with the flow's note, is not started
+    again, and the group ends by its error budget."""
+    drive, launched = driver
+    members = {"a": running("a"), "b": running("b")}
+    registry = flow_rows.FlowRegistry(store)
+    registry.add(
+        "f-a",
+        kind="deploy",
+        deployment_id=members["a"]["deployment_id"],
+        server_id="s-a",
+        owner="elsewhere:99999999:dead",
+        lease_until=0.0,
+    )
+    registry.break_flow("f-a", "taken over 5 times without finishing")
+    deployment(store, members["b"], states.COMPLETE)
+    group_id = make_group(store, members, max_errors=1)
+    drive.tick()
+    assert launched.names == []
+    found = GroupStore(store).get(group_id)
+    assert found.status == states.COMPLETE
+    member = found.operation["members"]["a"]
+    assert member["state"] == rollout.FAILED
+    assert member["reason"] == (
+        "its deploy flow was set aside: taken over 5 times without finishing"
+    )
+
+
 def test_a_live_owner_is_left_alone(
     store: Store, driver: tuple[group_driver.GroupDriver, Launched]
 ) -> None:

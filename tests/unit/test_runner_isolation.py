@@ -135,3 +135,100 @@ def test_a_launch_killed_before_its_inputs_were_stored_is_removed(
     assert runner.interrupted() == []
     with runner._connection() as conn, pytest.raises(Exception):  # noqa: B017
         conn.get_logbook(flow_id)
+
+
+def _inputs_row_without_values() -> Any:
+    """The row TaskFlow adds for a flow's inputs before writing their
+    values: a runner can die between the two writes."""
+    from taskflow.persistence import models
+
+    from swflows.engine import takeover
+
+    return models.TaskDetail(takeover.INJECTOR, uuid="inputs-" + str(time.time()))
+
+
+def test_a_launch_killed_between_its_inputs_row_and_their_values_is_removed(
+    runner: runner_mod.Runner,
+) -> None:
+    """A runner killed after TaskFlow added the inputs' row but before it
+    wrote their values: such a flow cannot be loaded (TaskFlow reads the
+    values' keys), and raised AttributeError at each takeover until it was
+    set aside, its group member waiting on it for ever.  It never ran a
+    step: it is removed, as one without the row is."""
+    from taskflow.persistence import models
+
+    from swflows import flows
+
+    flow_id = "f-half-launched"
+    add(runner, flow_id, lease_until=time.time() - 1)
+    book = models.LogBook("swflows-deploy-x", uuid=flow_id)
+    detail = models.FlowDetail("swflows.deploy", uuid=flow_id)
+    detail.meta[runner_mod.META_KEY] = {
+        "kind": "deploy",
+        "version": flows.VERSIONS["deploy"],
+        "deployment_id": f"d-{flow_id}",
+    }
+    detail.add(_inputs_row_without_values())
+    book.add(detail)
+    with runner._connection() as conn:
+        conn.save_logbook(book)
+    assert runner.resume_interrupted() == []
+    assert runner.failures["resume"] == 0
+    assert runner.registry.get(flow_id) is None
+    with runner._connection() as conn, pytest.raises(Exception):  # noqa: B017
+        conn.get_logbook(flow_id)
+
+
+def noted_flow(flow_id: str) -> Any:
+    """A custom flow of one step that notes the id it was given."""
+    from taskflow import task
+    from taskflow.patterns import linear_flow
+
+    class Note(task.Task):  # type: ignore[misc]
+        def execute(self, flow_id: str) -> str:
+            NOTED.append(flow_id)
+            return flow_id
+
+    return linear_flow.Flow("noted").add(Note("note"))
+
+
+NOTED: list[str] = []
+
+
+def test_a_custom_flow_killed_between_its_inputs_row_and_their_values_runs(
+    runner: runner_mod.Runner,
+) -> None:
+    """The same half-written inputs row in a custom flow (its inputs are
+    only its id: its factory's arguments are stored with the flow): it is
+    given its id again and runs."""
+    from taskflow import engines
+    from taskflow.persistence import models
+
+    from swflows.engine import launching
+
+    flow_id = "f-half-custom"
+    runner.registry.add(
+        flow_id,
+        kind=runner_mod.CUSTOM,
+        deployment_id="",
+        server_id="",
+        owner=runner.owner,
+        lease_until=time.time() - 1,
+    )
+    book = models.LogBook(f"swflows-custom-{flow_id}", uuid=flow_id)
+    book.meta = {runner_mod.META_KEY: {"kind": runner_mod.CUSTOM}}
+    detail = models.FlowDetail("noted", uuid=flow_id)
+    engines.save_factory_details(detail, noted_flow, [], {"flow_id": flow_id})
+    detail.meta[runner_mod.META_KEY] = {
+        "kind": runner_mod.CUSTOM,
+        "factory": launching.factory_path(noted_flow),
+    }
+    detail.add(_inputs_row_without_values())
+    book.add(detail)
+    with runner._connection() as conn:
+        conn.save_logbook(book)
+    NOTED.clear()
+    assert runner.resume_interrupted() == [flow_id]
+    runner.wait(flow_id, timeout=30)
+    assert NOTED == [flow_id]
+    assert runner.failures["resume"] == 0
