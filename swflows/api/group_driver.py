@@ -401,7 +401,7 @@ class GroupDriver:
     def _cancel_running(
         self,
         members: Mapping[str, dict[str, Any]],
-        found: Mapping[str, tuple[str, int, bool]],
+        found: Mapping[str, MemberState],
         reason: str,
     ) -> None:
         """End the running members' actions FAILED (``cancelled``): those
@@ -410,8 +410,9 @@ class GroupDriver:
             seen = found.get(name)
             if member["state"] != rollout.RUNNING or seen is None:
                 continue
-            status, generation, _ = seen
-            if status != states.IN_PROGRESS or generation < int(member["generation"]):
+            if seen.status != states.IN_PROGRESS or seen.generation < int(
+                member["generation"]
+            ):
                 continue
             try:
                 self.sw.cancel(str(member["deployment_id"]), reason or None)

@@ -231,6 +231,26 @@ def test_a_member_whose_flow_was_set_aside_fails_and_the_group_ends(
     )
 
 
+def test_a_cancel_ends_the_running_members_actions(
+    store: Store, driver: tuple[group_driver.GroupDriver, Launched]
+) -> None:
+    drive, launched = driver
+    members = {"a": running("a"), "b": running("b"), "c": running("c")}
+    deployment(store, members["a"], states.IN_PROGRESS)
+    deployment(store, members["b"], states.COMPLETE)
+    group_id = make_group(store, members)
+    rows = GroupStore(store)
+    record = rows.get(group_id)
+    operation = dict(record.operation, cancel="enough")
+    rows.update(record, operation=operation)
+    cancelled: list[tuple[str, str | None]] = []
+    drive.sw.cancel = lambda dep, reason: cancelled.append((dep, reason))  # type: ignore[attr-defined]
+    drive.tick()
+    # only the one whose action runs: b ended, c never started its flow
+    assert cancelled == [(members["a"]["deployment_id"], "enough")]
+    assert launched.names == []
+
+
 def test_a_live_owner_is_left_alone(
     store: Store, driver: tuple[group_driver.GroupDriver, Launched]
 ) -> None:
