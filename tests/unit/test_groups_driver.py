@@ -244,7 +244,7 @@ def test_a_cancel_ends_the_running_members_actions(
     operation = dict(record.operation, cancel="enough")
     rows.update(record, operation=operation)
     cancelled: list[tuple[str, str | None]] = []
-    drive.sw.cancel = lambda dep, reason: cancelled.append((dep, reason))  # type: ignore[attr-defined]
+    setattr(drive.sw, "cancel", lambda dep, reason: cancelled.append((dep, reason)))  # noqa: B010
     drive.tick()
     # only the one whose action runs: b ended, c never started its flow
     assert cancelled == [(members["a"]["deployment_id"], "enough")]
