@@ -346,12 +346,16 @@ class FlowRegistry:
         """Hand a waiting flow over to the watcher; False if not ``owner``'s.
 
         A custom flow names the deployment (and server) it awaits now.
+        Its count of takeovers starts again: a flow that reached a wait
+        got somewhere, and the count is there to set aside one its runners
+        die or fail on, not one that lived through many of their deaths.
         """
         t = self._table
         values: dict[str, Any] = {
             "state": PARKED,
             "owner": None,
             "lease_until": None,
+            "takeovers": 0,
             "waiting": dict(waiting),
             "updated_at": _now(),
         }

@@ -96,6 +96,22 @@ def test_parking_frees_the_flow_for_one_claimant(
     assert (row.state, row.owner, row.takeovers) == (flow_rows.RUNNING, wins[0], 0)
 
 
+def test_reaching_a_wait_starts_the_count_of_takeovers_again(
+    registry: flow_rows.FlowRegistry,
+) -> None:
+    """A long wait lived through four of its runners' deaths; taken over
+    once more after its signal, it is not set aside: it got somewhere."""
+    add(registry)
+    for n, owner in enumerate("bcde", start=1):
+        assert registry.claim("f1", owner, lease_until=NOW + 60 * n, now=NOW + 60 * n)
+    assert registry.get("f1").takeovers == 4  # type: ignore[union-attr]
+    assert registry.park("f1", "e", {"x": 1})
+    assert registry.get("f1").takeovers == 0  # type: ignore[union-attr]
+    assert registry.claim("f1", "f", lease_until=NOW + 400, now=NOW + 300)
+    assert registry.claim("f1", "g", lease_until=NOW + 500, now=NOW + 450)
+    assert registry.get("f1").takeovers == 1  # type: ignore[union-attr]
+
+
 def test_waiting_updates_compare_and_set(registry: flow_rows.FlowRegistry) -> None:
     add(registry)
     registry.park("f1", "a", {"picked_up": False})
