@@ -193,6 +193,16 @@ default_opts: Final[list[cfg.Opt]] = [
         ],
         help="How a ZAQAR_MESSAGE server reads its metadata queue.",
     ),
+    cfg.IntOpt(
+        "zaqar_max_message_size",
+        default=262144,
+        min=1024,
+        help="The largest POST Zaqar accepts, in bytes (Zaqar's [transport] "
+        "max_messages_post_size, 262144 by default). A ZAQAR_MESSAGE server's "
+        "whole metadata document is one message: a document that would not "
+        "fit fails the publish with an error naming the server, its size "
+        "and this limit, before anything is posted.",
+    ),
     cfg.StrOpt(
         "deferred_auth_method",
         default=DEFERRED_SERVICE,

@@ -100,7 +100,10 @@ class Services:
         if name == names.POLL_TEMP_URL:
             return {"container": conf.metadata_container, "digest": conf.tempurl_digest}
         if name == names.ZAQAR_MESSAGE:
-            return {"auth": conf.zaqar_message_auth}
+            return {
+                "auth": conf.zaqar_message_auth,
+                "max_message_size": conf.zaqar_max_message_size,
+            }
         return {}
 
     def signal_transport(

@@ -11,8 +11,10 @@ signed URL.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
+from swflows import exceptions
 from swflows import transport_names as names
 from swflows.clients.identity import StackUser
 from swflows.transports import base, owner, server_user
@@ -25,6 +27,8 @@ CREDENTIALS = names.ZAQAR_AUTH_CREDENTIALS
 QUEUE_PREFIX = "swm-"
 #: Zaqar's default upper bound on a message's lifetime (14 days)
 DEFAULT_TTL = 1209600
+#: Zaqar's default bound on a POST of messages, in bytes
+MAX_MESSAGE_SIZE = 262144
 #: the signed URL's lifetime; re-issued by enrolling the server again
 SIGNED_URL_TTL = 365 * 24 * 3600
 
@@ -62,12 +66,31 @@ class ZaqarMessage(base.ConfigTransport):
         channel: base.JsonDict,
         document: base.JsonDict,
     ) -> None:
+        ttl = int(self.options.get("ttl", DEFAULT_TTL))
+        self._check_size(server_id, document, ttl)
         messaging = self._client(services, channel)
         queue = channel["queue"]
         stale = messaging.list_messages(queue)
-        messaging.post(queue, document, ttl=int(self.options.get("ttl", DEFAULT_TTL)))
+        messaging.post(queue, document, ttl=ttl)
         for message in stale:
             messaging.delete_message(queue, message.id)
+
+    def _check_size(self, server_id: str, document: base.JsonDict, ttl: int) -> None:
+        """Refuse, before anything is posted, a document Zaqar would refuse
+        ("Message collection size is too large"): the request it goes in
+        is measured as Zaqar measures it, in bytes."""
+        limit = int(self.options.get("max_message_size", MAX_MESSAGE_SIZE))
+        size = len(json.dumps({"messages": [{"ttl": ttl, "body": document}]}).encode())
+        if size > limit:
+            count = len(document.get("deployments") or ())
+            raise exceptions.TransportError(
+                self.name,
+                f"server {server_id}'s metadata ({count} deployments) is "
+                f"{size} bytes, more than one Zaqar message holds ({limit} "
+                "bytes: Zaqar's max_messages_post_size, swflows' "
+                "zaqar_max_message_size): delete the deployments it no longer "
+                "needs, or give it the POLL_TEMP_URL transport",
+            )
 
     def remove_channel(
         self, services: base.Context, server_id: str, channel: base.JsonDict
