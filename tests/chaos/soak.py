@@ -61,6 +61,9 @@ TIMEOUT = 150
 WAIT_TIMEOUT = TIMEOUT + 60
 #: the group's members, one per server
 GROUP = "chaos-group"
+#: the soak's own deployments a server may hold before it posts only
+#: actions on those it has (a group's members come on top)
+MAX_PER_SERVER = 6
 #: ``fail`` input of an action that succeeds
 NO_FAIL = "-"
 
@@ -502,6 +505,11 @@ class Soak:
         # about two deployments a server: what is left to undeploy at the
         # end stays small
         weights = [4, 3, 2, 2] if len(self.mine) < 2 * self.n_servers else [0, 3, 1, 5]
+        if not idle and len(self.mine) >= MAX_PER_SERVER * self.n_servers:
+            # all busy (a loaded machine): a deploy now would only pile
+            # deployments up on the servers (90 each in a 30-minute run,
+            # past what a ZAQAR_MESSAGE document can hold)
+            return
         kind = self.rng.choices(kinds, weights)[0] if idle else "deploy"
         fail = self.rng.random() < 0.1
         # a fifth block in a thread of the pool until their action ended
