@@ -335,13 +335,15 @@ def test_a_groups_hidden_values_are_sealed(local: LocalSwflows) -> None:
         input_values={"db_password": SECRET},
         member_values={"b": {"db_password": SECRET + "-b"}},
     )
-    assert group["status"] == COMPLETE, group["status_reason"]
+    # the whole record: a member's own reason says why it failed (seen
+    # once under load, for b, not yet explained)
+    assert group["status"] == COMPLETE, group
     assert group["outputs"]["digest"] == {
         "a": digest(SECRET),
         "b": digest(SECRET + "-b"),
     }
     ran = sw.trigger_group("web", "UPDATE", input_values={"db_password": DEFAULT})
-    assert ran["status"] == COMPLETE, ran["status_reason"]
+    assert ran["status"] == COMPLETE, ran
     stored = everything_stored(local.directory)
     for secret in (SECRET, SECRET + "-b", DEFAULT):
         assert secret.encode() not in stored
