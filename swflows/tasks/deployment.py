@@ -269,20 +269,32 @@ class StartAction(_PublishingTask):
                 deployment_id=deployment_id,
             )
         status, reason_text, reason = _initial_status(self.waits)
-        updated = services.store.update_deployment(
-            deployment_id,
-            expected_generation=generation - 1,
-            status=status,
-            status_reason=reason_text,
-            reason=reason,
-            config_id=derived_config_id,
-            source_config_id=source_config_id,
-            action=action,
-            input_values=dict(input_values),
-            output_values={},
-            generation=generation,
-            timeout=timeout,
-        )
+        try:
+            updated = services.store.update_deployment(
+                deployment_id,
+                expected_generation=generation - 1,
+                status=status,
+                status_reason=reason_text,
+                reason=reason,
+                config_id=derived_config_id,
+                source_config_id=source_config_id,
+                action=action,
+                input_values=dict(input_values),
+                output_values={},
+                generation=generation,
+                timeout=timeout,
+            )
+        except exceptions.ConcurrentUpdate:
+            # a write whose commit was not acknowledged (a connection reset
+            # as it committed) is tried again by the store, and the second
+            # try finds the first one's row: this action's own generation
+            # and derived config (unique to it) are proof it started
+            updated = services.store.get_deployment(deployment_id)
+            if not (
+                updated.generation == generation
+                and updated.config_id == derived_config_id
+            ):
+                raise
         return _epoch(updated.updated_time), current.config_id
 
     def revert(
