@@ -128,20 +128,18 @@ def _ended(member: dict[str, Any], found: MemberState | None) -> str | None:
     if found is not None and found.busy:
         return "running"  # a flow works on it: the runner has it
     task = member["task"]
+    row = found if found is not None and found.status else None  # its deployment
     if task == "undeploy":
-        ended = found is None or not found.status  # its deployment is gone
-    elif found is None or not found.status:
-        ended = False
-    elif task == "redeploy" and found.generation < int(member["generation"]):
-        ended = False
-    else:
-        if found.status not in states.TERMINAL:
-            # a flow set aside leaves it IN_PROGRESS until the reconciler
-            # fails it: the member's outcome is known now
-            return "broken" if found.broken is not None else "running"
-        ended = True
-    if ended:
-        return "ended"
+        if row is None:
+            return "ended"
+    elif row is not None and not (
+        task == "redeploy" and row.generation < int(member["generation"])
+    ):
+        if row.status in states.TERMINAL:
+            return "ended"
+        # a flow set aside leaves it IN_PROGRESS until the reconciler
+        # fails it: the member's outcome is known now
+        return "broken" if row.broken is not None else "running"
     return "broken" if found is not None and found.broken is not None else "unlaunched"
 
 

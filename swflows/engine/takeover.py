@@ -217,7 +217,8 @@ class Takeover(Driving):
             self.registry.break_flow(flow_id, note)
             self._finish(flow_id, exceptions.FlowError(None, note))
             return False
-        if _stored_inputs(detail) is None:
+        inputs = _inputs_row(detail)
+        if inputs is None or inputs.results is None:
             # its runner died between writing the logbook and storing the
             # flow's inputs (or between adding their row and writing their
             # values): the launch did not complete (its caller got no
@@ -271,7 +272,7 @@ class Takeover(Driving):
         # its id again if a runner died before storing it (stored again
         # each time, it would cost a write of the logbook each resume)
         writes = self.backend.fenced(flow_id, self.owner)
-        stored = next((atom for atom in detail if atom.name == INJECTOR), None)
+        stored = _inputs_row(detail)
         if stored is not None and stored.results is None:
             # its row was added but its values never written (the runner
             # died between the two): TaskFlow cannot load a flow whose
@@ -338,12 +339,11 @@ class Takeover(Driving):
             drive.lost = True
 
 
-def _stored_inputs(detail: Any) -> dict[str, Any] | None:
-    """A flow's stored inputs; None if they never were (no row, or a row
-    whose values were never written: TaskFlow adds the row, then writes
-    them, and a runner can die between the two)."""
-    stored = next((atom for atom in detail if atom.name == INJECTOR), None)
-    return None if stored is None else stored.results
+def _inputs_row(detail: Any) -> Any:
+    """The row of a flow's stored inputs, None if it was never written.
+    Its ``results`` are None when the values never were: TaskFlow adds
+    the row, then writes them, and a runner can die between the two."""
+    return next((atom for atom in detail if atom.name == INJECTOR), None)
 
 
 __all__ = ["INJECTOR", "MAX_TAKEOVERS", "TERMINAL_FLOW_STATES", "Takeover"]
