@@ -43,7 +43,8 @@ def test_member_states_in_one_pass(store: Store) -> None:
     )
     store.create_deployment(done)
     store.update_deployment(done.id, status=states.COMPLETE)
-    flow_rows.FlowRegistry(store).add(
+    registry = flow_rows.FlowRegistry(store)
+    registry.add(
         "f1",
         kind="deploy",
         deployment_id=ids["m1100"],
@@ -51,7 +52,6 @@ def test_member_states_in_one_pass(store: Store) -> None:
         owner="o",
         lease_until=NOW,
     )
-    registry = flow_rows.FlowRegistry(store)
     registry.add(
         "f2",
         kind="deploy",

@@ -102,6 +102,22 @@ def running(name: str, launches: int = 1) -> dict[str, Any]:
     return member
 
 
+def dead_runners_flow(
+    store: Store, flow_id: str, member: dict[str, Any]
+) -> flow_rows.FlowRegistry:
+    """The member's deploy flow, its runner dead; the registry it is in."""
+    registry = flow_rows.FlowRegistry(store)
+    registry.add(
+        flow_id,
+        kind="deploy",
+        deployment_id=member["deployment_id"],
+        server_id=member["server_id"],
+        owner="elsewhere:99999999:dead",
+        lease_until=0.0,
+    )
+    return registry
+
+
 def deployment(store: Store, member: dict[str, Any], status: str) -> None:
     """The member's deployment, ended ``status`` (made IN_PROGRESS first)."""
     store.create_deployment(
@@ -129,14 +145,7 @@ def test_a_takeover_relaunches_only_what_never_started(
         "failed": running("failed"),
         "next": groups._member("s-next", "deploy", model.new_id()),
     }
-    flow_rows.FlowRegistry(store).add(
-        "f-busy",
-        kind="deploy",
-        deployment_id=members["busy"]["deployment_id"],
-        server_id="s-busy",
-        owner="elsewhere:99999999:dead",
-        lease_until=0.0,
-    )
+    dead_runners_flow(store, "f-busy", members["busy"])
     deployment(store, members["done"], states.COMPLETE)
     deployment(store, members["failed"], states.FAILED)
     group_id = make_group(store, members, max_concurrency=4, max_errors=1)
@@ -208,16 +217,9 @@ def test_a_member_whose_flow_was_set_aside_fails_and_the_group_ends(
     again, and the group ends by its error budget."""
     drive, launched = driver
     members = {"a": running("a"), "b": running("b")}
-    registry = flow_rows.FlowRegistry(store)
-    registry.add(
-        "f-a",
-        kind="deploy",
-        deployment_id=members["a"]["deployment_id"],
-        server_id="s-a",
-        owner="elsewhere:99999999:dead",
-        lease_until=0.0,
+    dead_runners_flow(store, "f-a", members["a"]).break_flow(
+        "f-a", "taken over 5 times without finishing"
     )
-    registry.break_flow("f-a", "taken over 5 times without finishing")
     deployment(store, members["b"], states.COMPLETE)
     group_id = make_group(store, members, max_errors=1)
     drive.tick()

@@ -108,18 +108,12 @@ def test_recording_an_end_is_retried_through_an_outage(
     assert row is not None and row.owner is None and row.takeovers == 0
 
 
-def test_a_launch_killed_before_its_inputs_were_stored_is_removed(
-    runner: runner_mod.Runner,
-) -> None:
-    """A runner killed between writing a flow's logbook and storing its
-    inputs: the flow is removed at takeover, not rebuilt (it could not run:
-    its steps' inputs are missing) and set aside after five tries."""
+def save_deploy_logbook(runner: runner_mod.Runner, flow_id: str, *atoms: Any) -> None:
+    """A deploy flow's logbook as its launch writes it, with ``atoms``."""
     from taskflow.persistence import models
 
     from swflows import flows
 
-    flow_id = "f-unlaunched"
-    add(runner, flow_id, lease_until=time.time() - 1)
     book = models.LogBook("swflows-deploy-x", uuid=flow_id)
     detail = models.FlowDetail("swflows.deploy", uuid=flow_id)
     detail.meta[runner_mod.META_KEY] = {
@@ -127,9 +121,22 @@ def test_a_launch_killed_before_its_inputs_were_stored_is_removed(
         "version": flows.VERSIONS["deploy"],
         "deployment_id": f"d-{flow_id}",
     }
+    for atom in atoms:
+        detail.add(atom)
     book.add(detail)
     with runner._connection() as conn:
         conn.save_logbook(book)
+
+
+def test_a_launch_killed_before_its_inputs_were_stored_is_removed(
+    runner: runner_mod.Runner,
+) -> None:
+    """A runner killed between writing a flow's logbook and storing its
+    inputs: the flow is removed at takeover, not rebuilt (it could not run:
+    its steps' inputs are missing) and set aside after five tries."""
+    flow_id = "f-unlaunched"
+    add(runner, flow_id, lease_until=time.time() - 1)
+    save_deploy_logbook(runner, flow_id)
     assert runner._load_and_submit(flow_id) is False
     assert runner.registry.get(flow_id) is None
     assert runner.interrupted() == []
@@ -155,23 +162,9 @@ def test_a_launch_killed_between_its_inputs_row_and_their_values_is_removed(
     values' keys), and raised AttributeError at each takeover until it was
     set aside, its group member waiting on it for ever.  It never ran a
     step: it is removed, as one without the row is."""
-    from taskflow.persistence import models
-
-    from swflows import flows
-
     flow_id = "f-half-launched"
     add(runner, flow_id, lease_until=time.time() - 1)
-    book = models.LogBook("swflows-deploy-x", uuid=flow_id)
-    detail = models.FlowDetail("swflows.deploy", uuid=flow_id)
-    detail.meta[runner_mod.META_KEY] = {
-        "kind": "deploy",
-        "version": flows.VERSIONS["deploy"],
-        "deployment_id": f"d-{flow_id}",
-    }
-    detail.add(_inputs_row_without_values())
-    book.add(detail)
-    with runner._connection() as conn:
-        conn.save_logbook(book)
+    save_deploy_logbook(runner, flow_id, _inputs_row_without_values())
     assert runner.resume_interrupted() == []
     assert runner.failures["resume"] == 0
     assert runner.registry.get(flow_id) is None
