@@ -66,6 +66,9 @@ GROUP = "chaos-group"
 MAX_PER_SERVER = 6
 #: ``fail`` input of an action that succeeds
 NO_FAIL = "-"
+#: what the status reason of an action its hook failed says (the hook
+#: exits 3 when told to fail)
+HOOK_FAILED = "non-zero status code: 3"
 
 HOOK = """#!/bin/sh
 echo "$op $deploy_action $$ start $(date +%T.%N)" >> "$runs"
@@ -97,6 +100,12 @@ class Action:
     ended: str | None = None
     #: a trigger's original deployment
     parent: str = ""
+    #: whether the call that asked for it returned (or raised): until
+    #: then its deployment is not free for another action, even once the
+    #: action ended (a blocking call reads the deployment after its flow
+    #: ended; an undeploy in between would have it raise
+    #: DeploymentNotFound)
+    returned: bool = False
 
 
 @dataclasses.dataclass
@@ -444,7 +453,7 @@ class Soak:
         with self._lock:
             self.actions.append(action)
 
-        def guarded() -> None:
+        def answered() -> None:
             try:
                 call()
                 self.note(f"posted {action}")
@@ -483,6 +492,12 @@ class Soak:
                         del self.mine[action.deployment_id]
                     else:
                         self.mine[action.deployment_id] = None
+
+        def guarded() -> None:
+            try:
+                answered()
+            finally:
+                action.returned = True
 
         self._pending.append(self._pool.submit(guarded))
 
@@ -678,6 +693,8 @@ class Soak:
                 continue  # not written yet, or running
             if not action.generation or dep.generation < action.generation:
                 continue  # its flow has not started the action yet
+            if not action.returned:
+                continue  # its call still reads it
             self.check_ended(action, dep)
             with self._lock:
                 self.mine[dep_id] = None
@@ -696,6 +713,11 @@ class Soak:
             self.violation(
                 dep.id,
                 f"{what}: {dep.status}, expected {action.expect}: {dep.status_reason}",
+            )
+        elif dep.status == states.FAILED and HOOK_FAILED not in dep.status_reason:
+            # told to fail, but it failed before its hook could
+            self.violation(
+                dep.id, f"{what}: FAILED, not by its hook: {dep.status_reason}"
             )
         elif dep.status == states.COMPLETE:
             result = dep.output_values.get("result")
