@@ -3,8 +3,9 @@
 Stack user (when the transport needs one) -> signal store -> derived config
 -> deployment row -> metadata published -> signal awaited -> signal store
 removed.  A FAILED signal is a result: the flow completes with the
-deployment FAILED.  An infrastructure failure reverts every step, leaving
-no row, config, user, object or queue behind.
+deployment FAILED.  An infrastructure failure reverts every step: the row,
+once written, stays FAILED, naming the step and its cause (the user
+deletes it); no derived config, user, object or queue is left behind.
 """
 
 from __future__ import annotations
