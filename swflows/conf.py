@@ -382,6 +382,22 @@ database_opts: Final[list[cfg.Opt]] = [
         "secret.key beside the default database, created with mode 0600 on "
         "first use.",
     ),
+    cfg.IntOpt(
+        "max_retries",
+        default=10,
+        min=-1,
+        help="How many more times opening a PostgreSQL or MySQL store tries "
+        "to reach its database when it cannot (a restart, a reset "
+        "connection), retry_interval apart; -1: for ever.  A process "
+        "started while its database restarts waits for it instead of "
+        "exiting.  Once open, each transaction has its own quick retries.",
+    ),
+    cfg.FloatOpt(
+        "retry_interval",
+        default=2.0,
+        min=0,
+        help="Seconds between the tries of max_retries.",
+    ),
 ]
 
 stack_user_group: Final = cfg.OptGroup(

@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
+import itertools
 import logging
 import pathlib
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Self, TypeVar
@@ -297,6 +299,8 @@ class Database:
         secret_key: bytes | str | None = None,
         secret_key_file: str | pathlib.Path | None = None,
         engine: sa.Engine | None = None,
+        max_retries: int = 0,
+        retry_interval: float = 2.0,
     ) -> None:
         self._tables = _tables.tables(table_prefix)
         if engine is not None:
@@ -326,13 +330,38 @@ class Database:
             self._box = crypto.SecretBox(
                 self._resolve_key(self._engine.url, secret_key, secret_key_file)
             )
-            self._run(
-                "upgrade schema",
-                lambda: migrations.upgrade(self._engine, self._tables.prefix),
-            )
+            self._reach(max_retries, retry_interval)
         except BaseException:
             self.close()
             raise
+
+    def _reach(self, max_retries: int, retry_interval: float) -> None:
+        """Check (and upgrade) the schema: the store's first transaction.
+        A server database that cannot be reached is tried ``max_retries``
+        more times (-1: for ever), ``retry_interval`` seconds apart."""
+        server = self._engine.dialect.name != "sqlite"
+        for attempt in itertools.count(1):
+            try:
+                self._run(
+                    "upgrade schema",
+                    lambda: migrations.upgrade(self._engine, self._tables.prefix),
+                )
+                return
+            except (sa.exc.OperationalError, exceptions.ConcurrentUpdate) as exc:
+                if not server or 0 <= max_retries < attempt:
+                    raise
+                cause = exc.__cause__ if exc.__cause__ is not None else exc
+                reason = str(getattr(cause, "orig", cause)).strip().splitlines()
+                LOG.warning(
+                    "the database at %s cannot be reached (%s): trying again "
+                    "in %.0f s (%d of %s)",
+                    self._engine.url.render_as_string(hide_password=True),
+                    reason[0] if reason else type(cause).__name__,
+                    retry_interval,
+                    attempt,
+                    "ever" if max_retries < 0 else max_retries,
+                )
+                time.sleep(retry_interval)
 
     @staticmethod
     def _resolve_key(
@@ -361,8 +390,9 @@ class Database:
     def from_conf(cls, conf: Any) -> Self:
         """Open the store ``conf``'s ``[database]`` options describe.
 
-        Reads ``connection``, ``table_prefix``, ``secret_key`` and
-        ``secret_key_file`` (see :mod:`swflows.conf`).
+        Reads ``connection``, ``table_prefix``, ``secret_key``,
+        ``secret_key_file``, ``max_retries`` and ``retry_interval`` (see
+        :mod:`swflows.conf`).
         """
         from swflows import conf as swconf
 
@@ -375,6 +405,8 @@ class Database:
             table_prefix=_tables.DEFAULT_PREFIX if prefix is None else prefix,
             secret_key=group.secret_key or None,
             secret_key_file=group.secret_key_file or None,
+            max_retries=group.max_retries,
+            retry_interval=group.retry_interval,
         )
 
     # -- lifecycle ---------------------------------------------------------

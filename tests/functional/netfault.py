@@ -24,10 +24,10 @@ POLL = 0.2
 class FaultProxy:
     """Relays ``127.0.0.1:<port>`` of its own to ``host:port``."""
 
-    def __init__(self, host: str, port: int, name: str) -> None:
+    def __init__(self, host: str, port: int, name: str, listen: int = 0) -> None:
         self.target = (host, port)
         self.name = name
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", listen))
         self.port: int = self.listener.getsockname()[1]
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
