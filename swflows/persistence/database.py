@@ -20,7 +20,6 @@ import functools
 import itertools
 import logging
 import pathlib
-import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -51,8 +50,6 @@ DB_ATTEMPTS: Final = 6
 #: execution option read by the SQLite ``begin`` hook: "IMMEDIATE"|"DEFERRED"
 _SQLITE_BEGIN: Final = "swflows_sqlite_begin"
 _SQLITE_HOOKED: Final = "_swflows_sqlite_hooks"
-#: in a connection's info while it holds its engine's writer lock
-_SQLITE_WRITER: Final = "swflows_sqlite_writer"
 
 
 # PostgreSQL serialization_failure, deadlock_detected, lock_not_available
@@ -138,24 +135,11 @@ def _install_sqlite_hooks(
     database lock is taken up front, so a read-then-write transaction never
     fails to upgrade its lock), ``BEGIN`` (deferred) for reads.  Also turns
     on foreign keys, a busy timeout and, for files, WAL journaling.
-
-    A file's writers of this process queue on one lock before their
-    ``BEGIN IMMEDIATE``, held until the transaction ends: SQLite's own busy
-    handler makes a writer that finds the database locked sleep and retry
-    (up to 100 ms a sleep), so writers on many threads spent more time
-    asleep than writing (a burst of deploys waited on it most of its time).
-    Other processes still meet the busy timeout; a writer that waited on
-    the lock for the whole busy timeout goes on to meet SQLite's.
     """
     if getattr(engine, _SQLITE_HOOKED, False):
         return
     setattr(engine, _SQLITE_HOOKED, True)
     default = "IMMEDIATE" if immediate_by_default else "DEFERRED"
-    writers = threading.Lock() if wal else None
-
-    def release(info: dict[Any, Any]) -> None:
-        if writers is not None and info.pop(_SQLITE_WRITER, False):
-            writers.release()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
@@ -173,40 +157,7 @@ def _install_sqlite_hooks(
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         mode = conn.get_execution_options().get(_SQLITE_BEGIN, default)
-        if (
-            writers is not None
-            and mode != "DEFERRED"
-            and not conn.info.get(_SQLITE_WRITER)
-            and writers.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
-        ):
-            conn.info[_SQLITE_WRITER] = True
-        try:
-            conn.exec_driver_sql(f"BEGIN {mode}")
-        except BaseException:
-            release(conn.info)
-            raise
-
-    @event.listens_for(engine, "commit")
-    def _on_commit(conn: sa.Connection) -> None:
-        # this hook runs before SQLAlchemy's own COMMIT: the lock goes only
-        # once the database's lock went (a failed COMMIT is rolled back,
-        # which gives the lock up), and SQLAlchemy's then finds nothing to do
-        if conn.info.get(_SQLITE_WRITER):
-            conn.exec_driver_sql("COMMIT")
-            release(conn.info)
-
-    @event.listens_for(engine, "rollback")
-    def _on_rollback(conn: sa.Connection) -> None:
-        if not conn.invalidated:  # else its invalidation gave the lock up
-            release(conn.info)
-
-    # a connection dropped mid-transaction (invalidated, or returned to the
-    # pool without its end) never keeps the lock
-    @event.listens_for(engine, "checkin")
-    @event.listens_for(engine, "invalidate")
-    def _on_drop(dbapi_connection: Any, record: Any, *args: Any) -> None:
-        if record is not None:
-            release(record.info)
+        conn.exec_driver_sql(f"BEGIN {mode}")
 
 
 def _is_memory_sqlite(url: sa.URL) -> bool:
