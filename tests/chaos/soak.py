@@ -453,7 +453,7 @@ class Soak:
         with self._lock:
             self.actions.append(action)
 
-        def answered() -> None:
+        def guarded() -> None:
             try:
                 call()
                 self.note(f"posted {action}")
@@ -492,10 +492,6 @@ class Soak:
                         del self.mine[action.deployment_id]
                     else:
                         self.mine[action.deployment_id] = None
-
-        def guarded() -> None:
-            try:
-                answered()
             finally:
                 action.returned = True
 

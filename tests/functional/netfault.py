@@ -138,11 +138,24 @@ class FaultProxy:
 NETLOC = re.compile(r"(?P<head>://(?:[^@/?]*@)?)(?P<host>[^:/?@]+):(?P<port>\d+)")
 
 
-def through(url: str, name: str) -> tuple[str, FaultProxy]:
-    """``url`` with its first ``host:port`` replaced by a new proxy's."""
+def address(url: str) -> tuple[str, int]:
+    """The first ``host:port`` of ``url``."""
     match = NETLOC.search(url)
     if match is None:
         raise ValueError(f"no host:port in {url!r}")
-    proxy = FaultProxy(match["host"], int(match["port"]), name)
+    return match["host"], int(match["port"])
+
+
+def on_port(url: str, port: int) -> str:
+    """``url`` with its first ``host:port`` replaced by 127.0.0.1:``port``."""
+    match = NETLOC.search(url)
+    if match is None:
+        raise ValueError(f"no host:port in {url!r}")
     start, end = match.span("host")[0], match.span("port")[1]
-    return f"{url[:start]}127.0.0.1:{proxy.port}{url[end:]}", proxy
+    return f"{url[:start]}127.0.0.1:{port}{url[end:]}"
+
+
+def through(url: str, name: str) -> tuple[str, FaultProxy]:
+    """``url`` with its first ``host:port`` replaced by a new proxy's."""
+    proxy = FaultProxy(*address(url), name)
+    return on_port(url, proxy.port), proxy

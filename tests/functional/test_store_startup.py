@@ -23,41 +23,39 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def on_port(url: str, port: int) -> str:
-    """``url`` with its ``host:port`` replaced by 127.0.0.1:``port``."""
-    match = netfault.NETLOC.search(url)
-    assert match is not None
-    return f"{url[: match.span('host')[0]]}127.0.0.1:{port}{url[match.end() :]}"
+class SaysItWaits(logging.Handler):
+    """Sets ``event`` when the store says it tries again."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__()
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "trying again" in record.getMessage():
+            self.event.set()
 
 
 def test_a_store_opened_while_its_database_is_down_waits_for_it(
     pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = free_port()
-    target = netfault.NETLOC.search(pg_url)
-    assert target is not None
     relays: list[netfault.FaultProxy] = []
-    came_back = threading.Event()
+    met_down = threading.Event()
 
     def database_comes_back() -> None:
-        came_back.wait(60)
-        relays.append(
-            netfault.FaultProxy(target["host"], int(target["port"]), "pg", port)
-        )
+        met_down.wait(60)
+        relays.append(netfault.FaultProxy(*netfault.address(pg_url), "pg", port))
 
     caplog.set_level(logging.WARNING, "swflows.persistence.database")
     thread = threading.Thread(target=database_comes_back)
     thread.start()
     try:
-        # the database comes back once the store has met it down twice
-        handler = logging.Handler()
-        handler.emit = lambda record: (  # type: ignore[method-assign]
-            came_back.set() if "trying again" in record.getMessage() else None
-        )
+        # the database comes back once the store has met it down
+        handler = SaysItWaits(met_down)
         logging.getLogger("swflows.persistence.database").addHandler(handler)
         try:
             store = Store(
-                on_port(pg_url, port),
+                netfault.on_port(pg_url, port),
                 secret_key=fernet.Fernet.generate_key(),
                 max_retries=-1,
                 retry_interval=0.2,
@@ -69,7 +67,7 @@ def test_a_store_opened_while_its_database_is_down_waits_for_it(
         finally:
             store.close()
     finally:
-        came_back.set()
+        met_down.set()
         thread.join(60)
         for relay in relays:
             relay.close()
@@ -85,7 +83,7 @@ def test_a_store_gives_up_after_its_retries(
     caplog.set_level(logging.WARNING, "swflows.persistence.database")
     with pytest.raises((sa.exc.OperationalError, exceptions.ConcurrentUpdate)):
         Store(
-            on_port(pg_url, free_port()),
+            netfault.on_port(pg_url, free_port()),
             secret_key=fernet.Fernet.generate_key(),
             max_retries=2,
             retry_interval=0.1,
@@ -97,7 +95,7 @@ def test_a_store_gives_up_after_its_retries(
 def test_no_retries_fails_at_once(pg_url: str) -> None:
     with pytest.raises((sa.exc.OperationalError, exceptions.ConcurrentUpdate)):
         Store(
-            on_port(pg_url, free_port()),
+            netfault.on_port(pg_url, free_port()),
             secret_key=fernet.Fernet.generate_key(),
             max_retries=0,
         )
