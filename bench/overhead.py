@@ -58,8 +58,9 @@ FINAL = b'{"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}'
 class MemoryObjectStore:
     """The object-store calls of the deploy flow, on a dict.
 
-    An object made in ``signal_container`` holds :data:`FINAL` at once, as
-    if the server's agent had answered before anyone looked.
+    A PUT TempURL made for an object of ``signal_container`` writes
+    :data:`FINAL` there at once, as if the server's agent had answered
+    before anyone looked.
     """
 
     def __init__(self, signal_container: str) -> None:
@@ -79,14 +80,6 @@ class MemoryObjectStore:
         self.objects[(container, name)] = (bytes(body), now)
         return self._info((container, name))[1]
 
-    def create_object(self, container: str, name: str, body: bytes = b"") -> bool:
-        if (container, name) in self.objects:
-            return False
-        self.put_object(
-            container, name, FINAL if container == self.signal_container else body
-        )
-        return True
-
     def get_object(self, container: str, name: str, **_: Any) -> StoredObject | None:
         if (container, name) not in self.objects:
             return None
@@ -100,6 +93,11 @@ class MemoryObjectStore:
         return ObjectInfo(name, etag, when, len(body))
 
     def list_objects(
+        self, container: str, prefix: str | None = None
+    ) -> list[ObjectInfo]:
+        return self.list_container(container, prefix)
+
+    def list_container(
         self, container: str, prefix: str | None = None
     ) -> list[ObjectInfo]:
         self.listing_requests += 1
@@ -117,6 +115,8 @@ class MemoryObjectStore:
     def temp_url(
         self, container: str, name: str, method: str, expires: int, **_: Any
     ) -> str:
+        if container == self.signal_container and method == "PUT":
+            self.put_object(container, name, FINAL)
         return f"http://memory.invalid/v1/AUTH_bench/{container}/{name}?m={method}"
 
 

@@ -131,13 +131,6 @@ class MemoryObjectStore:
             self.on_write(container, name, data)
         return etag
 
-    def create_object(self, container: str, name: str, body: bytes = b"") -> bool:
-        with self._lock:
-            if (container, name) in self.objects:
-                return False
-            self.put_object(container, name, body)
-            return True
-
     def _info(self, container: str, name: str) -> ObjectInfo | None:
         from swflows.clients.object_store import ObjectInfo
 
@@ -175,6 +168,10 @@ class MemoryObjectStore:
                 if c == container and name.startswith(prefix or "")
             ]
         return [info for info in found if info is not None]
+
+    def list_container(self, container: str) -> list[ObjectInfo]:
+        """Its objects (every container is there: none is ever missing)."""
+        return self.list_objects(container)
 
     def delete_object(self, container: str, name: str) -> bool:
         with self._lock:

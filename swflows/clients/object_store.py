@@ -306,7 +306,7 @@ class ObjectStore:
         is a CloudError with status 409.
         """
         if force:
-            for obj in self._list_objects(name, None):
+            for obj in self._list_objects(name, None) or []:
                 self._delete_object(name, obj.name)
         try:
             self._call(
@@ -378,18 +378,6 @@ class ObjectStore:
 
         return self._once_more_if_container_gone(container, write)
 
-    @retried
-    def create_object(self, container: str, name: str, body: bytes = b"") -> bool:
-        """Write an object only if absent (one request); False if it existed.
-
-        The container is made first if needed, and made again (once) if it
-        was removed since.
-        """
-        # _create_object makes the container (known ones are not asked for)
-        return self._once_more_if_container_gone(
-            container, lambda ensure: self._create_object(container, name, body)
-        )
-
     def _once_more_if_container_gone(
         self, container: str, attempt: Callable[[bool], T]
     ) -> T:
@@ -410,23 +398,6 @@ class ObjectStore:
         )
         attempts = iter((False, True))
         return retrying(lambda: attempt(next(attempts)))
-
-    def _create_object(self, container: str, name: str, body: bytes) -> bool:
-        self.ensure_container(container)
-        try:
-            self._call(
-                f"create object {container}/{name}",
-                self.connection.put_object,
-                container,
-                name,
-                body,
-                headers={"If-None-Match": "*"},
-            )
-        except CloudError as exc:
-            if exc.status == 412:  # it exists
-                return False
-            raise
-        return True
 
     @retried
     def get_object(
@@ -501,9 +472,20 @@ class ObjectStore:
 
         One request per :attr:`listing_page` names (see :meth:`_listing`).
         """
-        return self._list_objects(container, prefix)
+        return self._list_objects(container, prefix) or []
 
-    def _list_objects(self, container: str, prefix: str | None) -> list[ObjectInfo]:
+    @retried
+    def list_container(self, container: str) -> list[ObjectInfo] | None:
+        """Every object of ``container``; None if the container is missing
+        (it is then no longer remembered as made)."""
+        found = self._list_objects(container, None)
+        if found is None:
+            self._containers.discard(container)
+        return found
+
+    def _list_objects(
+        self, container: str, prefix: str | None
+    ) -> list[ObjectInfo] | None:
         try:
             listing = self._listing(
                 f"list container {container}",
@@ -513,7 +495,7 @@ class ObjectStore:
             )
         except CloudError as exc:
             if is_missing(exc, SERVICE):
-                return []
+                return None
             raise
         return [
             ObjectInfo(

@@ -2,14 +2,18 @@
 
 No Keystone user is needed.  All signal objects live in one container, named
 ``<deployment id>/<generation>``, so one container listing shows every
-waiting deployment at once.  The object is seeded empty; a non-empty body is
-the signal.  The TempURL expires after the action's timeout plus a grace
+waiting deployment at once.  No object is made in advance (Heat seeds an
+empty one, which costs a PUT per deployment): the agent's PUT makes it, and
+an object with a body is the signal.  Only the container is made, once per
+client, and again by the next deployment once a look found it missing.  The
+TempURL expires after the action's timeout plus a grace
 period, so it never dies before the deployment does.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Mapping
 
@@ -17,6 +21,8 @@ from swflows import derive
 from swflows import transport_names as names
 from swflows.clients.identity import StackUser
 from swflows.transports import base
+
+LOG = logging.getLogger(__name__)
 
 DEFAULT_CONTAINER = "swflows-signals"
 DEFAULT_GRACE = 600
@@ -37,9 +43,8 @@ class TempUrlSignal(base.SignalTransport):
     def create_store(
         self, services: base.Context, ref: base.SignalRef, user: StackUser | None
     ) -> base.JsonDict:
-        services.project_clients.object_store.create_object(
-            self.container, ref.key, b""
-        )
+        # the agent's PUT makes the object; its container must be there
+        services.project_clients.object_store.ensure_container(self.container)
         grace = int(self.options.get("grace", DEFAULT_GRACE))
         return {
             "container": self.container,
@@ -91,11 +96,15 @@ class TempUrlSignal(base.SignalTransport):
         reads: dict[str, base.SignalRead] = {}
         changed: list[str] = []
         for container, objects in by_container.items():
-            listing = {
-                item.name: item
-                for item in swift.list_objects(container)
-                if item.name in objects
-            }
+            found = swift.list_container(container)
+            if found is None:  # forgotten by the client: the next store makes it
+                LOG.warning(
+                    "signal container %s is missing: the agents of %d waiting "
+                    "deployments cannot signal until a new deployment makes it",
+                    container,
+                    len(objects),
+                )
+            listing = {item.name: item for item in found or () if item.name in objects}
             for name, key in objects.items():
                 item = listing.get(name)
                 if item is None:

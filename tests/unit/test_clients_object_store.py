@@ -1,5 +1,5 @@
 """The pure parts of the Swift adapter: TempURL building, time formats,
-and what ``create_object`` asks of its connection."""
+and what writes and listings ask of their connection."""
 
 from __future__ import annotations
 
@@ -101,9 +101,19 @@ class Connection:
     def __init__(self, answers: list[int]) -> None:
         self.answers = answers
         self.calls: list[str] = []
+        #: container -> its listing, for get_container
+        self.containers: dict[str, list[dict[str, Any]]] = {}
 
     def put_container(self, name: str) -> None:
         self.calls.append(f"container {name}")
+
+    def get_container(
+        self, name: str, **_: object
+    ) -> tuple[dict[str, str], list[dict[str, Any]]]:
+        self.calls.append(f"list {name}")
+        if name not in self.containers:
+            raise swift_exc.ClientException("missing", http_status=404)
+        return {}, self.containers[name]
 
     def put_object(self, container: str, name: str, body: bytes, **_: object) -> str:
         self.calls.append(f"object {container}/{name}")
@@ -119,38 +129,27 @@ def _store(answers: list[int]) -> tuple[object_store.ObjectStore, Connection]:
     return made, conn
 
 
-def test_create_object_makes_the_container_once_then_the_object() -> None:
-    store, conn = _store([201, 201])
-    assert store.create_object("c", "a") is True
-    assert store.create_object("c", "b") is True
-    assert conn.calls == ["container c", "object c/a", "object c/b"]
+def test_ensure_container_asks_once_per_container() -> None:
+    store, conn = _store([])
+    store.ensure_container("c")
+    store.ensure_container("c")
+    store.ensure_container("d")
+    assert conn.calls == ["container c", "container d"]
 
 
-def test_create_object_that_exists_is_false() -> None:
-    store, conn = _store([412])
-    assert store.create_object("c", "a") is False
-    assert conn.calls == ["container c", "object c/a"]
-
-
-def test_create_object_remakes_a_container_removed_since() -> None:
-    store, conn = _store([201, 404, 201])
-    store.create_object("c", "a")
-    assert store.create_object("c", "b") is True
-    assert conn.calls == [
-        "container c",
-        "object c/a",
-        "object c/b",
-        "container c",
-        "object c/b",
-    ]
-
-
-def test_create_object_tries_a_removed_container_once_only() -> None:
-    store, conn = _store([404, 404, 201])
-    with pytest.raises(CloudError) as exc:
-        store.create_object("c", "a")
-    assert exc.value.status == 404
-    assert conn.calls == ["container c", "object c/a", "container c", "object c/a"]
+def test_a_missing_container_lists_as_none_and_is_made_again() -> None:
+    store, conn = _store([])
+    store.ensure_container("c")
+    conn.containers = {}  # removed behind the client's back
+    assert store.list_container("c") is None
+    assert store.list_objects("c") == []
+    store.ensure_container("c")  # forgotten by the listing: asked again
+    assert conn.calls == ["container c", "list c", "list c", "container c"]
+    conn.containers = {
+        "c": [{"name": "a/1", "hash": "e", "bytes": 2, "last_modified": "t"}]
+    }
+    listed = store.list_container("c")
+    assert listed is not None and [o.name for o in listed] == ["a/1"]
 
 
 def test_put_object_makes_a_missing_container_and_writes_once_more() -> None:
