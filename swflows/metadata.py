@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
 
 import tenacity
 
 from swflows import bootdata, derive, exceptions, failpoints, model
 from swflows import transport_names as names
 from swflows.services import Services
+
+if TYPE_CHECKING:
+    from swflows.persistence.store import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -59,6 +65,30 @@ def server_agent(services: Services, server_id: str) -> str:
     return agent_of(find_server(services, server_id))
 
 
+@dataclasses.dataclass
+class _Turns:
+    """The publishes of one server in this process: one at a time, and a
+    caller that a publish started since it asked has covered skips its own."""
+
+    #: held by the caller publishing now (re-entrant: a change made while
+    #: a write is under way, by the same thread, publishes in its turn)
+    mutex: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+    #: callers that asked so far (each caller's ticket is its number)
+    asked: int = 0
+    #: callers inside, asking or publishing (the entry goes at 0)
+    inside: int = 0
+    #: the highest ticket the last successful publish covered, and its version
+    covered: int = 0
+    version: int = 0
+
+
+#: store -> server id -> its turns, for the servers being published to now
+_TURNS: weakref.WeakKeyDictionary[Store, dict[str, _Turns]] = (
+    weakref.WeakKeyDictionary()
+)
+_TURNS_LOCK = threading.Lock()
+
+
 def publish_server(
     services: Services,
     server_id: str,
@@ -68,6 +98,17 @@ def publish_server(
     create: bool = True,
 ) -> int:
     """Publish ``server_id``'s current document; return the version published.
+
+    Callers in one process publish to a server one at a time, and a caller
+    whose ask came before another's publish started is covered by it: that
+    publish read the store after the caller's change was committed (a
+    deployment's row is written before its metadata is published), so the
+    copy it leaves published is at least as new.  The caller then returns
+    that publish's version without a request of its own: ten deployments
+    launched to one server at once cost one or two publishes, not ten
+    racing each other.  Publishers in other processes are kept in step by
+    the store's compare-and-swap (:meth:`~swflows.persistence.store.Store.
+    mark_published`), as below.
 
     The document is read with its version, published, and then confirmed
     with a compare-and-swap; if another writer changed the server in
@@ -92,6 +133,42 @@ def publish_server(
     is removed, so a publish still in flight never brings back a channel
     that was removed.
     """
+    with _TURNS_LOCK:
+        servers = _TURNS.setdefault(services.store, {})
+        turns = servers.setdefault(server_id, _Turns())
+        turns.asked += 1
+        turns.inside += 1
+        ticket = turns.asked
+    try:
+        with turns.mutex:
+            with _TURNS_LOCK:
+                if turns.covered >= ticket:
+                    return turns.version
+                covering = turns.asked
+            version = _publish(services, server_id, transport, options, create=create)
+            if version is None:  # no channel to publish a removal to
+                return 0
+            with _TURNS_LOCK:
+                if covering > turns.covered:
+                    turns.covered, turns.version = covering, version
+            return version
+    finally:
+        with _TURNS_LOCK:
+            turns.inside -= 1
+            if not turns.inside:
+                servers.pop(server_id, None)
+
+
+def _publish(
+    services: Services,
+    server_id: str,
+    transport: str,
+    options: dict[str, Any] | None,
+    *,
+    create: bool,
+) -> int | None:
+    """:func:`publish_server`'s publish; None if there was no channel and
+    ``create`` is False."""
     store = services.store
     server = find_server(services, server_id)
     name = (server.config_transport if server else None) or transport
@@ -99,7 +176,7 @@ def publish_server(
     channel = server.channel if server and server.channel is not None else None
     if channel is None:
         if not create:
-            return 0
+            return None
         services.check_fence()
         channel = config_transport.ensure_channel(services, server_id)
         collect = config_transport.collect_config(services, channel)

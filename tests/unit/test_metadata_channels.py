@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -165,3 +167,70 @@ def test_an_unenroll_stopped_halfway_is_finished_by_unenrolling_again(
     assert enrollment.unenroll(services, "s1") is True
     assert objects.objects == {}
     assert store.list_servers() == []
+
+
+def _held_publish(
+    services: Services, objects: Objects, waiters: int, fail_held: bool
+) -> tuple[list[str], list[int | BaseException]]:
+    """One publish to s1 held inside its write while ``waiters`` more ask;
+    the writes made, and what each waiter's call returned or raised."""
+    enrollment.enroll(services, "s1", names.POLL_TEMP_URL, nova=False)
+    writes: list[str] = []
+    put = objects.put_object
+    holding, release = threading.Event(), threading.Event()
+
+    def counted(container: str, name: str, body: bytes, content_type: str = "") -> str:
+        writes.append(threading.current_thread().name)
+        if threading.current_thread().name == "held":
+            holding.set()
+            release.wait(10)
+            if fail_held:
+                raise RuntimeError("the write failed")
+        return put(container, name, body, content_type)
+
+    objects.put_object = counted  # type: ignore[method-assign]
+    results: list[int | BaseException] = []
+
+    def call() -> None:
+        try:
+            results.append(metadata.publish_server(services, "s1", names.POLL_TEMP_URL))
+        except BaseException as exc:  # what the caller got
+            results.append(exc)
+
+    held = threading.Thread(target=call, name="held")
+    held.start()
+    assert holding.wait(10)
+    others = [threading.Thread(target=call, name=f"w{i}") for i in range(waiters)]
+    for thread in others:
+        thread.start()
+    turns = metadata._TURNS[services.store]["s1"]
+    deadline = time.monotonic() + 10
+    while turns.asked < waiters + 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert turns.asked == waiters + 1
+    release.set()
+    for thread in [held, *others]:
+        thread.join(10)
+    return writes, results
+
+
+def test_callers_waiting_on_a_publish_are_covered_by_the_next_one(
+    services: Services, objects: Objects
+) -> None:
+    """Eight callers ask while a publish is writing: that publish read the
+    store before they asked, so one more publish covers all eight."""
+    writes, results = _held_publish(services, objects, waiters=8, fail_held=False)
+    assert writes[0] == "held" and len(writes) == 2
+    version = services.store.get_server("s1").published_version
+    assert results == [version] * 9
+    assert metadata._TURNS.get(services.store, {}) == {}  # nothing kept
+
+
+def test_callers_a_failed_publish_would_have_covered_publish_themselves(
+    services: Services, objects: Objects
+) -> None:
+    writes, results = _held_publish(services, objects, waiters=3, fail_held=True)
+    assert writes[0] == "held" and len(writes) == 2
+    assert isinstance(results[0], RuntimeError)
+    version = services.store.get_server("s1").published_version
+    assert results[1:] == [version] * 3
