@@ -74,6 +74,9 @@ MIN_REST = 0.25
 #: the interval after a cycle that found a signal, as a fraction of the
 #: poll interval (idle cycles keep to the poll interval: their cost)
 BUSY_INTERVAL = 0.5
+#: at most this long (seconds) after a flow parks, a look: flows parking
+#: within it (a burst of launches) share that look and its listing
+PARKED_LOOK_WITHIN = 0.1
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
@@ -175,6 +178,11 @@ class Watcher:
         self.services = runner.services
         self.conf = runner.services.conf.watcher
         self._wake = threading.Event()
+        #: a look asked for now (:meth:`wake`), and the latest time one was
+        #: asked for by (:meth:`wake_soon`); taken by :meth:`_sleep`
+        self._asked_lock = threading.Lock()
+        self._asked_now = False
+        self._asked_by: float | None = None
         self._last_takeover = time.monotonic()
         self._last_server_check = -SERVER_CHECK_INTERVAL
         self.server_check_interval = SERVER_CHECK_INTERVAL
@@ -204,6 +212,19 @@ class Watcher:
         self._cycling = threading.RLock()
 
     def wake(self) -> None:
+        """Look now: a signal was pushed, a flow cancelled."""
+        with self._asked_lock:
+            self._asked_now = True
+        self._wake.set()
+
+    def wake_soon(self) -> None:
+        """Look within :data:`PARKED_LOOK_WITHIN` (a quarter of the poll
+        interval, if less): a flow parked, and its signal may be there
+        already.  The flows parking meanwhile share the look."""
+        within = min(PARKED_LOOK_WITHIN, float(self.conf.poll_interval) * MIN_REST)
+        with self._asked_lock:
+            if self._asked_by is None:
+                self._asked_by = time.monotonic() + within
         self._wake.set()
 
     @contextlib.contextmanager
@@ -305,9 +326,20 @@ class Watcher:
         )
 
     def _sleep(self, seconds: float) -> None:
-        """Wait ``seconds``, or less if woken (a signal was pushed)."""
-        self._wake.wait(seconds)
-        self._wake.clear()
+        """Wait ``seconds``, or less if a look is asked for: at once
+        (:meth:`wake`), or by when :meth:`wake_soon` asked."""
+        deadline = time.monotonic() + seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._wake.wait(remaining):
+                return
+            self._wake.clear()
+            with self._asked_lock:
+                now, self._asked_now = self._asked_now, False
+                by, self._asked_by = self._asked_by, None
+            if now or by is None:
+                return
+            deadline = min(deadline, by)
 
     def _backoff(self) -> tenacity.wait.wait_base:
         """After ``n`` failed cycles in a row: ``poll_interval`` times

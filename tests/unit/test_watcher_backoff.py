@@ -156,3 +156,48 @@ def test_the_backoff_is_a_tenacity_wait(runner: runner_mod.Runner) -> None:
     state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
     state.attempt_number = 10_000  # a long outage: capped, no overflow
     assert near(wait(state), 10.0)
+
+
+def _slept(
+    runner: runner_mod.Runner, seconds: float, *asks: tuple[float, str]
+) -> float:
+    """How long the watcher's rest of ``seconds`` lasted, with looks asked
+    for (``"now"`` or ``"soon"``) at the given offsets from another thread."""
+    import threading
+
+    watcher = runner.watcher
+
+    def ask() -> None:
+        begun = time.monotonic()
+        for at, how in asks:
+            time.sleep(max(0.0, begun + at - time.monotonic()))
+            (watcher.wake if how == "now" else watcher.wake_soon)()
+
+    asker = threading.Thread(target=ask)
+    started = time.monotonic()
+    asker.start()
+    watcher._sleep(seconds)
+    lasted = time.monotonic() - started
+    asker.join()
+    return lasted
+
+
+def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parks ask for a look within PARKED_LOOK_WITHIN, not at once: the
+    parks of a burst share it; a push still ends the rest at once."""
+    # a quarter of the 2 s poll interval bounds it: 0.5 s, far from 0 and 5
+    monkeypatch.setattr(watcher_mod, "PARKED_LOOK_WITHIN", 3.0)
+    within = 0.5
+    # no ask: the whole rest
+    assert _slept(runner, 0.3) >= 0.3
+    # parks at 0, 0.02 and 0.04 s: one look, by the first park's bound
+    lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"), (0.2, "soon"))
+    assert within - 0.01 <= lasted < within + 1.5
+    # a push during the wait for a park's look: at once
+    lasted = _slept(runner, 5.0, (0.0, "soon"), (0.01, "now"))
+    assert lasted < within
+    # a park asked for during a cycle: the next rest is cut to its bound
+    runner.watcher.wake_soon()
+    assert _slept(runner, 5.0) < within + 1.5
