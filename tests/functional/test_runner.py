@@ -88,6 +88,8 @@ def put_signal(sw: Swflows, deployment_id: str, body: dict[str, Any]) -> None:
 
 
 FINAL = {"deploy_status_code": 0, "deploy_stdout": "ok", "result": "r"}
+#: the "started" progress signal an agent may send first (not a final one)
+STARTED = {"deploy_signal": "started"}
 
 
 def test_parked_deployment_holds_no_thread(sw: Swflows) -> None:
@@ -496,6 +498,8 @@ def test_a_sweep_leaves_another_installations_stores(
         config = script_config(two)
         dep = two.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
         until(lambda: parked(two, dep.id), what="the flow to park")
+        # its agent said it started: that object is in the shared container
+        put_signal(two, dep.id, STARTED)
         assert one.runner.watcher.sweeper.sweep() == []
         assert leftovers(two, dep.id) != {}  # still there, waiting
         put_signal(two, dep.id, FINAL)

@@ -42,6 +42,7 @@ from tests.functional.flowkit import keystone as devcloud_keystone
 from tests.functional.test_flows import SCRIPT
 from tests.functional.test_runner import (
     FINAL,
+    STARTED,
     parked,
     put_signal,
     signal_inputs,
@@ -246,8 +247,10 @@ def test_deferred_work_goes_on_through_the_trust_after_the_token_is_revoked(
             ).all()
         assert len(stored) == 2
         assert not any(t in str(row) for row in stored for t in made if t)
-        # the signal stores live in the caller's project, not swflows' own
-        # (late's 8 s may be over on a loaded machine: its store is gone then)
+        # the signal stores live in the caller's project, not swflows' own:
+        # an agent's "started" lands there (late's 8 s may be over on a
+        # loaded machine: its store is gone then)
+        put_signal(first, answered.id, STARTED)
         held = project_objects(devcloud, "demo2", late.id, answered.id)
         assert [o for o in held if answered.id in o] != []
         if not [o for o in held if late.id in o]:
@@ -317,6 +320,7 @@ def test_the_sweep_removes_late_signals_stores_in_the_callers_project(
             deps[("waiting", "TEMP_URL_SIGNAL")],
         )
         ended_queue = deps[("ended", "ZAQAR_SIGNAL")]
+        put_signal(sw, waiting_url, STARTED)  # its store: an object, in demo2's
         signed = signal_inputs(sw, ended_queue)["deploy_queue_signed_url"]
         if isinstance(signed, str):
             signed = json.loads(signed)

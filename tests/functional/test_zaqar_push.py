@@ -149,7 +149,9 @@ def test_a_pushed_signal_completes_its_deployment_without_a_poll(
         delays.append(time.perf_counter() - sent)
         done = sw.wait(dep_id, timeout=30)
         assert done.status == states.COMPLETE and done.output_values["result"] == "r"
-    assert sw.runner.watcher.cycles - cycles <= len(made)  # woken, not polling
+    # woken, not polling: a look per push, and the one the last parks asked
+    # for (within 0.1 s), which may come after the count began
+    assert sw.runner.watcher.cycles - cycles <= len(made) + 1
     assert sorted(lossy.pushed) == sorted(queues.values())
     delays.sort()
     print(f"signal posted -> COMPLETE by push: p50 {delays[2] * 1000:.0f} ms")
