@@ -45,6 +45,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import math
 import random
 import threading
 import time
@@ -77,6 +78,10 @@ BUSY_INTERVAL = 0.5
 #: at most this long (seconds) after a flow parks, a look: flows parking
 #: within it (a burst of launches) share that look and its listing
 PARKED_LOOK_WITHIN = 0.1
+#: a park asks for a look at once if the last look ended this many times
+#: its own length ago, else when it will have: a cheap look (few parked)
+#: comes at once, a costly one (a listing of thousands) is shared
+PARKED_LOOK_SPACING = 3.0
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
@@ -183,6 +188,9 @@ class Watcher:
         self._asked_lock = threading.Lock()
         self._asked_now = False
         self._asked_by: float | None = None
+        #: when the background loop's last cycle ended, and how long it took
+        self._cycle_ended = -math.inf
+        self._cycle_spent = 0.0
         self._last_takeover = time.monotonic()
         self._last_server_check = -SERVER_CHECK_INTERVAL
         self.server_check_interval = SERVER_CHECK_INTERVAL
@@ -218,13 +226,24 @@ class Watcher:
         self._wake.set()
 
     def wake_soon(self) -> None:
-        """Look within :data:`PARKED_LOOK_WITHIN` (a quarter of the poll
-        interval, if less): a flow parked, and its signal may be there
-        already.  The flows parking meanwhile share the look."""
+        """Look soon: a flow parked, and its signal may be there already.
+
+        At once, unless the last look ended less than
+        :data:`PARKED_LOOK_SPACING` times its own length ago: then once it
+        is that far behind, and within :data:`PARKED_LOOK_WITHIN` (a quarter
+        of the poll interval, if less).  The flows parking meanwhile share
+        that look: a burst of launches next to a long listing costs a few
+        listings, not one per flow."""
         within = min(PARKED_LOOK_WITHIN, float(self.conf.poll_interval) * MIN_REST)
+        now = time.monotonic()
         with self._asked_lock:
-            if self._asked_by is None:
-                self._asked_by = time.monotonic() + within
+            due = self._cycle_ended + min(
+                within, self._cycle_spent * PARKED_LOOK_SPACING
+            )
+            if due <= now:
+                self._asked_now = True
+            elif self._asked_by is None:
+                self._asked_by = min(due, now + within)
         self._wake.set()
 
     @contextlib.contextmanager
@@ -309,7 +328,10 @@ class Watcher:
         failed = int(retrying.statistics.get("attempt_number", 1)) - 1
         if failed:
             LOG.warning("signal watcher: cycles run again, after %d failed", failed)
-        self._sleep(self._delay(0, time.monotonic() - started))
+        ended = time.monotonic()
+        with self._asked_lock:
+            self._cycle_ended, self._cycle_spent = ended, ended - started
+        self._sleep(self._delay(0, ended - started))
 
     def _cycle_unless_stopping(self) -> None:
         if not self.runner.stopping:

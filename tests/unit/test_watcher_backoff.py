@@ -185,14 +185,22 @@ def _slept(
 def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
     runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Parks ask for a look within PARKED_LOOK_WITHIN, not at once: the
-    parks of a burst share it; a push still ends the rest at once."""
+    """After a costly look, parks ask for the next within
+    PARKED_LOOK_WITHIN, not at once: the parks of a burst share it; a push
+    still ends the rest at once.  After a cheap one, a park's look is at
+    once."""
+    watcher = runner.watcher
     # a quarter of the 2 s poll interval bounds it: 0.5 s, far from 0 and 5
     monkeypatch.setattr(watcher_mod, "PARKED_LOOK_WITHIN", 3.0)
     within = 0.5
+    # the last look took 1 ms and ended 1 s ago: a park's look is at once
+    watcher._cycle_ended, watcher._cycle_spent = time.monotonic() - 1.0, 0.001
+    assert _slept(runner, 5.0, (0.0, "soon")) < within
     # no ask: the whole rest
     assert _slept(runner, 0.3) >= 0.3
-    # parks at 0, 0.02 and 0.04 s: one look, by the first park's bound
+    # the last look took 10 s and has just ended: parks wait for their bound
+    watcher._cycle_ended, watcher._cycle_spent = time.monotonic(), 10.0
+    # parks at 0, 0.1 and 0.2 s: one look, by the first park's bound
     lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"), (0.2, "soon"))
     assert within - 0.01 <= lasted < within + 1.5
     # a push during the wait for a park's look: at once
