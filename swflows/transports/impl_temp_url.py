@@ -6,8 +6,8 @@ waiting deployment at once.  No object is made in advance (Heat seeds an
 empty one, which costs a PUT per deployment): the agent's PUT makes it, and
 an object with a body is the signal.  Only the container is made, once per
 client, and again by the next deployment once a look found it missing.  The
-TempURL expires after the action's timeout plus a grace
-period, so it never dies before the deployment does.
+TempURL expires after the action's timeout plus a grace period, so it never
+dies before the deployment does.
 """
 
 from __future__ import annotations
