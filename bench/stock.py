@@ -19,12 +19,14 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 from taskflow.conductors import backends as conductor_backends
 from taskflow.jobs import backends as job_backends
 from taskflow.persistence import backends as persistence_backends
 
+from swflows import stopping
 from swflows.engine import jobboard
 
 #: the stock conductors the bench can start
@@ -61,7 +63,12 @@ def main(argv: list[str]) -> int:
     jobs = board(url, backend)
     name = f"stock-{kind}-{os.getpid()}"
     conductor = conductor_backends.fetch(kind, name, jobs, persistence=backend)
-    signal.signal(signal.SIGTERM, lambda *_: conductor.stop())
+    # the conductor's stop sets an event: never from the handler itself
+    stop = threading.Event()
+    stopping.stop_on_signals(stop, (signal.SIGTERM,))
+    threading.Thread(
+        target=lambda: stop.wait() and conductor.stop(), daemon=True
+    ).start()
     print(f"conductor {name}", flush=True)
     try:
         conductor.run()

@@ -9,9 +9,8 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
-from swflows import exceptions
+from swflows import exceptions, stopping
 from swflows.agent import config as agent_config
 from swflows.agent.agent import Agent
 from swflows.agent.state import AgentLocked
@@ -74,13 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     stop = threading.Event()
-
-    def stopping(signum: int, _frame: FrameType | None) -> None:
-        LOG.info("signal %d: stopping", signum)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, stopping)
+    stopping.stop_on_signals(
+        stop, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP), log=LOG
+    )
     try:
         return Agent(conf, stop=stop).run(once=args.once)
     except AgentLocked as exc:

@@ -11,12 +11,11 @@ import signal
 import threading
 import traceback
 from collections.abc import Mapping
-from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from cliff import columns, command, lister, show
 
-from swflows import exceptions
+from swflows import exceptions, stopping
 from swflows.cli import parsing
 from swflows.cli.parsing import ExitCode
 
@@ -50,12 +49,7 @@ def stop_on_signals() -> threading.Event:
     """An event set by SIGTERM or SIGINT: how a long-running command
     (``engine``, ``conductor``) learns to stop cleanly."""
     stop = threading.Event()
-
-    def stopping(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stopping)
+    stopping.stop_on_signals(stop, (signal.SIGTERM, signal.SIGINT))
     return stop
 
 
