@@ -606,7 +606,8 @@ def heat_booted_transport(stack: Any, server_id: str) -> str | None:
 def push_server_metadata(sw: Swflows, stack: Any, server_id: str) -> None:
     """Serve POLL_SERVER_HEAT: a server resource of ``stack`` gets swflows'
     list in the ``deployments`` key of its metadata, as Heat does for its
-    own deployments (and in the object Heat made for it, on POLL_TEMP_URL)."""
+    own deployments (and in the object Heat made for it, on POLL_TEMP_URL),
+    written only when the list is not the one Heat serves already."""
     server = stack.resource_by_refid(server_id)
     if server is None:
         return  # not in this stack: swflows serves its metadata itself
@@ -616,6 +617,12 @@ def push_server_metadata(sw: Swflows, stack: Any, server_id: str) -> None:
     ):
         return  # not enrolled yet: never show Heat's agents another form
     items = sw.server_metadata(server_id)
+    served = server.metadata_get(refresh=True) or {}
+    if served.get("deployments") == jsonutils.loads(jsonutils.dumps(items)):
+        # Heat serves these already: a deployment's every completion check
+        # (about once a second while it waits) wrote the same list and PUT
+        # the same object again
+        return
 
     def merge(new: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
         return {**(current or {}), **new}

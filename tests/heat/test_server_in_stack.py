@@ -14,6 +14,7 @@ deployment's TempURL.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 import requests
 
+from bench.against_heat import SwiftLines
+from bench.cloud import until
 from swflows import derive
 from swflows import metadata as server_metadata
 from swflows.api import Swflows
@@ -162,3 +165,51 @@ def test_heats_agents_on_a_server_of_the_stack_run_the_deployment(
         # the server went with the stack: so did its enrollment
         assert server_metadata.find_server(sw.services, server_id) is None
         assert leftovers(sw, server_id) == {}
+
+
+def test_a_waiting_deployment_leaves_its_servers_metadata_object_alone(
+    sw: Swflows, heat_api: HeatApi, devcloud: dict[str, Any]
+) -> None:
+    # Heat checks a deployment about once a second while it waits; each
+    # check wrote the server's metadata again and PUT the same object to
+    # Swift (a write per waiting deployment per second). Swift's own access
+    # lines count the PUTs to the object Heat made for the server.
+    config = sw.create_config(
+        "sleeper",
+        "#!/bin/sh\nsleep 120\n",
+        group="script",
+        inputs=[{"name": "name"}, {"name": "count", "type": "Number"}],
+    )
+    swift = SwiftLines(devcloud["swift"]["access_log"])
+    ref = heat_api.create(
+        "waiting", template(config.id), {"name": "w", "transport": "POLL_TEMP_URL"}
+    )
+    stack_name = ref.split("/")[0]
+    server_id = None
+    try:
+        # once Heat serves the deployment's item, it has been written
+        until(
+            lambda: metadata(heat_api, ref, "server").get("deployments"),
+            120,
+            "the deployment in the server's metadata",
+        )
+        server_id = heat_api.physical_ids(ref)["server"]
+        assert heat_api.show(ref)["stack_status"] == "CREATE_IN_PROGRESS"
+        time.sleep(2)  # the PUT that follows the write
+        start = time.time()
+        time.sleep(8)
+        puts = [
+            line
+            for line in swift.since(start)
+            if line["method"] == "PUT"
+            and line["path"].split("/")[3].startswith(f"{stack_name}-server-")
+        ]
+        assert heat_api.show(ref)["stack_status"] == "CREATE_IN_PROGRESS"
+        assert len(puts) <= 1, puts
+    except BaseException:
+        print(f"--- the server's agents ---\n{agent_log(server_id)}")
+        raise
+    finally:
+        swift.close()
+        heat_api.delete(ref)
+        sw.delete_config(config.id)

@@ -30,6 +30,7 @@ from .procs import (
     DevcloudError,
     Step,
     free_ports,
+    free_udp_port,
     load_records,
     rss_kib,
     server_env,
@@ -47,9 +48,10 @@ from .small_servers import (
 READY_TIMEOUT = 180.0
 #: how long ``status`` waits for a live server that does not answer
 STATUS_PATIENCE = 30.0
-#: the shape of cloud.json (2: Swift behind Keystone); a cloud that another
-#: shape's tools/devcloud started is not "up" for this one, and up restarts it
-CLOUD_VERSION = 2
+#: the shape of cloud.json (2: Swift behind Keystone; 3: Swift's access
+#: lines sent to swift.access_log); a cloud that another shape's
+#: tools/devcloud started is not "up" for this one, and up restarts it
+CLOUD_VERSION = 3
 
 
 # ------------------------------------------------------------------ health
@@ -157,6 +159,7 @@ def start_cloud(timings: dict[str, float]) -> Cloud:
     shutil.rmtree(layout.STATE, ignore_errors=True)
     layout.LOGS.mkdir(parents=True)
     cloud = Cloud(dict(zip(SERVERS, free_ports(len(SERVERS)), strict=True)))
+    cloud.access_log_port = free_udp_port()
     t0 = time.monotonic()
     steps: list[Step] = []
     try:
@@ -237,6 +240,9 @@ def cloud_document(cloud: Cloud) -> dict[str, Any]:
             "proxy_url": proxy,
             # in the catalog; each Keystone project's account, by user
             "service_type": "object-store",
+            # the proxy's access lines, one syslog datagram per request
+            # (method, path, status, user agent, start and end times)
+            "access_log": {"host": "127.0.0.1", "port": cloud.access_log_port},
             "accounts": {
                 "demo": swift.account_url(cloud, cloud.ids["demo_project"]),
                 "admin": swift.account_url(cloud, cloud.ids["admin_project"]),

@@ -31,6 +31,8 @@ class Cloud:
     passwords: dict[str, str] = field(default_factory=dict)
     ids: dict[str, str] = field(default_factory=dict)
     demo_token: str | None = None
+    #: the UDP port Swift's proxy sends its access lines to
+    access_log_port: int = 0
 
     def url(self, server: str) -> str:
         return f"http://127.0.0.1:{self.ports[server]}"

@@ -46,6 +46,14 @@ def run_sql(python: Path, url: str, statements: list[str]) -> str | None:
 # ------------------------------------------------------------------- ports
 
 
+def free_udp_port() -> int:
+    """A UDP port that the kernel reports free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct ports that the kernel reports free right now."""
     socks = []
