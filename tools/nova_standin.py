@@ -365,6 +365,15 @@ def agent_config_from_user_data(user_data: str | None) -> tuple[str | None, str]
     ``text/cloud-config`` part (JSON) writing the agent's file and a
     ``text/x-shellscript`` part that starts ``swflows-agent``.
     """
+    return written_by_user_data(user_data, AGENT_CONFIG_PATH, "swflows-agent")
+
+
+def written_by_user_data(
+    user_data: str | None, path: str, starter: str
+) -> tuple[str | None, str]:
+    """The file at ``path`` that cloud-init would write from the user
+    data's ``text/cloud-config`` part, when a ``text/x-shellscript`` part
+    starts ``starter``; else None and why."""
     if not user_data:
         return None, "no user_data"
     raw = base64.b64decode(user_data)
@@ -378,7 +387,7 @@ def agent_config_from_user_data(user_data: str | None) -> tuple[str | None, str]
         payload = part.get_payload(decode=True) or b""
         text = payload.decode("utf-8", "replace")
         kind = part.get_content_type()
-        if kind == "text/x-shellscript" and "swflows-agent" in text:
+        if kind == "text/x-shellscript" and starter in text:
             starts = True
         if kind != "text/cloud-config":
             continue
@@ -390,16 +399,20 @@ def agent_config_from_user_data(user_data: str | None) -> tuple[str | None, str]
         except ValueError:
             return None, "the stand-in reads cloud-config written as JSON only"
         for item in doc.get("write_files") or ():
-            if item.get("path") == AGENT_CONFIG_PATH:
+            if item.get("path") == path:
                 content = item.get("content", "")
                 if item.get("encoding") in ("b64", "base64"):
                     content = base64.b64decode(content).decode()
                 config = content
     if config is None:
-        return None, f"no cloud-config part writes {AGENT_CONFIG_PATH}"
+        return None, f"no cloud-config part writes {path}"
     if not starts:
-        return None, "no shell script part starts swflows-agent"
+        return None, f"no shell script part starts {starter}"
     return config, "started"
+
+
+#: where swflows' boot data for Heat's agents puts os-collect-config's file
+OCC_CONFIG_PATH = "/etc/os-collect-config.conf"
 
 
 HEAT_INIT_DATA = "cfn-init-data"
@@ -495,6 +508,16 @@ class Agents:
         if heat_parts is not None:
             return self.boot_heat(sid, heat_parts)
         if config is None:
+            # swflows' boot data for Heat's agents: os-collect-config's file
+            # written by cloud-init, and a script that starts it
+            try:
+                occ, _ = written_by_user_data(
+                    server.get("user_data"), OCC_CONFIG_PATH, "os-collect-config"
+                )
+            except (binascii.Error, ValueError, UnicodeDecodeError):
+                occ = None
+            if occ is not None:
+                return self.boot_heat(sid, {}, occ)
             return {"running": False, "why": why}
         home = os.path.join(self.folder, sid)
         os.makedirs(home, mode=0o700, exist_ok=True)
@@ -510,8 +533,12 @@ class Agents:
         )
         return self.spawn(sid, home, argv, env, why)
 
-    def boot_heat(self, sid: str, parts: dict[str, bytes]) -> dict[str, Any]:
-        """Start Heat's agents on a server booted with Heat's user data."""
+    def boot_heat(
+        self, sid: str, parts: dict[str, bytes], conf_text: str = FIRST_BOOT_CONF
+    ) -> dict[str, Any]:
+        """Start Heat's agents on a server booted with Heat's user data
+        (its ``x-cfninitdata`` ``parts``), or with os-collect-config's own
+        file (``conf_text``) written by cloud-init."""
         image = self.heat_image
         if not image or not os.path.isfile(os.path.join(image, "ready")):
             return {
@@ -532,7 +559,7 @@ class Agents:
         os.makedirs(os.path.dirname(conf))
         # the image's own configuration: read the boot metadata first
         with open(conf, "w", encoding="utf-8") as out:
-            out.write(FIRST_BOOT_CONF)
+            out.write(conf_text)
         interval = str(self.interval or 30)
         run = os.path.join(root, "var", "run")
         os.makedirs(run)
