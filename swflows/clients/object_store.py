@@ -156,6 +156,16 @@ class _NotModified(Exception):
         self.headers = headers
 
 
+#: one establishment of an account's TempURL key at a time in this process
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+def _key_lock(account_url: str) -> threading.Lock:
+    with _KEY_LOCKS_GUARD:
+        return _KEY_LOCKS.setdefault(account_url, threading.Lock())
+
+
 class ObjectStore:
     """One Swift account.
 
@@ -512,7 +522,17 @@ class ObjectStore:
 
     @retried
     def tempurl_key(self) -> str:
-        """The account's TempURL key, set to a new random one only if absent."""
+        """The account's TempURL key, set to a new random one only if absent.
+
+        One caller of this process at a time per account: a burst of first
+        deploys each found no key, each set its own, and those that read
+        theirs back before the last one was set signed with a key the
+        account no longer had (every signal of theirs refused).
+        """
+        with _key_lock(self._account_url()):
+            return self._tempurl_key_locked()
+
+    def _tempurl_key_locked(self) -> str:
         headers = self._call("show account", self.connection.head_account)
         key = headers.get(TEMPURL_KEY_HEADER)
         if not key:

@@ -3,8 +3,10 @@ and what writes and listings ask of their connection."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import hmac
+import threading
 import urllib.parse
 from typing import Any
 
@@ -162,3 +164,58 @@ def test_put_object_makes_a_missing_container_and_writes_once_more() -> None:
         store.put_object("c", "a", b"{}")
     assert exc.value.status == 404
     assert conn.calls == ["object c/a", "container c", "object c/a"]
+
+
+class KeylessAccount:
+    """An account with no TempURL key, where two first callers can meet:
+    a look that finds no key waits (briefly) for another caller's look,
+    and a second key is written only once the first was read back."""
+
+    url = "http://swift.example/v1/AUTH_keyless"
+    token = "token"
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.keyless_looks = 0
+        self.posts = 0
+        self.both_looked = threading.Event()
+        self.first_read_back = threading.Event()
+
+    def head_account(self) -> dict[str, str]:
+        with self.lock:
+            found = dict(self.headers)
+            if object_store.TEMPURL_KEY_HEADER not in found:
+                self.keyless_looks += 1
+                if self.keyless_looks == 2:
+                    self.both_looked.set()
+            elif self.posts == 1:
+                self.first_read_back.set()
+        if object_store.TEMPURL_KEY_HEADER not in found:
+            self.both_looked.wait(0.5)
+        return found
+
+    def post_account(self, headers: dict[str, str]) -> None:
+        with self.lock:
+            self.posts += 1
+            second = self.posts == 2
+        if second:
+            self.first_read_back.wait(0.5)
+        with self.lock:
+            self.headers.update({k.lower(): v for k, v in headers.items()})
+
+
+def test_first_callers_of_a_keyless_account_all_sign_with_its_key() -> None:
+    # a burst of first deploys: each caller set a key of its own, and the
+    # one that read its own back before the other wrote signed with a key
+    # the account no longer had (every signal it made refused)
+    account = KeylessAccount()
+    stores = [
+        object_store.ObjectStore(account, retry=NO_RETRY)  # type: ignore[arg-type]
+        for _ in range(2)
+    ]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        keys = list(pool.map(lambda s: s.tempurl_key(), stores))
+    final = account.headers[object_store.TEMPURL_KEY_HEADER]
+    assert keys == [final, final]
+    assert account.posts == 1
