@@ -210,10 +210,7 @@ def test_first_callers_of_a_keyless_account_all_sign_with_its_key() -> None:
     # one that read its own back before the other wrote signed with a key
     # the account no longer had (every signal it made refused)
     account = KeylessAccount()
-    stores = [
-        object_store.ObjectStore(account, retry=NO_RETRY)  # type: ignore[arg-type]
-        for _ in range(2)
-    ]
+    stores = [object_store.ObjectStore(account, retry=NO_RETRY) for _ in range(2)]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         keys = list(pool.map(lambda s: s.tempurl_key(), stores))
     final = account.headers[object_store.TEMPURL_KEY_HEADER]
