@@ -54,7 +54,7 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
 from bench import cloud as bcloud
-from swflows import exceptions
+from swflows import bootdata, exceptions
 from swflows import transport_names as names
 from swflows.api import Swflows
 from swflows.embedding import heat_plugins
@@ -204,6 +204,32 @@ class LogTail:
             return f.read().decode("utf-8", "replace").splitlines()
 
 
+#: the user agent of Heat's agents' requests (os-collect-config, and
+#: heat-config-notify's signal): python-requests' own
+AGENTS_UA = "python-requests/"
+
+
+def signal_puts(lines: list[dict[str, Any]]) -> list[float]:
+    """When each signal landed: the end of each PUT of an object by the
+    agents (heat-config-notify), except to an object they also read (the
+    server's metadata, which the Heat plugin writes with the same client
+    and os-collect-config polls)."""
+    read = {
+        line["path"]
+        for line in lines
+        if line["method"] in ("GET", "HEAD") and line["agent"].startswith(AGENTS_UA)
+    }
+    return [
+        line["end"]
+        for line in lines
+        if line["method"] == "PUT"
+        and line["kind"] == "object"
+        and line["status"].startswith("2")
+        and line["agent"].startswith(AGENTS_UA)
+        and line["path"] not in read
+    ]
+
+
 def heat_api_requests(lines: list[str]) -> int:
     """Requests heat-api answered, by its own request log lines."""
     return sum(1 for line in lines if '"' in line and " HTTP/1." in line)
@@ -346,11 +372,15 @@ class StackSide(Side):
 
 
 class LibrarySide(Side):
+    """swflows used directly: its servers booted (through Nova, with Heat's
+    agents, enrolled) and deployed to, as the stack's are, inside the clock."""
+
     name = "library"
 
-    def __init__(self, sw: Swflows, servers: list[str]) -> None:
+    def __init__(self, sw: Swflows, servers: int) -> None:
         self.sw = sw
-        self.servers = servers
+        self.server_count = servers
+        self.servers: list[str] = []
         self.configs: list[str] = []
         self.deployments: list[str] = []
 
@@ -367,6 +397,17 @@ class LibrarySide(Side):
         )
         self.configs.append(config.id)
 
+        def boot(s: int) -> str:
+            return str(
+                self.sw.create_server(
+                    f"bench-{s}",
+                    "cirros",
+                    "m1.tiny",
+                    config_transport=names.POLL_TEMP_URL,
+                    agent=bootdata.HEAT_AGENTS,
+                )["server_id"]
+            )
+
         def deploy(d: int) -> str:
             return self.sw.deploy(
                 self.servers[d % len(self.servers)],
@@ -376,8 +417,9 @@ class LibrarySide(Side):
                 wait=False,
             ).id
 
-        # submitted from a few threads, as Heat creates resources side by side
+        # from a few threads, as Heat creates resources side by side
         with concurrent.futures.ThreadPoolExecutor(SUBMITTERS) as pool:
+            self.servers = list(pool.map(boot, range(self.server_count)))
             self.deployments = list(pool.map(deploy, range(count)))
 
     def statuses(self) -> dict[str, str]:
@@ -388,13 +430,16 @@ class LibrarySide(Side):
 
     def stop(self) -> None:
         for deployment in self.deployments:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(exceptions.InvalidTransition):
                 self.sw.cancel(deployment)
         for deployment in self.deployments:
             self.sw.undeploy(deployment, wait=False)
         for deployment in self.deployments:
             bcloud.until(self._gone(deployment), 300, f"{deployment} gone")
         self.deployments = []
+        for server in self.servers:
+            self.sw.delete_server(server)
+        self.servers = []
         for config in self.configs:
             self.sw.delete_config(config)
         self.configs = []
@@ -426,14 +471,7 @@ def run_complete(
         seconds = time.monotonic() - started
         done_at = time.time()
         cpu = side.cpu() - cpu0
-        signals = [
-            line["end"]
-            for line in swift.since(wall0)
-            if line["method"] == "PUT"
-            and line["kind"] == "object"
-            and line["status"].startswith("2")
-            and "python-requests" in line["agent"]
-        ]
+        signals = signal_puts(swift.since(wall0))
     finally:
         side.stop()
     return {
@@ -500,8 +538,8 @@ def run_waiting(
 def library(
     cloud: dict[str, Any], folder: pathlib.Path, servers: int
 ) -> Iterator[LibrarySide]:
-    """swflows with its own runner here, and ``servers`` servers with Heat's
-    agents, booted through Nova and enrolled, before any clock starts."""
+    """swflows with its own runner in this process, on a store and signal
+    container of its own, all removed at the end."""
     container = f"bench-{uuid.uuid4().hex[:10]}"
     conf_path = folder / "library.conf"
     bcloud.write_private(
@@ -513,29 +551,16 @@ def library(
         ),
     )
     with bcloud.instance(conf_path) as sw:
-        made: list[str] = []
+        side = LibrarySide(sw, servers)
         try:
-            for s in range(servers):
-                made.append(
-                    str(
-                        sw.create_server(
-                            f"bench-{s}",
-                            "cirros",
-                            "m1.tiny",
-                            config_transport=names.POLL_TEMP_URL,
-                            agent="heat",
-                        )["server_id"]
-                    )
-                )
-            yield LibrarySide(sw, made)
+            yield side
         finally:
-            for server in made:
-                with contextlib.suppress(Exception):
+            for server in side.servers:
+                with contextlib.suppress(exceptions.NotFound):
                     sw.delete_server(server)
             swift = sw.services.clients.object_store
             for name in (container, f"{container}-metadata"):
-                with contextlib.suppress(Exception):
-                    swift.delete_container(name, force=True)
+                swift.delete_container(name, force=True)
 
 
 def run(

@@ -22,6 +22,8 @@ ALLOWED_SWFLOWS = {
     "swflows.states",
     "swflows.exceptions",
     "swflows.transport_names",
+    # stdlib only: stopping on SIGTERM without a lock in the handler
+    "swflows.stopping",
 }
 FORBIDDEN = (
     "taskflow",
