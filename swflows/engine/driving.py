@@ -113,6 +113,9 @@ class Driving(Results):
         self._stopping = threading.Event()
         #: flows whose end is being recorded (not to be taken over meanwhile)
         self._recording: set[str] = set()
+        #: flows being launched here: their row is written, their drive not
+        #: yet (their lease is renewed, and they are nobody's orphans)
+        self._launching: set[str] = set()
         #: failures contained, by step (``record end``, ``resume``...)
         self.failures: collections.Counter[str] = collections.Counter()
 

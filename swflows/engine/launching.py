@@ -117,6 +117,34 @@ class Launching(Driving):
         server_id: str,
         book_name: str,
     ) -> tuple[str, concurrent.futures.Future[str]]:
+        with self._lock:
+            self._launching.add(flow_id)
+        try:
+            return self._record_and_submit(
+                flow_id,
+                flow,
+                factory,
+                factory_kwargs,
+                inputs,
+                meta,
+                server_id,
+                book_name,
+            )
+        finally:
+            with self._lock:
+                self._launching.discard(flow_id)
+
+    def _record_and_submit(
+        self,
+        flow_id: str,
+        flow: Any,
+        factory: Any,
+        factory_kwargs: dict[str, Any],
+        inputs: dict[str, Any],
+        meta: dict[str, Any],
+        server_id: str,
+        book_name: str,
+    ) -> tuple[str, concurrent.futures.Future[str]]:
         kind = str(meta["kind"])
         self.registry.add(
             flow_id,

@@ -124,7 +124,11 @@ class Takeover(Driving):
         if row.owner != self.owner:
             return self._owner_gone(row, now)
         with self._lock:
-            driven = row.id in self._drives or row.id in self._recording
+            driven = (
+                row.id in self._drives
+                or row.id in self._recording
+                or row.id in self._launching
+            )
         return not driven and row.lease_expired(now)
 
     def _resume_failed(self, row: flow_rows.FlowRow, exc: BaseException) -> None:
@@ -308,9 +312,12 @@ class Takeover(Driving):
         """Extend this runner's leases; stop the flows whose lease was lost."""
         with self._lock:
             drives = dict(self._drives)
-        if not drives:
+            launching = set(self._launching)
+        if not drives and not launching:
             return
-        held = self.registry.renew(self.owner, drives, time.time() + self.lease_seconds)
+        held = self.registry.renew(
+            self.owner, set(drives) | launching, time.time() + self.lease_seconds
+        )
         for flow_id, drive in drives.items():
             if flow_id not in held and not drive.parking:
                 # another runner took it over: stop before the next step

@@ -369,7 +369,22 @@ def test_agent_deploy_trigger_redeploy_and_exit_codes(
         ).stderr
         assert "FAILED (exit_code)" in err
 
-        # an IN_PROGRESS deployment without --wait, watched to its end
+        # an IN_PROGRESS deployment without --wait, watched to its end: its
+        # script waits for a file, so the agent cannot finish it before the
+        # command shows it (as it could under load, with any script)
+        gate = cli.folder / "late.gate"
+        gated = cli.json(
+            "config",
+            "create",
+            "gated",
+            "--group",
+            "script",
+            "--config-file",
+            write(
+                cli.folder / "gated.sh",
+                f"#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.1; done\necho late\n",
+            ),
+        )
         late = cli.json(
             "deployment",
             "create",
@@ -377,11 +392,10 @@ def test_agent_deploy_trigger_redeploy_and_exit_codes(
             "--server",
             server.id,
             "--config",
-            config["id"],
-            "--input-value",
-            "foo=late",
+            gated["id"],
         )
         assert late["status"] == states.IN_PROGRESS
+        gate.touch()
         watched = cli("deployment", "watch", late["id"], "-f", "value", "-c", "status")
         assert watched.stdout == "COMPLETE\n"
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from taskflow import engines, task
 from taskflow import states as tf_states
-from taskflow import task
 from taskflow.patterns import linear_flow
 
 from swflows.api import Swflows
@@ -224,3 +224,47 @@ def claimed_again(
     ran = [step for g, step in RAN if g == gate]
     assert ran == ["fence.before", "fence.held", "fence.after"]
     until(lambda: board.jobs() == [], 10)  # consumed once it ended
+
+
+class Noop(task.Task):  # type: ignore[misc]
+    def execute(self) -> str:
+        return "done"
+
+
+def one_step() -> Any:
+    return linear_flow.Flow("one").add(Noop("one.noop"))
+
+
+def test_a_flow_being_launched_is_neither_orphaned_nor_left_to_expire(
+    local: LocalSwflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # under load, a launch outlived its first lease: the runner's own
+    # takeover found the row expired and not driven, took it, failed to
+    # resume a flow whose inputs were not stored yet and let the row go;
+    # the launch then wrote to a logbook that was nobody's (FlowFenced)
+    sw = local.sw
+    runner = sw.runner
+    runner.lease_seconds = 0.2
+    registry = flow_rows.FlowRegistry(sw.store)
+    real_load = engines.load
+    seen: dict[str, Any] = {}
+
+    def slow_load(flow: Any, **kwargs: Any) -> Any:
+        detail = kwargs.get("flow_detail")
+        if not seen and detail is not None:
+            flow_id = detail.uuid
+            time.sleep(0.3)  # the launch outlives its lease
+            seen["resumed"] = runner.resume_interrupted()
+            before = registry.get(flow_id)
+            runner.renew_leases()
+            after = registry.get(flow_id)
+            assert before is not None and after is not None
+            seen["owner"] = after.owner
+            seen["renewed"] = (after.lease_until or 0) > (before.lease_until or 0)
+        return real_load(flow, **kwargs)
+
+    monkeypatch.setattr(engines, "load", slow_load)
+    flow_id = sw.run_flow(one_step)
+    assert sw.wait_flow(flow_id, timeout=30)["state"] == "SUCCESS"
+    assert seen == {"resumed": [], "owner": runner.owner, "renewed": True}
+    assert runner.failures["resume"] == 0
