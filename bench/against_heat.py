@@ -563,6 +563,37 @@ def library(
                 swift.delete_container(name, force=True)
 
 
+def one_side(
+    name: str,
+    cloud: dict[str, Any],
+    folder: pathlib.Path,
+    heat: Heat,
+    count: int,
+    servers: int,
+    swift: SwiftLines,
+    keystone: LogTail,
+    heat_api: LogTail,
+    timeout: float,
+    window: float,
+) -> dict[str, Any]:
+    """Both phases of one side at one size."""
+    if name == "library":
+        with library(cloud, folder, servers) as side:
+            return {
+                "complete": run_complete(side, count, swift, timeout),
+                "waiting": run_waiting(
+                    side, count, swift, keystone, heat_api, timeout, window
+                ),
+            }
+    stack = StackSide(heat, servers, name == "plugin")
+    return {
+        "complete": run_complete(stack, count, swift, timeout),
+        "waiting": run_waiting(
+            stack, count, swift, keystone, heat_api, timeout, window
+        ),
+    }
+
+
 def run(
     cloud: dict[str, Any],
     folder: pathlib.Path,
@@ -585,22 +616,22 @@ def run(
             found: dict[str, Any] = {}
             for name in sides:
                 log(f"{name}: {count} deployments to {min(servers, count)} servers")
-                if name == "library":
-                    with library(cloud, folder, min(servers, count)) as side:
-                        found[name] = {
-                            "complete": run_complete(side, count, swift, timeout),
-                            "waiting": run_waiting(
-                                side, count, swift, keystone, heat_api, timeout, window
-                            ),
-                        }
-                else:
-                    stack = StackSide(heat, min(servers, count), name == "plugin")
-                    found[name] = {
-                        "complete": run_complete(stack, count, swift, timeout),
-                        "waiting": run_waiting(
-                            stack, count, swift, keystone, heat_api, timeout, window
-                        ),
-                    }
+                try:
+                    found[name] = one_side(
+                        name,
+                        cloud,
+                        folder,
+                        heat,
+                        count,
+                        min(servers, count),
+                        swift,
+                        keystone,
+                        heat_api,
+                        timeout,
+                        window,
+                    )
+                except Exception as exc:  # recorded; the other sides go on
+                    found[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
                 log(f"{name}: {json.dumps(found[name])}")
             results[str(count)] = found
     finally:
@@ -668,6 +699,11 @@ def table(results: dict[str, Any]) -> str:
                 f"| {count} | {what} | {cell(heat_v, fmt)} | {cell(plugin_v, fmt)}"
                 f" | {ratio} | {cell(values['library'], fmt)} |"
             )
+    for count, found in results.items():
+        if count.isdigit():
+            for side, figures in found.items():
+                if "error" in figures:
+                    rows.append(f"\n{side} at N = {count} failed: {figures['error']}")
     return "\n".join(rows)
 
 
