@@ -113,8 +113,7 @@ class Driving(Results):
         self._stopping = threading.Event()
         #: flows whose end is being recorded (not to be taken over meanwhile)
         self._recording: set[str] = set()
-        #: flows being launched here: their row is written, their drive not
-        #: yet (their lease is renewed, and they are nobody's orphans)
+        #: flows launched here, row written and drive not yet: leased, driven
         self._launching: set[str] = set()
         #: failures contained, by step (``record end``, ``resume``...)
         self.failures: collections.Counter[str] = collections.Counter()
