@@ -576,22 +576,31 @@ def one_side(
     timeout: float,
     window: float,
 ) -> dict[str, Any]:
-    """Both phases of one side at one size."""
+    """Both phases of one side at one size; a phase that fails is recorded
+    with its error, and the other is run all the same."""
+    found: dict[str, Any] = {}
+
+    def phase(key: str, call: Callable[[], dict[str, Any]]) -> None:
+        try:
+            found[key] = call()
+        except Exception as exc:  # recorded; the rest goes on
+            found[key] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+    def both(side: Any) -> None:
+        phase("complete", lambda: run_complete(side, count, swift, timeout))
+        phase(
+            "waiting",
+            lambda: run_waiting(
+                side, count, swift, keystone, heat_api, timeout, window
+            ),
+        )
+
     if name == "library":
-        with library(cloud, folder, servers) as side:
-            return {
-                "complete": run_complete(side, count, swift, timeout),
-                "waiting": run_waiting(
-                    side, count, swift, keystone, heat_api, timeout, window
-                ),
-            }
-    stack = StackSide(heat, servers, name == "plugin")
-    return {
-        "complete": run_complete(stack, count, swift, timeout),
-        "waiting": run_waiting(
-            stack, count, swift, keystone, heat_api, timeout, window
-        ),
-    }
+        with library(cloud, folder, servers) as made:
+            both(made)
+    else:
+        both(StackSide(heat, servers, name == "plugin"))
+    return found
 
 
 def run(
@@ -702,8 +711,11 @@ def table(results: dict[str, Any]) -> str:
     for count, found in results.items():
         if count.isdigit():
             for side, figures in found.items():
-                if "error" in figures:
-                    rows.append(f"\n{side} at N = {count} failed: {figures['error']}")
+                for phase, got in figures.items():
+                    if isinstance(got, dict) and "error" in got:
+                        rows.append(
+                            f"\n{side}, {phase}, N = {count}, failed: {got['error']}"
+                        )
     return "\n".join(rows)
 
 
