@@ -10,14 +10,15 @@ with ``POLL_TEMP_URL`` metadata and ``TEMP_URL_SIGNAL`` signals:
 - **heat**: the template as written, Heat's own SoftwareDeployment;
 - **plugin**: the same template with swflows' environment file, so the
   same resources run through swflows inside heat-engine;
-- **library**: swflows used directly (its own runner in this process), to
-  servers it boots with Heat's agents before the clock starts.
+- **library**: swflows used directly (its own runner in this process),
+  booting its servers for Heat's agents (``agent="heat"``) and deploying
+  to them, from a few threads.
 
 For each size N (deployments, spread over the servers), two phases:
 
 1. **complete**: the script answers at once; the time from the stack's
-   create (the first deploy, for the library) until every deployment is
-   COMPLETE, and from the last signal the agents PUT (Swift's own access
+   create (the first server boot, for the library) until every deployment
+   is COMPLETE, and from the last signal the agents PUT (Swift's own access
    line) until then; CPU seconds of heat-engine (all its processes) or of
    this process (library), per deployment.
 2. **waiting**: the script sleeps for an hour; once every deployment is
