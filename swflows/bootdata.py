@@ -31,6 +31,8 @@ HEAT_AGENTS: Final = "heat"
 AGENTS: Final = (SWFLOWS_AGENT, HEAT_AGENTS)
 
 SWFLOWS_AGENT_CONFIG: Final = "/etc/swflows-agent.conf"
+#: the key of a server's metadata channel that names the agent reading it
+CHANNEL_AGENT: Final = "agent"
 OCC_CONFIG: Final = "/etc/os-collect-config.conf"
 #: Nova refuses a base64 user_data longer than this
 USER_DATA_LIMIT: Final = 65535

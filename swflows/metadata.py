@@ -38,7 +38,7 @@ def find_server(services: Services, server_id: str) -> Any:
 
 
 #: the channel's entry naming the agent the server runs (bootdata.AGENTS)
-AGENT = "agent"
+AGENT = bootdata.CHANNEL_AGENT
 
 
 def agent_of(server: Any) -> str:

@@ -9,13 +9,51 @@ its own token and the server reads it with a GET TempURL that lasts until
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 
+from swflows import bootdata
 from swflows import transport_names as names
 from swflows.transports import base, owner
 
 DEFAULT_CONTAINER = "swflows-metadata"
 #: the TempURL lifetime of a server's metadata URL (Heat uses the same)
 NEVER = 2**31 - 1
+#: how far past a whole second a write read by Heat's agents waits, for a
+#: clock a little off Swift's
+SECOND_MARGIN = 0.05
+
+#: when this process last wrote each object read by Heat's agents
+_WRITTEN: dict[tuple[str, str], float] = {}
+_WRITTEN_LOCK = threading.Lock()
+
+
+def _past_the_last_write(key: tuple[str, str]) -> None:
+    """Wait until the whole second after the last write of ``key`` began.
+
+    Heat's ``request`` collector fetches the object only when its
+    ``Last-Modified`` (whole seconds) is newer than the one it read: a
+    version written in the same second as one it already read was never
+    fetched (a deployment its agents never ran).  swflows' own agent tells
+    versions by their ETag and needs no wait.
+    """
+    with _WRITTEN_LOCK:
+        last = _WRITTEN.get(key)
+    if last is None:
+        return
+    wait = math.ceil(last) + SECOND_MARGIN - time.time()
+    if wait > 0:
+        time.sleep(wait)
+
+
+def _written(key: tuple[str, str]) -> None:
+    now = time.time()
+    with _WRITTEN_LOCK:
+        _WRITTEN[key] = now
+        if len(_WRITTEN) > 4096:  # only the last second's writes matter
+            for old in [k for k, at in _WRITTEN.items() if at < now - 2]:
+                del _WRITTEN[old]
 
 
 class PollTempUrl(base.ConfigTransport):
@@ -55,12 +93,18 @@ class PollTempUrl(base.ConfigTransport):
         document: base.JsonDict,
     ) -> None:
         body = json.dumps(document, sort_keys=True).encode()
+        key = (str(channel["container"]), str(channel["object"]))
+        heat_reads = channel.get(bootdata.CHANNEL_AGENT) == bootdata.HEAT_AGENTS
+        if heat_reads:
+            _past_the_last_write(key)
         services.clients.object_store.put_object(
-            channel["container"],
-            channel["object"],
+            key[0],
+            key[1],
             body,
             content_type=owner.content_type(owner.tag(services)),
         )
+        if heat_reads:
+            _written(key)  # after Swift stamped it: never earlier than its stamp
 
     def remove_channel(
         self, services: base.Context, server_id: str, channel: base.JsonDict

@@ -8,11 +8,13 @@ this machine, so a script can count its own runs in a file.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from swflows import bootdata, model
 from swflows.api import Swflows
@@ -166,22 +168,25 @@ def test_a_failing_script_fails_the_stack(
     sw.delete_config(config.id)
 
 
-def test_a_signal_through_heat_api(sw: Swflows, heat_api: HeatApi, hello: str) -> None:
-    """A server running Heat's agents (none runs here): a signal sent with
-    ``openstack stack resource signal`` reaches the deployment, whatever its
-    transport.  HEAT_SIGNAL itself is refused before anything is made: no
-    agent can sign in to heat-api for the resource (swflows' agent retried
-    it forever, naming a ``heat_signal_url``)."""
+def test_a_signal_through_heat_api(
+    sw: Swflows, heat_api: HeatApi, hello: str, devcloud: dict[str, Any]
+) -> None:
+    """A server enrolled for Heat's agents, where none runs (its image has
+    no agent: the Nova stand-in boots none without user data): a signal
+    sent with ``openstack stack resource signal`` reaches the deployment,
+    whatever its transport.  HEAT_SIGNAL itself is refused before anything
+    is made: no agent can sign in to heat-api for the resource (swflows'
+    agent retried it forever, naming a ``heat_signal_url``)."""
     from swflows.embedding import heat as plugin
 
-    made = sw.create_server(
-        "heat-signal",
-        "cirros",
-        "m1.tiny",
+    server_id = str(uuid.uuid4())
+    control = f"{devcloud['nova']['control_url']}/servers/{server_id}"
+    requests.put(control, json={"name": "heat-signal"}, timeout=30).raise_for_status()
+    sw.enroll_server(
+        server_id,
+        plugin.default_config_transport(sw, bootdata.HEAT_AGENTS),
         agent=bootdata.HEAT_AGENTS,
-        config_transport=plugin.default_config_transport(sw, bootdata.HEAT_AGENTS),
     )
-    server_id = str(made["server_id"])
     try:
         with pytest.raises(AssertionError, match="400") as refused:
             heat_api.create(
