@@ -55,6 +55,8 @@ def test_heats_agents_on_a_server_swflows_booted_run_its_deployment(
     )
     try:
         assert "Heat's agents" in booted(devcloud, server_id)["agent"]["why"]
+        # published right after the server's first document: within the
+        # same second, as Heat's request collector must still fetch it
         done = sw.deploy(
             server_id,
             config.id,
@@ -65,6 +67,9 @@ def test_heats_agents_on_a_server_swflows_booted_run_its_deployment(
         assert done.status == states.COMPLETE, (done.reason, agent_log(server_id))
         assert sw.outputs(done.id)["result"] == "hello olga\n"
         sw.undeploy(done.id, wait_timeout=120)
+    except BaseException:
+        print(f"--- the server's agents ---\n{agent_log(server_id)}")
+        raise
     finally:
         sw.delete_server(server_id)
         sw.delete_config(config.id)
