@@ -13,6 +13,7 @@ import email.utils
 import logging
 import secrets
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -155,6 +156,11 @@ class _NotModified(Exception):
         super().__init__("not modified")
         self.headers = headers
 
+
+#: seconds between two reads of a TempURL key just set, and how many reads
+#: at most, until the writers that raced to set it are done
+KEY_SETTLE = 1.0
+KEY_READS = 5
 
 #: one establishment of an account's TempURL key at a time in this process
 _KEY_LOCKS: dict[str, threading.Lock] = {}
@@ -545,13 +551,27 @@ class ObjectStore:
                 "The Swift account %s had no TempURL key; swflows set one",
                 self._account_url(),
             )
-            # Read it back: a concurrent writer's key wins for everyone.
-            headers = self._call("show account", self.connection.head_account)
-            key = headers.get(TEMPURL_KEY_HEADER)
-            if not key:
-                raise CloudError(SERVICE, "the account TempURL key did not persist")
+            key = self._settled_key()
         self._tempurl_key = str(key)
         return self._tempurl_key
+
+    def _settled_key(self) -> str:
+        """The key the account keeps once the writers that found it keyless
+        beside this one (other processes too) have written theirs: read back
+        until two reads :data:`KEY_SETTLE` s apart agree.  The last writer
+        wins for everyone; a key read before its write was cached for good,
+        and every TempURL signed with it refused."""
+        key = None
+        for _ in range(KEY_READS):
+            headers = self._call("show account", self.connection.head_account)
+            found = headers.get(TEMPURL_KEY_HEADER)
+            if not found:
+                raise CloudError(SERVICE, "the account TempURL key did not persist")
+            if found == key:
+                return str(found)
+            key = found
+            time.sleep(KEY_SETTLE)
+        return str(key)
 
     def temp_url(
         self,

@@ -216,3 +216,26 @@ def test_first_callers_of_a_keyless_account_all_sign_with_its_key() -> None:
     final = account.headers[object_store.TEMPURL_KEY_HEADER]
     assert keys == [final, final]
     assert account.posts == 1
+
+
+class LateWriterAccount(KeylessAccount):
+    """Another process found the account keyless too: its key lands right
+    after this one read its own back."""
+
+    def head_account(self) -> dict[str, str]:
+        found = super().head_account()
+        if self.posts == 1 and object_store.TEMPURL_KEY_HEADER in found:
+            self.posts += 1
+            with self.lock:
+                self.headers[object_store.TEMPURL_KEY_HEADER] = "the-other-process"
+        return found
+
+
+def test_a_key_set_beside_another_process_is_the_one_the_account_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(object_store, "KEY_SETTLE", 0.01)
+    account = LateWriterAccount()
+    account.both_looked.set()  # no second caller here: no rendezvous
+    store = object_store.ObjectStore(account, retry=NO_RETRY)
+    assert store.tempurl_key() == "the-other-process"
