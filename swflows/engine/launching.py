@@ -21,6 +21,7 @@ import importlib
 import math
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from taskflow import engines
@@ -117,85 +118,70 @@ class Launching(Driving):
         server_id: str,
         book_name: str,
     ) -> tuple[str, concurrent.futures.Future[str]]:
+        with self._launching_here(flow_id):
+            kind = str(meta["kind"])
+            self.registry.add(
+                flow_id,
+                kind=kind,
+                deployment_id=str(meta.get("deployment_id") or ""),
+                server_id=server_id,
+                owner=None if self.jobs is not None else self.owner,
+                lease_until=self.jobs.deadline()
+                if self.jobs is not None
+                else time.time() + self.lease_seconds,
+            )
+            try:
+                # one logbook per flow, sharing the flow's id, so it is found by it
+                book = models.LogBook(book_name, uuid=flow_id)
+                if kind == CUSTOM:  # its outcome joins this once it ended
+                    book.meta = {META_KEY: {"kind": kind, "factory": meta["factory"]}}
+                detail = models.FlowDetail(flow.name, uuid=flow_id)
+                book.add(detail)
+                engines.save_factory_details(detail, factory, [], factory_kwargs)
+                detail.meta[META_KEY] = meta
+                with self._connection() as conn:
+                    conn.save_logbook(book)
+                # the engine driving it here writes only while this runner holds
+                # it; a poster's engine only stores the inputs, for a conductor
+                backend = (
+                    self.backend
+                    if self.jobs is not None
+                    else self.backend.fenced(flow_id, self.owner)
+                )
+                engine = engines.load(
+                    flow, store=inputs, flow_detail=detail, book=book, backend=backend
+                )
+                if self.jobs is not None:  # a conductor drives it
+                    self.jobs.post(flow_id)
+            except BaseException:
+                self.registry.remove(flow_id)
+                with contextlib.suppress(Exception), self._connection() as conn:
+                    conn.destroy_logbook(flow_id)
+                raise
+            if self.jobs is not None:
+                return flow_id, concurrent.futures.Future()
+            future = self._future(flow_id)
+            self._submit(
+                flow_id,
+                engine,
+                flow,
+                custom=kind == CUSTOM,
+                deployment_id=str(meta.get("deployment_id") or ""),
+                writes=backend if isinstance(backend, logbook.Fenced) else None,
+            )
+            return flow_id, future
+
+    @contextlib.contextmanager
+    def _launching_here(self, flow_id: str) -> Iterator[None]:
+        """While ``flow_id`` has its row and not yet its drive: its lease is
+        renewed and it is nobody's orphan (see ``Takeover``)."""
         with self._lock:
             self._launching.add(flow_id)
         try:
-            return self._record_and_submit(
-                flow_id,
-                flow,
-                factory,
-                factory_kwargs,
-                inputs,
-                meta,
-                server_id,
-                book_name,
-            )
+            yield
         finally:
             with self._lock:
                 self._launching.discard(flow_id)
-
-    def _record_and_submit(
-        self,
-        flow_id: str,
-        flow: Any,
-        factory: Any,
-        factory_kwargs: dict[str, Any],
-        inputs: dict[str, Any],
-        meta: dict[str, Any],
-        server_id: str,
-        book_name: str,
-    ) -> tuple[str, concurrent.futures.Future[str]]:
-        kind = str(meta["kind"])
-        self.registry.add(
-            flow_id,
-            kind=kind,
-            deployment_id=str(meta.get("deployment_id") or ""),
-            server_id=server_id,
-            owner=None if self.jobs is not None else self.owner,
-            lease_until=self.jobs.deadline()
-            if self.jobs is not None
-            else time.time() + self.lease_seconds,
-        )
-        try:
-            # one logbook per flow, sharing the flow's id, so it is found by it
-            book = models.LogBook(book_name, uuid=flow_id)
-            if kind == CUSTOM:  # its outcome joins this once it ended
-                book.meta = {META_KEY: {"kind": kind, "factory": meta["factory"]}}
-            detail = models.FlowDetail(flow.name, uuid=flow_id)
-            book.add(detail)
-            engines.save_factory_details(detail, factory, [], factory_kwargs)
-            detail.meta[META_KEY] = meta
-            with self._connection() as conn:
-                conn.save_logbook(book)
-            # the engine driving it here writes only while this runner holds
-            # it; a poster's engine only stores the inputs, for a conductor
-            backend = (
-                self.backend
-                if self.jobs is not None
-                else self.backend.fenced(flow_id, self.owner)
-            )
-            engine = engines.load(
-                flow, store=inputs, flow_detail=detail, book=book, backend=backend
-            )
-            if self.jobs is not None:  # a conductor drives it
-                self.jobs.post(flow_id)
-        except BaseException:
-            self.registry.remove(flow_id)
-            with contextlib.suppress(Exception), self._connection() as conn:
-                conn.destroy_logbook(flow_id)
-            raise
-        if self.jobs is not None:
-            return flow_id, concurrent.futures.Future()
-        future = self._future(flow_id)
-        self._submit(
-            flow_id,
-            engine,
-            flow,
-            custom=kind == CUSTOM,
-            deployment_id=str(meta.get("deployment_id") or ""),
-            writes=backend if isinstance(backend, logbook.Fenced) else None,
-        )
-        return flow_id, future
 
 
 def factory_path(factory: Any) -> str:
