@@ -31,7 +31,6 @@ bench makes in the cloud and the databases is removed at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import platform
@@ -307,16 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         raise RuntimeError(f"{tmp} was not removed")
     results["load_after"] = bcloud.load_average()
     results["seconds"] = time.monotonic() - started
-    print()
-    print(table(results))
-    print(
-        f"\nload average {results['load_before']} before, "
-        f"{results['load_after']} after; {results['seconds']:.0f} s; "
-        f"{results['machine']['cpus']} CPUs"
+    bcloud.report(
+        results, table(results), args.json, f"; {results['machine']['cpus']} CPUs"
     )
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-        print(f"figures written to {args.json}")
     return 0
 
 

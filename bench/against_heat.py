@@ -761,15 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     results["load_after"] = bcloud.load_average()
     results["seconds"] = time.monotonic() - began
-    print()
-    print(table(results))
-    print(
-        f"\nload average {results['load_before']} before, "
-        f"{results['load_after']} after; {results['seconds']:.0f} s"
-    )
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-        print(f"figures written to {args.json}")
+    bcloud.report(results, table(results), args.json)
     return 0
 
 

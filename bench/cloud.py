@@ -162,6 +162,22 @@ def threads() -> dict[str, int]:
     }
 
 
+def report(
+    results: dict[str, Any], table: str, json_path: str | None, tail: str = ""
+) -> None:
+    """Print a bench's table and its load averages (``tail`` after them),
+    and write its figures as JSON to ``json_path``, if given."""
+    print()
+    print(table)
+    print(
+        f"\nload average {results['load_before']} before, "
+        f"{results['load_after']} after; {results['seconds']:.0f} s{tail}"
+    )
+    if json_path:
+        pathlib.Path(json_path).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"figures written to {json_path}")
+
+
 def load_average() -> list[float]:
     return [float(x) for x in pathlib.Path("/proc/loadavg").read_text().split()[:3]]
 
@@ -171,6 +187,7 @@ __all__ = [
     "instance",
     "load_average",
     "load_cloud",
+    "report",
     "rss_kib",
     "swift_account",
     "threads",
