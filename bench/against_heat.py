@@ -37,6 +37,7 @@ import argparse
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
@@ -229,6 +230,15 @@ def signal_puts(lines: list[dict[str, Any]]) -> list[float]:
         and line["agent"].startswith(AGENTS_UA)
         and line["path"] not in read
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class AccessLines:
+    """The services' own access lines the bench counts by."""
+
+    swift: SwiftLines
+    keystone: LogTail
+    heat_api: LogTail
 
 
 def heat_api_requests(lines: list[str]) -> int:
@@ -488,9 +498,7 @@ def run_complete(
 def run_waiting(
     side: Any,
     count: int,
-    swift: SwiftLines,
-    keystone: LogTail,
-    heat_api: LogTail,
+    access: AccessLines,
     timeout: float,
     window: float,
 ) -> dict[str, Any]:
@@ -506,16 +514,16 @@ def run_waiting(
                 raise RuntimeError(f"{side.name}: not all waiting: {shown}")
             time.sleep(0.5)
         time.sleep(2)  # the last deployments' own start settles
-        keystone.mark()
-        heat_api.mark()
+        access.keystone.mark()
+        access.heat_api.mark()
         cpu0 = side.cpu()
         wall0 = time.time()
         time.sleep(window)
         cpu = side.cpu() - cpu0
         wall1 = time.time()
-        lines = [line for line in swift.since(wall0) if line["start"] < wall1]
-        keystone_lines = keystone.lines()
-        heat_lines = heat_api.lines()
+        lines = [line for line in access.swift.since(wall0) if line["start"] < wall1]
+        keystone_lines = access.keystone.lines()
+        heat_lines = access.heat_api.lines()
     finally:
         side.stop()
     by_kind = collections.Counter(f"{line['method']} {line['kind']}" for line in lines)
@@ -571,9 +579,7 @@ def one_side(
     heat: Heat,
     count: int,
     servers: int,
-    swift: SwiftLines,
-    keystone: LogTail,
-    heat_api: LogTail,
+    access: AccessLines,
     timeout: float,
     window: float,
 ) -> dict[str, Any]:
@@ -588,13 +594,8 @@ def one_side(
             found[key] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
     def both(side: Any) -> None:
-        phase("complete", lambda: run_complete(side, count, swift, timeout))
-        phase(
-            "waiting",
-            lambda: run_waiting(
-                side, count, swift, keystone, heat_api, timeout, window
-            ),
-        )
+        phase("complete", lambda: run_complete(side, count, access.swift, timeout))
+        phase("waiting", lambda: run_waiting(side, count, access, timeout, window))
 
     if name == "library":
         with library(cloud, folder, servers) as made:
@@ -616,8 +617,11 @@ def run(
 ) -> dict[str, Any]:
     heat_doc = json.loads(HEAT_JSON.read_text())
     swift = SwiftLines(cloud["swift"]["access_log"])
-    keystone = LogTail(cloud["logs"]["keystone"].replace(".log", "-access.log"))
-    heat_api = LogTail(heat_doc["logs"]["heat-api"])
+    access = AccessLines(
+        swift,
+        LogTail(cloud["logs"]["keystone"].replace(".log", "-access.log")),
+        LogTail(heat_doc["logs"]["heat-api"]),
+    )
     heat = Heat(cloud)
     results: dict[str, Any] = {"servers": servers, "window_s": window}
     try:
@@ -634,9 +638,7 @@ def run(
                         heat,
                         count,
                         min(servers, count),
-                        swift,
-                        keystone,
-                        heat_api,
+                        access,
                         timeout,
                         window,
                     )
