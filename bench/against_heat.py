@@ -623,7 +623,11 @@ def run(
         LogTail(heat_doc["logs"]["heat-api"]),
     )
     heat = Heat(cloud)
-    results: dict[str, Any] = {"servers": servers, "window_s": window}
+    results: dict[str, Any] = {
+        "servers": servers,
+        "window_s": window,
+        "heat_engine_workers": heat_doc.get("engine_workers", 1),
+    }
     try:
         for count in sizes:
             timeout = max(120.0, SECONDS_PER_DEPLOYMENT * count)

@@ -70,6 +70,16 @@ HEAT_SERVED = (names.POLL_SERVER_HEAT, names.POLL_TEMP_URL)
 #: seconds a PUT of a server's metadata object may take
 PUT_TIMEOUT = 30
 
+#: seconds a check of a deployment waiting for its agent waits for its end
+#: (Heat checks about once a second): Heat hears of the outcome as soon as
+#: swflows does, and five times fewer checks run meanwhile.  A stack's
+#: cancel or timeout is seen that much later at most
+CHECK_WAIT = 5.0
+#: seconds a create or update waits for its flow to put the deployment in
+#: the server's metadata before pushing it to a Heat-booted server (the
+#: checks push it after, if it is slower)
+SETTLE_TIMEOUT = 10.0
+
 #: resource data: the ids of the Heat software configs this resource copied
 IMPORTED_CONFIG = "swflows_imported_config"
 
@@ -363,7 +373,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
 
     def _checked(self, check: Any, deployment_id: str | None) -> bool:
         try:
-            done = bool(check(deployment_id))
+            done = bool(check(deployment_id, wait=CHECK_WAIT))
         except embedding.DeploymentFailed as exc:
             self._push_metadata()
             raise exception.Error(str(exc)) from None
@@ -426,6 +436,10 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
             name=self.properties[self.NAME] or self.physical_resource_name(),
             deployment_id=deployment_id,
         )
+        if heat_booted:
+            # Heat's agents read what is pushed: the deployment, once its
+            # flow has put it in the server's metadata (not a check later)
+            self.lifecycle.settle(started, SETTLE_TIMEOUT)
         self._push_metadata()
         return started
 
@@ -469,6 +483,8 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         )
         if started is not None and started != self.resource_id:
             self.resource_id_set(started)  # a replace_on_change input changed
+        if self._heat_booted_transport():
+            self.lifecycle.settle(started, SETTLE_TIMEOUT)
         self._push_metadata()
         return started
 
@@ -504,7 +520,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
         return str(self.resource_id)
 
     def check_delete_complete(self, deployment_id: str | None) -> bool:
-        done = self.lifecycle.check_delete_complete(deployment_id)
+        done = self.lifecycle.check_delete_complete(deployment_id, wait=CHECK_WAIT)
         if done and deployment_id is not None:
             try:
                 self._push_metadata()

@@ -3,9 +3,13 @@
 An embedder's resource goes through CREATE, UPDATE, DELETE, SUSPEND and
 RESUME; each maps onto one swflows call, started without waiting, and a
 ``check_<action>_complete`` that the embedder polls (Heat's scheduler
-calls it about once a second).  A check costs two small queries; none
-waits.  A check raises :class:`DeploymentFailed` when the action ended
-FAILED, with the machine-readable reason (exit code, timeout, cancelled).
+calls it about once a second).  A check costs two small queries.  Given
+``wait``, a check of a deployment whose flow waits for its agent here
+(parked by this process's runner) also waits, that long at most, for the
+flow to end: the embedder learns of the outcome as soon as it is known,
+and polls less while the agent works.  A check raises
+:class:`DeploymentFailed` when the action ended FAILED, with the
+machine-readable reason (exit code, timeout, cancelled).
 
 ==========  ============================  ==================================
 embedder    swflows                       complete when
@@ -26,11 +30,13 @@ says complete at once.  Waiting for a callback instead of polling: see
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from swflows import derive, exceptions, model, states
 from swflows.embedding.completion import action_flows
+from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
     from swflows.api import Swflows
@@ -43,6 +49,13 @@ ACTIONS: Final = {
     model.SUSPEND: "suspend",
     model.RESUME: "resume_deployment",
 }
+
+
+#: seconds between the first two looks of :meth:`Lifecycle.settle` (then
+#: doubled, up to :data:`SETTLE_MAX_PAUSE`): a flow parks within a few
+#: tenths of a second of its start
+SETTLE_FIRST_PAUSE: Final = 0.02
+SETTLE_MAX_PAUSE: Final = 0.2
 
 
 class DeploymentFailed(exceptions.SwflowsError):
@@ -188,29 +201,65 @@ class Lifecycle:
         return True
 
     # -- checking ---------------------------------------------------------
-    def check_complete(self, deployment_id: str | None) -> bool:
+    def check_complete(self, deployment_id: str | None, *, wait: float = 0.0) -> bool:
         """True once the action ended COMPLETE; raises DeploymentFailed when
-        it ended FAILED.  None (nothing was started) is complete."""
+        it ended FAILED.  None (nothing was started) is complete.  With
+        ``wait``, an action waiting for its agent on this process's runner
+        is waited for up to that many seconds before the answer."""
         if deployment_id is None:
             return True
-        if action_flows(self.sw, deployment_id):
+        if self._unfinished(deployment_id, wait):
             return False
         current = self.sw.show(deployment_id)
         if current.status == states.FAILED:
             raise DeploymentFailed(current)
         return current.status == states.COMPLETE
 
+    def _unfinished(self, deployment_id: str, wait: float) -> bool:
+        """Whether flows still run the deployment's action, once the one
+        left, parked by this process's runner, was given ``wait`` seconds
+        to end (any other is not waited for)."""
+        flows = action_flows(self.sw, deployment_id)
+        if not (flows and wait > 0):
+            return bool(flows)
+        if len(flows) != 1 or flows[0].state != flow_rows.PARKED:
+            return True
+        if not self.sw.runner.ended_here(flows[0].id, wait):
+            return True
+        return bool(action_flows(self.sw, deployment_id))
+
+    def settle(self, deployment_id: str | None, timeout: float) -> bool:
+        """Wait, ``timeout`` seconds at most, until the deployment's action
+        is waiting for its agent (its flow parked, so the server's metadata
+        holds it) or has ended; whether it has."""
+        if deployment_id is None:
+            return True
+        deadline = time.monotonic() + timeout
+        pause = SETTLE_FIRST_PAUSE
+        while True:
+            flows = action_flows(self.sw, deployment_id)
+            if all(row.state == flow_rows.PARKED for row in flows):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, SETTLE_MAX_PAUSE)
+
     check_create_complete = check_complete
     check_update_complete = check_complete
     check_suspend_complete = check_complete
     check_resume_complete = check_complete
 
-    def check_delete_complete(self, deployment_id: str | None) -> bool:
+    def check_delete_complete(
+        self, deployment_id: str | None, *, wait: float = 0.0
+    ) -> bool:
         """True once the deployment is gone (a FAILED DELETE action removes
-        it too).  Raises FlowError when the removal reverted and left it."""
+        it too).  Raises FlowError when the removal reverted and left it.
+        ``wait`` as for :meth:`check_complete`."""
         if deployment_id is None:
             return True
-        if action_flows(self.sw, deployment_id):
+        if self._unfinished(deployment_id, wait):
             return False
         try:
             self.sw.show(deployment_id)

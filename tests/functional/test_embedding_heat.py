@@ -359,6 +359,45 @@ def test_a_deployment_deleted_while_it_waits_is_cancelled_then_removed(
     assert leftovers(sw, dep_id) == {}
 
 
+def test_a_check_given_wait_hears_of_the_end_in_the_same_call(
+    sw: Swflows, embedder_db: sa.Engine
+) -> None:
+    """settle() returns once the deployment is in its server's metadata; a
+    check given ``wait`` returns True in the call during which the agent
+    answered, where one without it returns False at once (the embedder
+    then heard of the outcome only at its next check)."""
+    emb = Embedder(sw, embedder_db)
+    lc = emb.lifecycle
+    config = sw.create_config("plain", "#!/bin/sh\n", group="script")
+    server = str(uuid.uuid4())
+    gate = threading.Event()
+
+    def gated(item: dict[str, Any]) -> dict[str, Any]:
+        assert gate.wait(120), "the test never opened the gate"
+        return {"deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0}
+
+    dep_id = str(uuid.uuid4())
+    emb._record("web", dep_id, "CREATE", "IN_PROGRESS")
+    with Server(emb, server, gated):
+        assert lc.handle_create(server, config.id, timeout=300, deployment_id=dep_id)
+        assert lc.settle(dep_id, 60)
+        [item] = emb.metadata(server)["deployments"]
+        assert item["id"] == sw.show(dep_id).config_id
+        assert [row.state for row in sw.list_flows(dep_id)] == ["PARKED"]
+        assert not lc.check_create_complete(dep_id)
+        assert not lc.check_create_complete(dep_id, wait=0.2)
+        opener = threading.Timer(0.5, gate.set)
+        opener.start()
+        try:
+            assert lc.check_create_complete(dep_id, wait=120)
+        finally:
+            opener.cancel()
+            gate.set()
+        assert sw.show(dep_id).status == states.COMPLETE
+        sw.undeploy(dep_id)
+    assert leftovers(sw, dep_id) == {}
+
+
 def test_an_action_the_config_does_not_handle_does_nothing(sw: Swflows) -> None:
     lc = Lifecycle(sw)
     config = sw.create_config("plain", "#!/bin/sh\n", group="script")

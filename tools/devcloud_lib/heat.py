@@ -7,6 +7,11 @@ free ports against the dev cloud's Keystone (a ``heat`` service user, the
 ``orchestration`` endpoint in the catalog), this machine's RabbitMQ (a vhost
 of its own) and PostgreSQL (databases of its own, made afresh at each
 start).  ``.devcloud/heat.json`` says where everything is.
+
+heat-engine runs one worker, as the tests want it (a test that kills the
+engine kills one process); ``SWFLOWS_HEAT_ENGINE_WORKERS`` asks for more
+(the bench against Heat runs Heat's own default, 4 on a machine of at most
+4 CPUs).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from .procs import (
     wait_ready,
 )
 
+#: the environment variable naming heat-engine's workers
+ENGINE_WORKERS_ENV = "SWFLOWS_HEAT_ENGINE_WORKERS"
 LOCK_FILE = layout.TOOLS / "heat-lock.txt"
 VENV = layout.BASE / "heat"
 STAMP = VENV / "heat-lock.sha256"
@@ -117,6 +124,7 @@ def heat_conf(
     urls: dict[str, str],
     secret_key: str,
     api_port: int,
+    engine_workers: int = 1,
 ) -> str:
     ks = cloud["keystone"]
     auth_url = ks["auth_url"]
@@ -129,7 +137,7 @@ def heat_conf(
 transport_url = rabbit://guest:guest@{RABBIT}/{vhost}
 host = swflows-heat-{layout.clone_tag()}
 plugin_dirs = {plugin_dir()}
-num_engine_workers = 1
+num_engine_workers = {engine_workers}
 region_name_for_services = {ks["region"]}
 stack_user_domain_id = {ks["stack_user_domain_id"]}
 stack_domain_admin = {ks["stack_domain_admin"]}
@@ -282,8 +290,21 @@ def down() -> list[str]:
     return killed
 
 
+def engine_workers() -> int:
+    """heat-engine's workers: ``SWFLOWS_HEAT_ENGINE_WORKERS``, or 1."""
+    text = os.environ.get(ENGINE_WORKERS_ENV, "").strip() or "1"
+    try:
+        workers = int(text)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise DevcloudError(f"{ENGINE_WORKERS_ENV}={text!r}: a whole number >= 1")
+    return workers
+
+
 def up(cloud: dict[str, Any]) -> dict[str, Any]:
     """Start Heat from scratch (stopping a previous one); its document."""
+    workers = engine_workers()
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     spent = ensure_venv()
@@ -320,6 +341,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
             urls=urls,
             secret_key=from_key,
             api_port=api_port,
+            engine_workers=workers,
         ),
     )
     sync = subprocess.run(
@@ -377,6 +399,7 @@ def up(cloud: dict[str, Any]) -> dict[str, Any]:
         "secret_key": from_key,
         "vhost": vhost,
         "engine_argv": engine_argv(),
+        "engine_workers": workers,
         "logs": {name: rec.log for name, rec in records.items()},
         "timings": timings,
     }
