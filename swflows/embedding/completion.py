@@ -4,7 +4,9 @@ An embedder that does not poll (``check_*_complete``) registers a callback
 for a deployment; one thread per :class:`Completions` looks at the flows
 table (one query for every registered deployment) and calls the callback
 once no flow works on the deployment any more, whichever runner finished
-it.  Waiting deployments hold no thread: the same one serves them all.
+it.  Waiting deployments hold no thread: the same one serves them all, and
+it ends when no callback is left (the next :meth:`Completions.add` starts
+another).
 
 A deployment whose action a user's composed flow runs is reported once it
 is no longer IN_PROGRESS, as :meth:`~swflows.api.Swflows.wait` does: that
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 ACTION_FLOWS = flow_rows.ACTION_FLOWS
+#: deployments per query of a look
+LOOK_CHUNK = 500
 
 
 def action_flows(
@@ -121,6 +125,16 @@ class Completions:
                 self._thread.start()
         self._wake.set()
 
+    def discard(self, deployment_id: str, callback: Callback) -> None:
+        """Forget a callback not called yet (its caller stopped waiting)."""
+        with self._lock:
+            callbacks = self._callbacks.get(deployment_id)
+            if callbacks is None or callback not in callbacks:
+                return
+            callbacks.remove(callback)
+            if not callbacks:
+                del self._callbacks[deployment_id]
+
     def pending(self) -> list[str]:
         """Deployments with a callback still to be called."""
         with self._lock:
@@ -142,7 +156,7 @@ class Completions:
             return 0
         busy: dict[str, _Left] = {}
         composed: set[str] = set()
-        for left in self._left():
+        for left in self._left(watched):
             if left.kind not in ACTION_FLOWS:
                 composed.add(left.deployment_id)
             elif left.state != flow_rows.BROKEN or left.deployment_id not in busy:
@@ -170,15 +184,21 @@ class Completions:
             reported += 1
         return reported
 
-    def _left(self) -> list[_Left]:
-        """Every unfinished flow, in one light query (no join, no JSON): a
-        look costs little however many deployments wait."""
+    def _left(self, watched: list[str]) -> list[_Left]:
+        """The unfinished flows of the watched deployments, in light
+        queries (no join, no JSON; :data:`LOOK_CHUNK` deployments each): a
+        look costs little however many other flows there are."""
         table = self.sw.store.tables.flows
         query = sa.select(
             table.c.id, table.c.kind, table.c.deployment_id, table.c.state, table.c.note
         )
+        found: list[_Left] = []
         with self.sw.store.engine.connect() as conn:
-            return [_Left(*row) for row in conn.execute(query)]
+            for start in range(0, len(watched), LOOK_CHUNK):
+                chunk = watched[start : start + LOOK_CHUNK]
+                rows = conn.execute(query.where(table.c.deployment_id.in_(chunk)))
+                found.extend(_Left(*row) for row in rows)
+        return found
 
     def _completion(self, deployment_id: str, broken: _Left | None) -> Completion:
         try:
@@ -197,6 +217,10 @@ class Completions:
                 self.check()
             except Exception:  # the store is down: look again later
                 LOG.warning("completions: could not read the flows", exc_info=True)
+            with self._lock:
+                if not self._callbacks:  # add() starts another
+                    self._thread = None
+                    return
             self._wake.wait(self.interval)
 
 

@@ -71,10 +71,13 @@ HEAT_SERVED = (names.POLL_SERVER_HEAT, names.POLL_TEMP_URL)
 PUT_TIMEOUT = 30
 
 #: seconds a check of a deployment waiting for its agent waits for its end
-#: (Heat checks about once a second): Heat hears of the outcome as soon as
-#: swflows does, and five times fewer checks run meanwhile.  A stack's
-#: cancel or timeout is seen that much later at most
+#: (Heat checks about once a second): Heat hears of the outcome within
+#: :data:`COMPLETIONS_LOOK` of its flow's end, and five times fewer checks
+#: run meanwhile.  A stack's cancel or timeout is seen that much later at
+#: most
 CHECK_WAIT = 5.0
+#: seconds between two looks of the checks that wait (one query for all)
+COMPLETIONS_LOOK = 0.2
 #: seconds a create or update waits for its flow to put the deployment in
 #: the server's metadata before pushing it to a Heat-booted server (the
 #: checks push it after, if it is slower)
@@ -148,6 +151,7 @@ cfg.CONF.register_opts(opts, group=GROUP)
 
 _lock = threading.Lock()
 _instance: list[Swflows] = []
+_completions: list[embedding.Completions] = []
 
 
 def service_auth(conf: cfg.ConfigOpts) -> Any:
@@ -221,6 +225,18 @@ def instance() -> Swflows:
         if not _instance:
             _instance.append(build(cfg.CONF))
         return _instance[0]
+
+
+def completions() -> embedding.Completions:
+    """One Completions per heat-engine process, for the checks that wait
+    (:data:`CHECK_WAIT`): one look at the flows of every deployment they
+    wait for, each :data:`COMPLETIONS_LOOK` seconds, whichever heat-engine
+    worker's runner resumes them."""
+    sw = instance()
+    with _lock:
+        if not _completions:
+            _completions.append(embedding.Completions(sw, interval=COMPLETIONS_LOOK))
+        return _completions[0]
 
 
 def default_config_transport(sw: Swflows, agent: str = bootdata.SWFLOWS_AGENT) -> str:
@@ -369,7 +385,7 @@ class SwflowsDeployment(resource.Resource):  # type: ignore[misc]  # Heat is unt
 
     @property
     def lifecycle(self) -> embedding.Lifecycle:
-        return embedding.Lifecycle(self.sw)
+        return embedding.Lifecycle(self.sw, completions())
 
     def _checked(self, check: Any, deployment_id: str | None) -> bool:
         try:

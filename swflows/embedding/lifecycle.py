@@ -3,11 +3,12 @@
 An embedder's resource goes through CREATE, UPDATE, DELETE, SUSPEND and
 RESUME; each maps onto one swflows call, started without waiting, and a
 ``check_<action>_complete`` that the embedder polls (Heat's scheduler
-calls it about once a second).  A check costs two small queries.  Given
-``wait``, a check of a deployment whose flow waits for its agent here
-(parked by this process's runner) also waits, that long at most, for the
-flow to end: the embedder learns of the outcome as soon as it is known,
-and polls less while the agent works.  A check raises
+calls it about once a second).  A check costs two small queries.  A
+Lifecycle given a :class:`~swflows.embedding.Completions` also waits, in
+a check given ``wait``, that long at most for an action whose flow waits
+for its agent (parked, whichever runner resumes it) to end: the embedder
+learns of the outcome as soon as a look of the Completions sees it, and
+checks less often while the agent works.  A check raises
 :class:`DeploymentFailed` when the action ended FAILED, with the
 machine-readable reason (exit code, timeout, cancelled).
 
@@ -30,12 +31,13 @@ says complete at once.  Waiting for a callback instead of polling: see
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from swflows import derive, exceptions, model, states
-from swflows.embedding.completion import action_flows
+from swflows.embedding.completion import Completion, Completions, action_flows
 from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
@@ -78,8 +80,9 @@ class DeploymentFailed(exceptions.SwflowsError):
 class Lifecycle:
     """``handle_<action>`` starts, ``check_<action>_complete`` polls."""
 
-    def __init__(self, sw: Swflows) -> None:
+    def __init__(self, sw: Swflows, completions: Completions | None = None) -> None:
         self.sw = sw
+        self.completions = completions
 
     # -- starting ---------------------------------------------------------
     def handle_create(
@@ -204,8 +207,8 @@ class Lifecycle:
     def check_complete(self, deployment_id: str | None, *, wait: float = 0.0) -> bool:
         """True once the action ended COMPLETE; raises DeploymentFailed when
         it ended FAILED.  None (nothing was started) is complete.  With
-        ``wait``, an action waiting for its agent on this process's runner
-        is waited for up to that many seconds before the answer."""
+        ``wait`` (and a Completions), an action waiting for its agent is
+        waited for up to that many seconds before the answer."""
         if deployment_id is None:
             return True
         if self._unfinished(deployment_id, wait):
@@ -216,16 +219,26 @@ class Lifecycle:
         return current.status == states.COMPLETE
 
     def _unfinished(self, deployment_id: str, wait: float) -> bool:
-        """Whether flows still run the deployment's action, once the one
-        left, parked by this process's runner, was given ``wait`` seconds
-        to end (any other is not waited for)."""
+        """Whether flows still run the deployment's action, once those
+        left, all parked, were given ``wait`` seconds to end (a flow at
+        work is not waited for: what it does next may need the embedder)."""
         flows = action_flows(self.sw, deployment_id)
-        if not (flows and wait > 0):
+        completions = self.completions
+        if not (flows and wait > 0 and completions is not None):
             return bool(flows)
-        if len(flows) != 1 or flows[0].state != flow_rows.PARKED:
+        if any(row.state != flow_rows.PARKED for row in flows):
             return True
-        if not self.sw.runner.ended_here(flows[0].id, wait):
-            return True
+        ended = threading.Event()
+
+        def told(completion: Completion) -> None:
+            ended.set()
+
+        completions.add(deployment_id, told)
+        try:
+            if not ended.wait(wait):
+                return True
+        finally:
+            completions.discard(deployment_id, told)
         return bool(action_flows(self.sw, deployment_id))
 
     def settle(self, deployment_id: str | None, timeout: float) -> bool:

@@ -176,19 +176,6 @@ class Results:
                     flow_id=flow_id if row.kind == CUSTOM else None,
                 )
 
-    def ended_here(self, flow_id: str, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for flow ``flow_id``, driven by
-        this runner, to end; whether it has (whatever its outcome).  False
-        at once for a flow this runner does not hold: no query is made."""
-        future = self._known_future(flow_id)
-        if future is None:
-            return False
-        try:
-            future.exception(timeout)
-        except concurrent.futures.TimeoutError:
-            return False
-        return True
-
     def _known_future(self, flow_id: str) -> concurrent.futures.Future[str] | None:
         """The future of a flow running here, or of one that recently ended."""
         with self._lock:

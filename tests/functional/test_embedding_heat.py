@@ -367,7 +367,8 @@ def test_a_check_given_wait_hears_of_the_end_in_the_same_call(
     answered, where one without it returns False at once (the embedder
     then heard of the outcome only at its next check)."""
     emb = Embedder(sw, embedder_db)
-    lc = emb.lifecycle
+    waiter = Completions(sw, interval=0.2)
+    lc = Lifecycle(sw, waiter)
     config = sw.create_config("plain", "#!/bin/sh\n", group="script")
     server = str(uuid.uuid4())
     gate = threading.Event()
@@ -393,7 +394,9 @@ def test_a_check_given_wait_hears_of_the_end_in_the_same_call(
         finally:
             opener.cancel()
             gate.set()
+            waiter.close()
         assert sw.show(dep_id).status == states.COMPLETE
+        assert waiter.pending() == []
         sw.undeploy(dep_id)
     assert leftovers(sw, dep_id) == {}
 

@@ -72,6 +72,52 @@ def test_the_thread_reports_by_itself(sw: Swflows) -> None:
         assert reported.wait(30)
 
 
+def test_the_thread_ends_with_the_last_callback_and_add_starts_another(
+    sw: Swflows,
+) -> None:
+    """An idle Completions holds no thread (a Heat engine's, waiting for
+    nothing, costs nothing); a callback discarded is never called."""
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    first_flow = flow(sw, first)
+    second_flow = flow(sw, second)
+    seen: list[str] = []
+    with Completions(sw, interval=0.05) as completions:
+        completions.add(first, lambda done: seen.append(done.deployment_id))
+        thread = completions._thread
+        assert thread is not None
+        sw.runner.registry.remove(first_flow)
+        thread.join(30)
+        assert not thread.is_alive()
+        assert seen == [first] and completions._thread is None
+
+        def dropped(done: Completion) -> None:
+            seen.append("dropped")
+
+        completions.add(second, dropped)
+        completions.discard(second, dropped)
+        assert completions.pending() == []
+        completions.add(second, lambda done: seen.append(done.deployment_id))
+        assert completions._thread is not None and completions._thread is not thread
+        sw.runner.registry.remove(second_flow)
+        deadline = time.monotonic() + 30
+        while len(seen) < 2:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.02)
+    assert seen == [first, second]
+
+
+def test_a_look_reads_only_the_flows_of_the_deployments_waited_for(
+    sw: Swflows,
+) -> None:
+    watched = str(uuid.uuid4())
+    flow(sw, watched)
+    for _ in range(3):
+        flow(sw, str(uuid.uuid4()))
+    completions = Completions(sw, thread=False)
+    assert [left.deployment_id for left in completions._left([watched])] == [watched]
+    assert completions._left([]) == []
+
+
 def test_a_failing_callback_is_logged_and_the_others_still_run(
     sw: Swflows, caplog: pytest.LogCaptureFixture
 ) -> None:
