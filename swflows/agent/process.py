@@ -8,6 +8,11 @@ its whole process group: SIGTERM, then SIGKILL to what is left of the
 group after a grace period.  On Linux the hook is also killed when the agent dies (a
 parent-death signal), so an agent restarted after a crash never runs a
 hook twice at the same time.
+
+A script written just before it runs can be refused by the kernel ("Text
+file busy") while another thread's freshly forked child still holds the
+file open for writing, until that child's own exec; the start is tried
+again for a while (:data:`BUSY_RETRY_FOR`) rather than failing the hook.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import functools
 import logging
 import os
@@ -34,6 +40,8 @@ LOG = logging.getLogger(__name__)
 #: seconds between SIGTERM and SIGKILL when a hook must stop
 KILL_GRACE: Final = 10.0
 _POLL: Final = 0.05
+#: seconds a program refused as busy ("Text file busy") is tried again for
+BUSY_RETRY_FOR: Final = 5.0
 _PR_SET_PDEATHSIG: Final = 1
 
 
@@ -105,16 +113,19 @@ def run(
                 stdin_file = stack.enter_context(paths["stdin"].open("rb"))
             out = stack.enter_context(_open_new(paths["stdout"]))
             err = stack.enter_context(_open_new(paths["stderr"]))
-            proc = subprocess.Popen(
-                list(argv),
-                stdin=stdin_file,
-                stdout=out,
-                stderr=err,
-                env=dict(env),
-                cwd=cwd,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+            proc = _start(
+                functools.partial(
+                    subprocess.Popen,
+                    list(argv),
+                    stdin=stdin_file,
+                    stdout=out,
+                    stderr=err,
+                    env=dict(env),
+                    cwd=cwd,
+                    start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=_die_with_parent(os.getpid()),
+                )
             )
             timed_out = _wait(proc, timeout, stop, cancel, grace)
         return Finished(
@@ -201,6 +212,22 @@ def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
         if len(fields) > 2 and fields[2] == str(proc.pid) and fields[0] != "Z":
             return True
     return False
+
+
+def _start(popen: Any) -> subprocess.Popen[bytes]:
+    """``popen()``, tried again while the program is busy (see the module's
+    docstring) for at most :data:`BUSY_RETRY_FOR` seconds."""
+    deadline = time.monotonic() + BUSY_RETRY_FOR
+    pause = _POLL / 5
+    while True:
+        try:
+            started: subprocess.Popen[bytes] = popen()
+            return started
+        except OSError as exc:
+            if exc.errno != errno.ETXTBSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, _POLL)
 
 
 def _open_new(path: Path) -> Any:

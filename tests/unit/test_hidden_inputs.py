@@ -335,8 +335,10 @@ def test_a_groups_hidden_values_are_sealed(local: LocalSwflows) -> None:
         input_values={"db_password": SECRET},
         member_values={"b": {"db_password": SECRET + "-b"}},
     )
-    # the whole record: a member's own reason says why it failed (seen
-    # once under load, for b, not yet explained)
+    # the whole record: a member's own reason says why it failed (under
+    # load, b's script was refused as "Text file busy" while a's hook,
+    # written and forked at the same time, held it: see
+    # tests/unit/test_agent_process_busy.py)
     assert group["status"] == COMPLETE, group
     assert group["outputs"]["digest"] == {
         "a": digest(SECRET),
