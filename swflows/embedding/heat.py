@@ -41,6 +41,7 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from swflows import Swflows, bootdata, embedding, exceptions, metadata, states
+from swflows import conf as swconf
 from swflows import transport_names as names
 from swflows.embedding.completion import action_flows
 
@@ -137,6 +138,15 @@ opts = [
         "agent and Heat's.",
     ),
     cfg.StrOpt(
+        "coordination_url",
+        secret=True,
+        help="tooz URL of the Redis or ZooKeeper on which the swflows runners "
+        "of every heat-engine worker (and engine) elect one signal watcher, "
+        "the others standing by: redis://host:port?db=N or "
+        "zookeeper://host:port. Unset: every worker's watcher looks at "
+        "every waiting deployment, each listing Swift on its own.",
+    ),
+    cfg.StrOpt(
         "project_name",
         default="service",
         help="Project the [trustee] identity is scoped to when its options name none.",
@@ -209,6 +219,7 @@ def build(conf: cfg.ConfigOpts, *, start: bool = True) -> Swflows:
     return embedding.from_session(
         session,
         conf[GROUP].database_url,
+        conf=swflows_conf(conf),
         secret_key=conf[GROUP].secret_key,
         services=services,
         region_name=region,
@@ -217,6 +228,17 @@ def build(conf: cfg.ConfigOpts, *, start: bool = True) -> Swflows:
         stack_user_role=conf.heat_stack_user_role,
         start=start,
     )
+
+
+def swflows_conf(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
+    """swflows' own options, from what ``[swflows]`` of heat.conf sets
+    (``coordination_url``); every other one at its default."""
+    options = swconf.get_conf()
+    if conf[GROUP].coordination_url:
+        options.set_override(
+            "backend_url", conf[GROUP].coordination_url, group="coordination"
+        )
+    return options
 
 
 def instance() -> Swflows:

@@ -97,6 +97,7 @@ def test_its_options_are_registered() -> None:
         "secret_key",
         "signal_transport",
         "config_transport",
+        "coordination_url",
         "project_name",
         "project_domain_id",
     }
@@ -139,3 +140,15 @@ def test_an_unscoped_trustee_is_scoped_to_the_service_project() -> None:
     named = plugin.service_auth(trustee_conf(**base, project_id="p1"))
     kept = named.get_cache_id_elements()
     assert (kept["project_id"], kept["project_name"]) == ("p1", None)
+
+
+def test_a_coordination_url_elects_one_watcher_among_the_engines() -> None:
+    """[swflows] coordination_url becomes swflows' [coordination]
+    backend_url: the runners of every heat-engine worker elect one signal
+    watcher (without it each worker's watcher lists Swift on its own)."""
+    url = "redis://127.0.0.1:6379?db=5"
+    login = {"auth_url": "http://keystone.example/v3", "username": "heat"}
+    assert plugin.swflows_conf(trustee_conf(**login)).coordination.backend_url is None
+    conf = trustee_conf(**login)
+    conf.set_override("coordination_url", url, plugin.GROUP)
+    assert plugin.swflows_conf(conf).coordination.backend_url == url

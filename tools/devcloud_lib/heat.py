@@ -11,7 +11,8 @@ start).  ``.devcloud/heat.json`` says where everything is.
 heat-engine runs one worker, as the tests want it (a test that kills the
 engine kills one process); ``SWFLOWS_HEAT_ENGINE_WORKERS`` asks for more
 (the bench against Heat runs Heat's own default, 4 on a machine of at most
-4 CPUs).
+4 CPUs), whose swflows runners then elect one signal watcher on the dev
+cloud's Redis (``[swflows] coordination_url``).
 """
 
 from __future__ import annotations
@@ -132,6 +133,13 @@ def heat_conf(
         f"auth_type = password\nauth_url = {auth_url}\nusername = {SERVICE_USER}\n"
         f"password = {password}\nuser_domain_id = default\n"
     )
+    # several workers elect one watcher among their runners, as a deployment
+    # of more than one heat-engine would (one alone needs no election)
+    coordination = (
+        f"coordination_url = redis://127.0.0.1:{cloud['redis']['port']}?db=5\n"
+        if engine_workers > 1
+        else ""
+    )
     return f"""\
 [DEFAULT]
 transport_url = rabbit://guest:guest@{RABBIT}/{vhost}
@@ -173,6 +181,7 @@ auth_uri = {auth_url}
 [swflows]
 database_url = {urls["swflows"]}
 secret_key = {secret_key}
+{coordination}
 """
 
 
