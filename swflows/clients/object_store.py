@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import email.utils
+import hashlib
+import hmac
 import logging
 import secrets
 import threading
@@ -167,6 +169,19 @@ _KEY_LOCKS: dict[str, threading.Lock] = {}
 _KEY_LOCKS_GUARD = threading.Lock()
 
 
+def new_tempurl_key(seed: bytes | None, account_url: str) -> str:
+    """The key to set on a keyless account: with a ``seed`` (the
+    installation's secret), one derived from it and the account, the same
+    in every process that shares it, so processes finding the account
+    keyless together set the same key, and one reading the account between
+    their writes keeps the key the account keeps; else a random one
+    (:meth:`ObjectStore._settled_key` then settles on the last written)."""
+    if seed is None:
+        return secrets.token_hex(32)
+    message = b"tempurl-key:" + account_url.encode()
+    return hmac.new(seed, message, hashlib.sha256).hexdigest()
+
+
 def _key_lock(account_url: str) -> threading.Lock:
     with _KEY_LOCKS_GUARD:
         return _KEY_LOCKS.setdefault(account_url, threading.Lock())
@@ -189,8 +204,10 @@ class ObjectStore:
         connect: Callable[[], swift_client.Connection] | None = None,
         listing_page: int = LISTING_PAGE,
         retry: RetryPolicy = DEFAULT_RETRY,
+        key_seed: bytes | None = None,
     ) -> None:
         self._first = connection
+        self._key_seed = key_seed  # see new_tempurl_key
         self._connect = connect
         self._local = threading.local()
         self._local.connection = connection
@@ -528,13 +545,11 @@ class ObjectStore:
 
     @retried
     def tempurl_key(self) -> str:
-        """The account's TempURL key, set to a new random one only if absent.
-
-        One caller of this process at a time per account: a burst of first
-        deploys each found no key, each set its own, and those that read
-        theirs back before the last one was set signed with a key the
-        account no longer had (every signal of theirs refused).
-        """
+        """The account's TempURL key, set (:func:`new_tempurl_key`) only if
+        absent, by one caller of this process at a time per account: a
+        burst of first deploys each set its own, and those that read theirs
+        back before the last one was set signed with a key the account no
+        longer had (every signal of theirs refused)."""
         with _key_lock(self._account_url()):
             return self._tempurl_key_locked()
 
@@ -542,10 +557,11 @@ class ObjectStore:
         headers = self._call("show account", self.connection.head_account)
         key = headers.get(TEMPURL_KEY_HEADER)
         if not key:
+            made = new_tempurl_key(self._key_seed, self._account_url())
             self._call(
                 "set the account TempURL key",
                 self.connection.post_account,
-                {"X-Account-Meta-Temp-Url-Key": secrets.token_hex(32)},
+                {"X-Account-Meta-Temp-Url-Key": made},
             )
             LOG.info(
                 "The Swift account %s had no TempURL key; swflows set one",

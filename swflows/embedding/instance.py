@@ -48,6 +48,7 @@ def session_clients(
     stack_user_domain_id: str | None = None,
     stack_user_role: str = "heat_stack_user",
     identity_url: str | None = None,
+    key_seed: bytes | None = None,
 ) -> Clients:
     """Cloud clients acting with ``session`` (the embedder's identity).
 
@@ -57,7 +58,10 @@ def session_clients(
     CFN_SIGNAL and Zaqar credentials mode) need ``stack_domain_session``,
     a session of the stack domain's admin scoped to that domain, and
     ``stack_user_domain_id``.  ``identity_url`` is the Keystone URL agents
-    log in at; by default the session's own ``auth_url``.
+    log in at; by default the session's own ``auth_url``.  ``key_seed``
+    (:func:`from_session` passes its ``secret_key``): a Swift account found
+    without a TempURL key gets one derived from it, the same in every
+    process of the installation.
     """
     unknown = sorted(set(services) - set(SESSION_SERVICES))
     if unknown:
@@ -85,6 +89,7 @@ def session_clients(
             endpoint_override=overrides.get("object_store"),
             region_name=region_name,
             interface=interface,
+            key_seed=key_seed,
         )
 
     def messaging() -> Messaging:
@@ -160,6 +165,9 @@ def from_session(
             "engine", "give database_url or engine, not both"
         )
     options = conf if conf is not None else swconf.get_conf()
+    if secret_key is not None:
+        seed = secret_key.encode() if isinstance(secret_key, str) else secret_key
+        clients.setdefault("key_seed", seed)
     made_clients = session_clients(session, **clients)
     store = Store(
         database_url,

@@ -239,3 +239,46 @@ def test_a_key_set_beside_another_process_is_the_one_the_account_keeps(
     account.both_looked.set()  # no second caller here: no rendezvous
     store = object_store.ObjectStore(account, retry=NO_RETRY)
     assert store.tempurl_key() == "the-other-process"
+
+
+class ThirdReaderAccount(KeylessAccount):
+    """Two processes found the account keyless; a third reads it between
+    their writes (``reader``, called once the first key landed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reader: Any = None
+        self.read: list[str] = []
+
+    def post_account(self, headers: dict[str, str]) -> None:
+        super().post_account(headers)
+        if self.posts == 1 and self.reader is not None:
+            self.read.append(self.reader())
+
+
+@pytest.mark.parametrize("seeded", [True, False])
+def test_a_process_reading_between_two_first_writers_keeps_the_final_key(
+    monkeypatch: pytest.MonkeyPatch, seeded: bool
+) -> None:
+    """Processes of one installation (one secret) set the same key on a
+    keyless account; with random keys, a process that read the account
+    between two first writers kept a key the account no longer had."""
+    monkeypatch.setattr(object_store, "KEY_SETTLE", 0.01)
+    # other processes: no lock of this one keeps them apart
+    monkeypatch.setattr(object_store, "_key_lock", lambda url: threading.Lock())
+    account = ThirdReaderAccount()
+    seed = b"the installation's secret" if seeded else None
+
+    def store() -> object_store.ObjectStore:
+        return object_store.ObjectStore(account, retry=NO_RETRY, key_seed=seed)
+
+    account.reader = store().tempurl_key
+    writers = [store() for _ in range(2)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        keys = list(pool.map(lambda s: s.tempurl_key(), writers))
+    final = account.headers[object_store.TEMPURL_KEY_HEADER]
+    assert account.posts == 2 and keys == [final, final]
+    if seeded:
+        assert account.read == [final]
+    else:  # the hole the seed closes
+        assert account.read != [final]
