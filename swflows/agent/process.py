@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import tenacity
+
 from swflows import exceptions
 
 LOG = logging.getLogger(__name__)
@@ -217,17 +219,16 @@ def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
 def _start(popen: Any) -> subprocess.Popen[bytes]:
     """``popen()``, tried again while the program is busy (see the module's
     docstring) for at most :data:`BUSY_RETRY_FOR` seconds."""
-    deadline = time.monotonic() + BUSY_RETRY_FOR
-    pause = _POLL / 5
-    while True:
-        try:
-            started: subprocess.Popen[bytes] = popen()
-            return started
-        except OSError as exc:
-            if exc.errno != errno.ETXTBSY or time.monotonic() >= deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, _POLL)
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(
+            lambda exc: isinstance(exc, OSError) and exc.errno == errno.ETXTBSY
+        ),
+        stop=tenacity.stop_after_delay(BUSY_RETRY_FOR),
+        wait=tenacity.wait_exponential(multiplier=_POLL / 5, max=_POLL),
+        reraise=True,
+    )
+    started: subprocess.Popen[bytes] = retrying(popen)
+    return started
 
 
 def _open_new(path: Path) -> Any:

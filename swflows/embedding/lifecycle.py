@@ -32,9 +32,10 @@ says complete at once.  Waiting for a callback instead of polling: see
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
+
+import tenacity
 
 from swflows import derive, exceptions, model, states
 from swflows.embedding.completion import Completion, Completions, action_flows
@@ -247,17 +248,21 @@ class Lifecycle:
         holds it) or has ended; whether it has."""
         if deployment_id is None:
             return True
-        deadline = time.monotonic() + timeout
-        pause = SETTLE_FIRST_PAUSE
-        while True:
-            flows = action_flows(self.sw, deployment_id)
-            if all(row.state == flow_rows.PARKED for row in flows):
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, SETTLE_MAX_PAUSE)
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda parked: not parked),
+            stop=tenacity.stop_before_delay(timeout),
+            wait=tenacity.wait_exponential(
+                multiplier=SETTLE_FIRST_PAUSE, max=SETTLE_MAX_PAUSE
+            ),
+            retry_error_callback=lambda state: False,
+        )
+        parked: bool = retrying(
+            lambda: all(
+                row.state == flow_rows.PARKED
+                for row in action_flows(self.sw, deployment_id)
+            )
+        )
+        return parked
 
     check_create_complete = check_complete
     check_update_complete = check_complete

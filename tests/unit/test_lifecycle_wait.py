@@ -3,7 +3,7 @@ is waited for through the Completions; ``settle`` waits for the park."""
 
 from __future__ import annotations
 
-import datetime
+import dataclasses
 import time
 import types
 from typing import Any
@@ -13,22 +13,11 @@ import pytest
 from swflows import exceptions, states
 from swflows.embedding.lifecycle import Lifecycle
 from swflows.persistence import flow_registry as flow_rows
+from tests.unit.test_cli_flow import parked_row
 
 
 def row(flow_id: str, state: str) -> flow_rows.FlowRow:
-    return flow_rows.FlowRow(
-        id=flow_id,
-        kind="deploy",
-        deployment_id="d1",
-        server_id="s1",
-        state=state,
-        owner="here",
-        lease_until=None,
-        waiting=None,
-        takeovers=0,
-        note=None,
-        created_at=datetime.datetime(2026, 1, 1),
-    )
+    return dataclasses.replace(parked_row({}, state), id=flow_id)
 
 
 class Waiter:
