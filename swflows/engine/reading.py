@@ -40,6 +40,10 @@ class SignalReader:
         self.offload = offload
         #: contains a failure: ``contain(step, error, row=None)``
         self.contain = contain
+        #: id of a parked row's transport options -> (those options, their
+        #: canonical text), as of the last look: the rows of an unchanged
+        #: flow are the same objects look after look (``ParkedRows``)
+        self._options_text: dict[int, tuple[object, str]] = {}
 
     def observe(
         self, rows: Iterable[flow_rows.FlowRow]
@@ -49,18 +53,25 @@ class SignalReader:
         groups: dict[tuple[str, str, str], list[flow_rows.FlowRow]] = {}
         out: list[tuple[flow_rows.FlowRow, SignalRead | None]] = []
         through = self._trusts(rows)
+        known, texts = self._options_text, {}
         for row in rows:
             waiting = row.waiting or {}
             if not waiting.get("store"):
                 out.append((row, None))
                 continue
+            options = waiting.get("options")
+            seen = known.get(id(options))
+            if seen is None or seen[0] is not options:
+                seen = (options, json.dumps(options, sort_keys=True))
+            texts[id(options)] = seen
             key = (
                 waiting["transport"],
-                json.dumps(waiting.get("options"), sort_keys=True),
+                seen[1],
                 # a store made through a trust is read through it
                 through.get(row.deployment_id, ""),
             )
             groups.setdefault(key, []).append(row)
+        self._options_text = texts
         # each transport (its options, its trust) is read at once with the
         # others: a slow one (a read per Zaqar queue) holds no listing up
         looks = [

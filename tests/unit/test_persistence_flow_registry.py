@@ -199,3 +199,40 @@ def test_a_release_after_a_failed_run_counts_as_a_takeover(
     assert (row.owner, row.takeovers) == (None, 1)
     assert not registry.release("f1", "a", failed=True)  # not its owner now
     assert registry.get("f1").takeovers == 1  # type: ignore[union-attr]
+
+
+def test_parked_rows_are_built_again_only_when_they_change(
+    store: Store, registry: flow_rows.FlowRegistry
+) -> None:
+    """The watcher reads every parked row at each look; a row read as it
+    was is the very row built before, and any change is seen."""
+    dep = store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="s1",
+            config_id=None,
+            source_config_id=None,
+            action="CREATE",
+            status=states.IN_PROGRESS,
+        )
+    )
+    for flow_id in ("f1", "f2", "f3"):
+        add(registry, flow_id, deployment_id=dep.id if flow_id == "f3" else "d1")
+        registry.park(flow_id, "a", {"picked_up": False, "store": {"object": flow_id}})
+    first = {row.id: row for row in registry.parked()}
+    again = {row.id: row for row in registry.parked()}
+    assert all(again[i] is first[i] for i in first)
+
+    assert registry.update_waiting(
+        "f1", {"picked_up": True, "store": {}}, expected=first["f1"].waiting or {}
+    )
+    assert registry.request_cancel("f2", "cancelled: by hand")
+    store.update_deployment(dep.id, status=states.COMPLETE)
+    changed = {row.id: row for row in registry.parked()}
+    assert changed["f1"].waiting == {"picked_up": True, "store": {}}
+    assert changed["f2"].note == "cancelled: by hand"
+    assert changed["f3"].deployment_status == states.COMPLETE
+    # what every other read of the table finds, field for field
+    assert registry.parked() == registry.find(states=[flow_rows.PARKED])
+    assert registry.claim("f1", "b", lease_until=NOW + 60, now=NOW)
+    assert [row.id for row in registry.parked()] == ["f2", "f3"]
