@@ -98,12 +98,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         if self.fence is None:
             return
         flow_id, owner = self.fence
-        flows = self._backend.flows
-        row = conn.execute(
-            sa.select(flows.c.owner, flows.c.note)
-            .where(flows.c.id == flow_id)
-            .with_for_update(read=True)
-        ).first()
+        row = conn.execute(self._backend.statements.fence, {_FLOW_KEY: flow_id}).first()
         holder = None if row is None else row.owner
         if holder != owner:
             raise FlowFenced(flow_id, owner, holder)
@@ -158,9 +153,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
     def _update_atom(
         self, conn: sa.Connection, atom_id: str, values: dict[str, Any]
     ) -> bool:
-        atomdetails = self._tables.atomdetails
         result = conn.execute(
-            sa.update(atomdetails).where(atomdetails.c.uuid == atom_id).values(values)
+            self._backend.statements.update_atom, {**values, _ATOM_KEY: atom_id}
         )
         return bool(result.rowcount)
 
@@ -182,7 +176,6 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         added by the process holding the flow (swflows' flows have one
         owner), so the in-memory atoms are the saved ones.
         """
-        flowdetails = self._tables.flowdetails
         atomdetails = self._tables.atomdetails
         flow_id = flow_detail.uuid
         drive = self.drive
@@ -192,9 +185,12 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
                 self._check_fence(conn)
                 self._flush(conn, deferred)
                 result = conn.execute(
-                    sa.update(flowdetails)
-                    .where(flowdetails.c.uuid == flow_id)
-                    .values(state=flow_detail.state, meta=flow_detail.meta)
+                    self._backend.statements.update_flow,
+                    {
+                        "state": flow_detail.state,
+                        "meta": flow_detail.meta,
+                        _FLOW_KEY: flow_id,
+                    },
                 )
                 if not result.rowcount:
                     raise tf_exc.NotFound(
@@ -238,6 +234,34 @@ REMEMBERED = 4096
 PROGRESS_KEYS = frozenset({"progress"})
 
 
+#: the names the prebuilt statements bind a flow's and an atom's uuid to
+_FLOW_KEY = "fenced_flow_uuid"
+_ATOM_KEY = "updated_atom_uuid"
+
+
+class _Statements:
+    """The logbook's statements run for every step, built once: built for
+    each call, building them and their cache keys took more of a step's
+    CPU than running them (their values are bound at execution)."""
+
+    def __init__(self, flows: sa.Table, tables: Any) -> None:
+        #: a flow row's owner and note, share-locked (the fence)
+        self.fence = (
+            sa.select(flows.c.owner, flows.c.note)
+            .where(flows.c.id == sa.bindparam(_FLOW_KEY))
+            .with_for_update(read=True)
+        )
+        atoms, details = tables.atomdetails, tables.flowdetails
+        #: an atom detail's row (its columns: the parameters given)
+        self.update_atom = sa.update(atoms).where(
+            atoms.c.uuid == sa.bindparam(_ATOM_KEY)
+        )
+        #: a flow detail's row
+        self.update_flow = sa.update(details).where(
+            details.c.uuid == sa.bindparam(_FLOW_KEY)
+        )
+
+
 def _fingerprint(values: dict[str, Any]) -> str:
     """An atom detail's values, progress left out, as comparable text."""
     meta = values.get("meta") or {}
@@ -270,6 +294,7 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
             tables.tf_logbooks, tables.tf_flowdetails, tables.tf_atomdetails
         )
         self.converter = impl_sqlalchemy._Alchemist(self.tables)
+        self.statements = _Statements(self.flows, self.tables)
         self._memo_lock = threading.Lock()
         #: atom uuid -> fingerprint of the values this backend last wrote
         self._atoms_written: collections.OrderedDict[str, str] = (
