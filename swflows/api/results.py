@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import tenacity
@@ -14,6 +16,23 @@ from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
     from oslo_context.context import RequestContext
+
+
+#: seconds between two looks for a deployment its flow has yet to start,
+#: when another process drives the flow, and when this one does (then a
+#: look also comes as each step succeeds)
+POLL_STARTED = 0.05
+POLL_STARTED_DRIVEN = 0.5
+
+
+def _until_set(event: threading.Event) -> Callable[[float], None]:
+    """A sleep that ends early when ``event`` is set, and clears it."""
+
+    def sleep(seconds: float) -> None:
+        event.wait(seconds)
+        event.clear()
+
+    return sleep
 
 
 class Results(Base):
@@ -131,11 +150,19 @@ class Results(Base):
             return found
 
         limit = wait_timeout or 60
+        # driven here: looked at again as each step succeeds and when the
+        # flow ends (a step writes the row), else every 50 ms
+        progressed = self.runner.progress_of(flow_id)
+        if progressed is not None:
+            future.add_done_callback(lambda _: progressed.set())
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda found: found is None),
-            wait=tenacity.wait_fixed(0.05),
+            wait=tenacity.wait_fixed(
+                POLL_STARTED if progressed is None else POLL_STARTED_DRIVEN
+            ),
             stop=tenacity.stop_after_delay(limit),
             retry_error_callback=lambda _: None,
+            sleep=time.sleep if progressed is None else _until_set(progressed),
         )
         found: model.Deployment | None = retrying(look)
         if found is None:

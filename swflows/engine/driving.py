@@ -90,6 +90,8 @@ class _Drive:
         #: :class:`~swflows.engine.conductor.ClaimLost` once the job's
         #: claim is another's)
         self.fence: Callable[[_Drive], None] | None = None
+        #: set each time one of its steps succeeds (see :meth:`Driving.progress_of`)
+        self.progressed = threading.Event()
 
 
 class Driving(Results):
@@ -134,6 +136,14 @@ class Driving(Results):
             if drive is None:
                 return False if flow_id in self._recording else None
             return not drive.lost
+
+    def progress_of(self, flow_id: str) -> threading.Event | None:
+        """An event set each time a step of ``flow_id``, driven here, succeeds
+        (None: not driven here): who waits for what a step writes reads
+        the store when it is set, not every few milliseconds."""
+        with self._lock:
+            drive = self._drives.get(flow_id)
+        return None if drive is None else drive.progressed
 
     @property
     def stopping(self) -> bool:
@@ -184,6 +194,7 @@ class Driving(Results):
                 raise logbook.FlowFenced(drive.flow_id, self.owner, None)
             if state != tf_states.SUCCESS:
                 return
+            drive.progressed.set()
             if drive.custom and cancel_requested(self.registry, drive):
                 drive.cancelling = True
                 drive.engine.suspend()
@@ -491,28 +502,6 @@ class Driving(Results):
         self.wake()
         return True
 
-    def _end_waits(self, drive: _Drive) -> None:
-        """End the actions a running cancelled flow awaits in its thread
-        (waits reached at once in parallel branches), so that it reaches
-        its next step boundary without waiting for them."""
-        storage = drive.engine.storage
-        note = self.registry.cancel_note(drive.flow_id)
-        for name, wait_atom in drive.park_after.items():
-            if (
-                storage.get_atom_state(name) != tf_states.SUCCESS
-                or storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE
-            ):
-                continue
-            try:
-                end_wait(self.services, self._waiting_at(drive, wait_atom), note)
-            except Exception:
-                LOG.warning(
-                    "flow %s: could not end the wait of %s",
-                    drive.flow_id,
-                    wait_atom.name,
-                    exc_info=True,
-                )
-
 
 def cancel_requested(registry: flow_rows.FlowRegistry, drive: _Drive) -> bool:
     """Whether a custom flow was asked to cancel, after a step: as the
@@ -522,6 +511,31 @@ def cancel_requested(registry: flow_rows.FlowRegistry, drive: _Drive) -> bool:
         if fresh:
             return flow_rows.is_cancel_note(note)
     return registry.cancel_requested(drive.flow_id)
+
+
+def end_waits(
+    services: Services, registry: flow_rows.FlowRegistry, drive: _Drive
+) -> None:
+    """End the actions a running cancelled flow awaits in its thread
+    (waits reached at once in parallel branches), so that it reaches
+    its next step boundary without waiting for them."""
+    storage = drive.engine.storage
+    note = registry.cancel_note(drive.flow_id)
+    for name, wait_atom in drive.park_after.items():
+        if (
+            storage.get_atom_state(name) != tf_states.SUCCESS
+            or storage.get_atom_state(wait_atom.name) not in WAIT_NOT_DONE
+        ):
+            continue
+        try:
+            end_wait(services, waiting_of(services, drive.engine, wait_atom), note)
+        except Exception:
+            LOG.warning(
+                "flow %s: could not end the wait of %s",
+                drive.flow_id,
+                wait_atom.name,
+                exc_info=True,
+            )
 
 
 def write_fence(

@@ -25,7 +25,7 @@ from taskflow import states as tf_states
 
 from swflows import exceptions, failpoints, flows
 from swflows.engine import faults
-from swflows.engine.driving import Driving
+from swflows.engine.driving import Driving, end_waits
 from swflows.engine.liveness import Liveness
 from swflows.engine.results import CUSTOM, META_KEY, FlowCancelled
 from swflows.flows import compose
@@ -328,7 +328,7 @@ class Takeover(Driving):
             if drive.custom and flow_id in held and not drive.parking
         )
         for flow_id in cancelled:
-            self._end_waits(drives[flow_id])
+            end_waits(self.services, self.registry, drives[flow_id])
 
     def lose(self, flow_id: str) -> None:
         """Another process owns ``flow_id`` now: stop before its next step.

@@ -1,0 +1,56 @@
+"""A flow driven here tells who waits on it that a step succeeded: a deploy
+that does not wait returns once the flow wrote the deployment, not at the
+next of its looks (SQLite, the in-process cloud)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from swflows.api import results
+from swflows.fixture import LocalSwflows
+from tests.unit.test_runner_fencing import GATES, STARTED, gated, until
+
+
+@pytest.fixture
+def local() -> Iterator[LocalSwflows]:
+    with LocalSwflows() as made:
+        yield made
+
+
+def test_each_step_that_succeeds_sets_its_flows_progress(local: LocalSwflows) -> None:
+    gate = "progress"
+    STARTED[gate], GATES[gate] = threading.Event(), threading.Event()
+    sw = local.sw
+    flow_id = sw.run_flow(gated, gate=gate)
+    try:
+        assert STARTED[gate].wait(30)  # its first step succeeded
+        progressed = sw.runner.progress_of(flow_id)
+        assert progressed is not None and progressed.is_set()
+        progressed.clear()
+        # the middle step is held at its gate: no step succeeds meanwhile
+        assert not progressed.wait(0.2)
+    finally:
+        GATES[gate].set()
+    assert progressed.wait(30)
+    until(lambda: sw.runner.progress_of(flow_id) is None, 30)  # ended
+    assert sw.runner.progress_of("no-such-flow") is None
+
+
+def test_a_deploy_that_does_not_wait_looks_again_as_steps_succeed(
+    local: LocalSwflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the look of a flow driven here a minute apart, a deploy still
+    returns as soon as the flow has written the deployment."""
+    monkeypatch.setattr(results, "POLL_STARTED_DRIVEN", 60.0)
+    monkeypatch.setattr(results, "POLL_STARTED", 60.0)
+    sw = local.sw
+    config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    started = time.monotonic()
+    dep = sw.deploy(local.new_server(), config.id, wait=False)
+    assert time.monotonic() - started < 30
+    assert sw.show(dep.id).id == dep.id
+    sw.wait(dep.id, 60)
