@@ -20,6 +20,7 @@ import functools
 import itertools
 import logging
 import pathlib
+import sqlite3
 import time
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -156,8 +157,21 @@ def _install_sqlite_hooks(
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
-        mode = conn.get_execution_options().get(_SQLITE_BEGIN, default)
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        # on the driver's connection: through SQLAlchemy's execution, a
+        # BEGIN cost more CPU than many a statement it begins; its error
+        # is wrapped as SQLAlchemy would have (a "database is locked" is
+        # retried, :func:`_transient`)
+        statement = f"BEGIN {conn.get_execution_options().get(_SQLITE_BEGIN, default)}"
+        driver = conn.connection.driver_connection
+        if driver is None:  # no driver connection: as SQLAlchemy's recipe does
+            conn.exec_driver_sql(statement)
+            return
+        try:
+            driver.execute(statement)
+        except sqlite3.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                statement, None, exc, sqlite3.Error
+            ) from exc
 
 
 def _is_memory_sqlite(url: sa.URL) -> bool:

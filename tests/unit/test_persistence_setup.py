@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -300,11 +301,13 @@ def test_failed_write_rolls_back_everything(tmp_path: pathlib.Path) -> None:
 def test_sqlite_writes_begin_immediate(tmp_path: pathlib.Path) -> None:
     with Store(f"sqlite:///{tmp_path}/x.sqlite") as store:
         seen: list[str] = []
+        # what the driver runs, BEGIN included (begun on it directly)
         sa.event.listen(
             store.engine,
-            "before_cursor_execute",
-            lambda conn, cur, stmt, *a: seen.append(stmt),
+            "connect",
+            lambda dbapi_conn, record: dbapi_conn.set_trace_callback(seen.append),
         )
+        store.engine.dispose()
         store.create_deployment(deployment())
         store.list_deployments()
         assert [s for s in seen if s.startswith("BEGIN")] == [
@@ -314,6 +317,30 @@ def test_sqlite_writes_begin_immediate(tmp_path: pathlib.Path) -> None:
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_a_begin_the_database_refuses_is_retried_then_named(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds SQLite's write lock past the busy timeout: the
+    write's BEGIN fails as SQLAlchemy's OperationalError would, so it is
+    tried again, then refused as ConcurrentUpdate (retryable), not as the
+    driver's own error."""
+    monkeypatch.setattr(database, "SQLITE_BUSY_TIMEOUT_MS", 20)
+    path = tmp_path / "x.sqlite"
+    with Store(f"sqlite:///{path}") as store:
+        holder = sqlite3.connect(path, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            with pytest.raises(exceptions.ConcurrentUpdate) as caught:
+                store.create_deployment(deployment())
+            assert isinstance(caught.value.__cause__, sa.exc.OperationalError)
+            assert "database is locked" in str(caught.value.__cause__)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        store.create_deployment(deployment())  # once it is let go
+        assert len(store.list_deployments()) == 1
 
 
 def test_embedders_engine_is_left_open(tmp_path: pathlib.Path) -> None:
