@@ -49,7 +49,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import tenacity
@@ -525,7 +525,7 @@ class Watcher:
         self, row: flow_rows.FlowRow, read: SignalRead | None, now: float
     ) -> bool:
         """Apply what was seen of one parked flow; whether it may go on."""
-        waiting = dict(row.waiting or {})
+        waiting: Mapping[str, Any] = row.waiting or {}  # read-only: no copy
         deployment_id = row.deployment_id
         generation = int(waiting["generation"])
         if (
