@@ -455,6 +455,24 @@ class Database:
     # -- transactions ------------------------------------------------------
 
     def _run(self, what: str, fn: Callable[[], T]) -> T:
+        # the first attempt runs bare: building the retry machinery for
+        # every transaction cost CPU, and returning from inside its loop
+        # left cycles (frames, tracebacks) for the garbage collector
+        try:
+            return fn()
+        except BaseException as exc:
+            if not _transient(exc):
+                raise
+            failed = [exc]
+
+        def attempt_again() -> T:
+            if failed:  # the retry loop's first attempt is the one made
+                raise failed.pop()
+            return fn()
+
+        return self._retry(what, attempt_again)
+
+    def _retry(self, what: str, fn: Callable[[], T]) -> T:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(DB_ATTEMPTS),
             wait=tenacity.wait_random_exponential(multiplier=0.02, max=0.5),
