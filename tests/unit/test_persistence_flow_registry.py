@@ -40,6 +40,20 @@ def add(registry: flow_rows.FlowRegistry, flow_id: str = "f1", **kw: object) -> 
     registry.add(flow_id, **values)  # type: ignore[arg-type]
 
 
+def in_progress(store: Store) -> model.Deployment:
+    """A deployment of server s1 whose action is under way."""
+    return store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="s1",
+            config_id=None,
+            source_config_id=None,
+            action="CREATE",
+            status=states.IN_PROGRESS,
+        )
+    )
+
+
 def test_a_running_flow_is_held_until_its_lease_runs_out(
     registry: flow_rows.FlowRegistry,
 ) -> None:
@@ -143,16 +157,7 @@ def test_metadata_read_marks_the_servers_parked_flows(
 def test_rows_come_with_their_deployment(
     store: Store, registry: flow_rows.FlowRegistry
 ) -> None:
-    dep = store.create_deployment(
-        model.Deployment(
-            id=model.new_id(),
-            server_id="s1",
-            config_id=None,
-            source_config_id=None,
-            action="CREATE",
-            status=states.IN_PROGRESS,
-        )
-    )
+    dep = in_progress(store)
     add(registry, deployment_id=dep.id)
     [row] = registry.find(deployment_id=dep.id)
     assert (row.deployment_status, row.deployment_generation) == (
@@ -206,16 +211,7 @@ def test_parked_rows_are_built_again_only_when_they_change(
 ) -> None:
     """The watcher reads every parked row at each look; a row read as it
     was is the very row built before, and any change is seen."""
-    dep = store.create_deployment(
-        model.Deployment(
-            id=model.new_id(),
-            server_id="s1",
-            config_id=None,
-            source_config_id=None,
-            action="CREATE",
-            status=states.IN_PROGRESS,
-        )
-    )
+    dep = in_progress(store)
     for flow_id in ("f1", "f2", "f3"):
         add(registry, flow_id, deployment_id=dep.id if flow_id == "f3" else "d1")
         registry.park(flow_id, "a", {"picked_up": False, "store": {"object": flow_id}})
