@@ -7,8 +7,8 @@
    of Swift (:mod:`bench.proxy`);
 2. signal landed -> deployment COMPLETE, p50/p99, TEMP_URL_SIGNAL and
    ZAQAR_SIGNAL, with the whole population waiting;
-3. threads and RSS of one runner holding the population, and a larger one
-   made of synthetic rows (labelled);
+3. threads and RSS of one runner holding the population, then 10,000 real
+   deployments (:mod:`bench.parked`, with their signal latency);
 4. flow overhead: swflows' deploy flow against the same tasks on bare
    TaskFlow with its stock SQLAlchemy logbook, cloud calls excluded, on
    SQLite and PostgreSQL (:mod:`bench.overhead`);
@@ -21,7 +21,8 @@
 8. claim takeover: a conductor holding a claim is SIGKILLed, time until
    another holds it, on Redis and on ZooKeeper;
 9. launch rate: deployments submitted to parked per second, 1,000 to 100
-   servers on one runner, real Swift and Keystone (:mod:`bench.launch`).
+   servers on one runner, then through 1 and 2 conductors, real Swift and
+   Keystone (:mod:`bench.launch`).
 
 Prints one table and writes the same figures as JSON.  ``--quick`` runs
 every measurement at a small size (for the smoke test).  Everything the
@@ -40,14 +41,14 @@ import time
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import conductors, launch, overhead, push, startup, waiting
+from bench import conductors, launch, overhead, parked, push, startup, waiting
 from bench.proxy import CountingProxy
 
 DEFAULT_JSON = pathlib.Path(__file__).resolve().parent / "results.json"
 QUICK = waiting.Sizes(
     small=10,
     large=30,
-    synthetic=300,
+    fleet=60,
     sample=5,
     spacing=0.05,
     poll_interval=0.5,
@@ -221,6 +222,41 @@ def table(results: dict[str, Any]) -> str:
             f"goal {launch.GOAL_PER_S}/s",
             f"{rate['per_s'] / launch.GOAL_PER_S:.2f}x",
         )
+    by_conductors = results.get("launch_conductors", {})
+    for n, one in by_conductors.items():
+        add(
+            f"9. ... driven by {n} conductor(s), posted from "
+            f"{launch.CONDUCTOR_THREADS} threads, Redis board, PostgreSQL",
+            f"{one['per_s']:.1f}/s ({one['s']:.1f} s)",
+            f"1 conductor: {by_conductors['1']['per_s']:.1f}/s"
+            if n != "1" and "1" in by_conductors
+            else "",
+            f"{one['per_s'] / by_conductors['1']['per_s']:.2f}x"
+            if n != "1" and "1" in by_conductors
+            else "",
+        )
+    fleet = results.get("parked")
+    if fleet:
+        one, lat, most = fleet["held"], fleet["latency"], parked.peak(fleet)
+        add(
+            f"3. one runner holding {one['parked']:,} parked (real), "
+            f"launched at {fleet['launch']['per_s']:.1f}/s",
+            f"{one['threads']['runner']} runner threads waiting, "
+            f"{fleet['threads_after']['runner']} after the signals; RSS "
+            f"{most['rss_mib']:.0f} MiB at most; cycle "
+            f"{one['cycle_s'] * 1000:.0f} ms, {one['cycle_requests']} Swift requests",
+            f"goal: RSS <= {parked.GOAL['rss_mib']} MiB, <= "
+            f"{parked.GOAL['runner_threads']} threads",
+            "",
+        )
+        add(
+            f"2. signal -> COMPLETE, TEMP_URL_SIGNAL, {lat['signals']} signals at "
+            f"{lat['per_s']:.0f}/s, {lat['waiting']:,} waiting (real), poll "
+            f"{lat['poll_interval_s']} s",
+            f"p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s",
+            f"goal: p50 <= {parked.GOAL['p50_s']} s, p99 <= {parked.GOAL['p99_s']} s",
+            "",
+        )
     head = ("measurement", "swflows", "baseline", "ratio")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
@@ -239,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgresql", action="store_true", help="skip it in 4")
     parser.add_argument(
         "--only",
-        choices=("waiting", "overhead", "startup", "conductors", "launch"),
+        choices=("waiting", "overhead", "startup", "conductors", "launch", "parked"),
         default=None,
         help="one part only",
     )
@@ -302,6 +338,27 @@ def main(argv: list[str] | None = None) -> int:
                 count=sizes.large,
                 log=lambda m: print(f"... {m}", flush=True),
             )
+            results["launch_conductors"] = launch.run_conductors(
+                bcloud.load_cloud(args.cloud),
+                folder,
+                count=sizes.large,
+                log=lambda m: print(f"... {m}", flush=True),
+            )
+        if args.only in (None, "parked"):
+            print(f"3. {sizes.fleet:,} real deployments parked", flush=True)
+            cloud = bcloud.load_cloud(args.cloud)
+            (folder / "parked").mkdir()
+            with CountingProxy(cloud["swift"]["proxy_url"]) as proxy:
+                results["parked"] = parked.run(
+                    cloud,
+                    proxy,
+                    folder / "parked",
+                    count=sizes.fleet,
+                    sample=sizes.sample,
+                    spacing=sizes.spacing,
+                    poll_interval=sizes.poll_interval,
+                    log=lambda m: print(f"... {m}", flush=True),
+                )
     if pathlib.Path(tmp).exists():
         raise RuntimeError(f"{tmp} was not removed")
     results["load_after"] = bcloud.load_average()

@@ -92,7 +92,9 @@ class Board:
         database: str,
         kind: str,
         claim_expiry: float,
+        watcher: str = "",
     ) -> None:
+        """``watcher``: more lines of the ``[watcher]`` section."""
         self.kind = kind
         self.namespace = f"swflows-bench-{uuid.uuid4().hex[:10]}"
         if kind == "redis":
@@ -113,7 +115,8 @@ class Board:
             + f"secret_key = {fernet.Fernet.generate_key().decode()}\n"
             + f"[jobboard]\nenabled = true\nbackend_url = {url}\n"
             + f"claim_expiry = {claim_expiry:g}\n"
-            + "[watcher]\nsweep_interval = 86400\n",
+            + "[watcher]\nsweep_interval = 86400\n"
+            + watcher,
         )
         self.procs: list[subprocess.Popen[str]] = []
 

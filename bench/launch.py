@@ -1,9 +1,17 @@
 """Launch rate: deployments submitted to parked per second, real cloud calls.
 
 ``count`` TEMP_URL_SIGNAL deployments with POLL_TEMP_URL metadata, ten to a
-server, are submitted by one runner (four submitting threads, as
-``waiting.Population`` does) against the dev cloud's Swift and Keystone;
-the time runs from the first submission until every flow is parked.  The
+server, are submitted against the dev cloud's Swift and Keystone; the time
+runs from the first submission until every flow is parked.
+
+* :func:`run`: one runner drives them (four submitting threads, as
+  ``waiting.Population`` does; SQLite);
+* :func:`run_conductors`: 1 or 2 ``swflows conductor`` processes drive
+  them, posted as jobs on a Redis board by a process that drives none
+  (:data:`CONDUCTOR_THREADS` submitting threads, each deploy returning once
+  a conductor started its flow; PostgreSQL).
+
+The watchers look once an hour, so that only launching is measured.  The
 bench's signal and metadata containers are removed at the end.
 """
 
@@ -15,11 +23,24 @@ import uuid
 from typing import Any
 
 from bench import cloud as bcloud
-from bench import waiting
+from bench import conductors as bconductors
+from bench import overhead, waiting
 from swflows import transport_names as names
 
 #: the rate one runner is to reach (docs/performance.md)
 GOAL_PER_S = 100
+#: threads submitting to conductors: a deploy there returns only once a
+#: conductor has started its flow, so more are needed than for one runner
+CONDUCTOR_THREADS = 16
+
+
+def _remove_containers(swift: Any, container: str) -> None:
+    made = (container, f"{container}-metadata")
+    for one in made:
+        swift.delete_container(one, force=True)
+    left = [c for c in made if swift.container_exists(c)]
+    if left:
+        raise RuntimeError(f"the bench left containers behind: {left}")
 
 
 def run(
@@ -54,16 +75,7 @@ def run(
             population.grow(count, config_transport=names.POLL_TEMP_URL)
             seconds = time.perf_counter() - started
         finally:
-            swift = sw.services.clients.object_store
-            for made in (container, f"{container}-metadata"):
-                swift.delete_container(made, force=True)
-            left = [
-                c
-                for c in (container, f"{container}-metadata")
-                if swift.container_exists(c)
-            ]
-    if left:
-        raise RuntimeError(f"the bench left containers behind: {left}")
+            _remove_containers(sw.services.clients.object_store, container)
     return {
         "deployments": count,
         "servers": count // waiting.PER_SERVER,
@@ -74,4 +86,64 @@ def run(
     }
 
 
-__all__ = ["GOAL_PER_S", "run"]
+def run_conductors(
+    cloud: dict[str, Any],
+    workdir: pathlib.Path,
+    count: int = 1000,
+    conductors: tuple[int, ...] = (1, 2),
+    log: Any = print,
+) -> dict[str, Any]:
+    """Park ``count`` deployments through each number of ``conductors``,
+    each on a board, tables and containers of its own."""
+    out: dict[str, Any] = {}
+    with overhead.pg_database() as database:
+        for n in conductors:
+            board = bconductors.Board(
+                cloud,
+                workdir,
+                database,
+                "redis",
+                claim_expiry=30,
+                watcher="poll_interval = 3600\n",
+            )
+            try:
+                procs = [board.spawn() for _ in range(n)]
+                for proc in procs:
+                    board.ready(proc)
+                with board.poster() as sw:
+                    container = str(sw.conf.signal_container)
+                    try:
+                        config = sw.create_config(
+                            "bench", "#!/bin/sh\necho ok\n", group="script"
+                        )
+                        population = waiting.Population(sw, config.id)
+                        log(
+                            f"launching {count} deployments to "
+                            f"{count // waiting.PER_SERVER} servers, {n} conductor(s)"
+                        )
+                        load_before = bcloud.load_average()
+                        started = time.perf_counter()
+                        population.grow(
+                            count,
+                            config_transport=names.POLL_TEMP_URL,
+                            threads=CONDUCTOR_THREADS,
+                        )
+                        seconds = time.perf_counter() - started
+                    finally:
+                        board.stop_all()
+                        _remove_containers(sw.services.clients.object_store, container)
+            finally:
+                board.close()
+            out[str(n)] = {
+                "conductors": n,
+                "deployments": count,
+                "servers": count // waiting.PER_SERVER,
+                "s": seconds,
+                "per_s": count / seconds,
+                "load_before": load_before,
+                "load_after": bcloud.load_average(),
+            }
+    return out
+
+
+__all__ = ["CONDUCTOR_THREADS", "GOAL_PER_S", "run", "run_conductors"]

@@ -6,10 +6,6 @@ not by either side's own counters.  Both reach the account the Keystone
 catalog names with the proxy's host and port in its URL (swflows through
 ``endpoint_override``), so TempURLs built from it come back through the
 proxy too.
-
-It can also *pad* a container listing with names that have no object
-behind them: how a listing of 10,000 signal objects is produced without
-creating 10,000 objects (labelled as such wherever it is used).
 """
 
 from __future__ import annotations
@@ -18,7 +14,6 @@ import collections
 import contextlib
 import http.client
 import http.server
-import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -38,8 +33,6 @@ HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
-#: Swift's default page size for a listing
-SWIFT_LISTING_LIMIT = 10_000
 
 
 def kind_of(path: str) -> str:
@@ -61,8 +54,6 @@ class CountingProxy:
         self._target = (split.hostname, split.port or 80)
         self._lock = threading.Lock()
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        #: container name -> names of padding entries, sorted
-        self._padding: dict[str, list[str]] = {}
         self._server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), self._handler_class()
         )
@@ -113,48 +104,6 @@ class CountingProxy:
         with self._lock:
             self.counts[(method, kind_of(path))] += 1
 
-    # -- padding --------------------------------------------------------------
-    def pad(self, container: str, names: list[str]) -> None:
-        """List ``names`` (no object behind them) in ``container``'s listings."""
-        with self._lock:
-            self._padding[container] = sorted(names)
-
-    def unpad(self, container: str) -> None:
-        with self._lock:
-            self._padding.pop(container, None)
-
-    def unpad_all(self) -> None:
-        with self._lock:
-            self._padding.clear()
-
-    def _padded(self, path: str, body: bytes) -> bytes | None:
-        split = urllib.parse.urlsplit(path)
-        parts = split.path.strip("/").split("/")
-        if len(parts) != 3 or parts[0] != "v1":
-            return None
-        with self._lock:
-            padding = self._padding.get(urllib.parse.unquote(parts[2]))
-        query = urllib.parse.parse_qs(split.query)
-        if not padding or query.get("format") != ["json"]:
-            return None
-        marker = query.get("marker", [""])[0]
-        prefix = query.get("prefix", [""])[0]
-        limit = int(query.get("limit", [SWIFT_LISTING_LIMIT])[0])
-        listing = json.loads(body or b"[]")
-        listing.extend(
-            {
-                "name": name,
-                "hash": "d41d8cd98f00b204e9800998ecf8427e",
-                "bytes": 0,
-                "content_type": "application/octet-stream",
-                "last_modified": "2026-01-01T00:00:00.000000",
-            }
-            for name in padding
-            if name > marker and name.startswith(prefix)
-        )
-        listing.sort(key=lambda item: item["name"])
-        return json.dumps(listing[:limit]).encode()
-
     # -- the handler ----------------------------------------------------------
     def _handler_class(self) -> type[http.server.BaseHTTPRequestHandler]:
         proxy = self
@@ -197,8 +146,6 @@ class CountingProxy:
                         if attempt == 2:
                             self.send_error(502, "upstream unreachable")
                             return
-                if self.command == "GET" and resp.status == 200:
-                    data = proxy._padded(self.path, data) or data
                 self.send_response(resp.status, resp.reason)
                 for key, value in resp.getheaders():
                     if key.lower() in HOP_BY_HOP:

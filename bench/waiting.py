@@ -6,9 +6,8 @@ first runner and reused for every measurement, in this order:
 
 1. requests per poll cycle at the small and the full size: swflows' watcher
    cycle and the Heat-style poller, counted by the proxy in front of Swift;
-2. threads and RSS of that runner, then with synthetic rows up to the large
-   size (rows in the database, names padded into Swift's listing by the
-   proxy: labelled as such);
+2. threads and RSS of that runner (at fleet size, real deployments:
+   :mod:`bench.parked`);
 3. the Heat-style poller's own latency at the tiny, small and large sizes
    (a pass over every deployment each second; "started" progress signals,
    taken in by one watcher cycle afterwards);
@@ -26,7 +25,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import json
 import pathlib
 import random
 import socket
@@ -59,7 +57,8 @@ PER_SERVER = 10
 class Sizes:
     small: int = 100
     large: int = 1000
-    synthetic: int = 10_000
+    #: real deployments parked by :mod:`bench.parked`
+    fleet: int = 10_000
     sample: int = 100
     #: the Heat-style poller's latency is also measured with this few waiting
     tiny: int = 10
@@ -120,8 +119,10 @@ class Population:
         count: int,
         transport: str = names.TEMP_URL_SIGNAL,
         config_transport: str | None = None,
+        threads: int = 4,
     ) -> list[str]:
-        """Deploy ``count`` more and wait until every flow is parked."""
+        """Deploy ``count`` more from ``threads`` threads and wait until
+        every flow is parked."""
         base = self._made
         self._made += count
         if config_transport is None:
@@ -145,7 +146,7 @@ class Population:
             )
             return dep.id
 
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             made = list(pool.map(one, range(count)))
         self.ids.extend(made)
         total = len(self.ids)
@@ -326,66 +327,6 @@ def heat_style_latencies(
             sizes.spacing,
         )
     return out
-
-
-def synthetic_rows(sw: Swflows, proxy: CountingProxy, count: int) -> list[str]:
-    """Add ``count`` parked flows (rows only) modelled on a real parked one.
-
-    Their deployment rows are copies of a real one; their signal objects do
-    not exist, but the proxy lists them in the container as Swift would.
-    """
-    store = sw.store
-    deployments, flows = store.tables.deployments, store.tables.flows
-    with store.engine.connect() as conn:
-        flow = (
-            conn.execute(
-                sa.select(flows).where(flows.c.state == flow_rows.PARKED).limit(1)
-            )
-            .one()
-            ._asdict()
-        )
-        dep = (
-            conn.execute(
-                sa.select(deployments).where(deployments.c.id == flow["deployment_id"])
-            )
-            .one()
-            ._asdict()
-        )
-    container = flow["waiting"]["store"]["container"]
-    made = []
-    dep_rows, flow_rows_ = [], []
-    for _ in range(count):
-        dep_id = str(uuid.uuid4())
-        made.append(dep_id)
-        dep_rows.append({**dep, "id": dep_id})
-        waiting = json.loads(json.dumps(flow["waiting"]))
-        waiting["deployment_id"] = dep_id
-        waiting["store"]["object"] = f"{dep_id}/1"
-        flow_rows_.append(
-            {
-                **flow,
-                "id": str(uuid.uuid4()),
-                "deployment_id": dep_id,
-                "waiting": waiting,
-            }
-        )
-    with store.engine.begin() as conn:
-        for start in range(0, count, 500):
-            conn.execute(sa.insert(deployments), dep_rows[start : start + 500])
-            conn.execute(sa.insert(flows), flow_rows_[start : start + 500])
-    proxy.pad(container, [f"{d}/1" for d in made])
-    return made
-
-
-def drop_synthetic(sw: Swflows, proxy: CountingProxy, ids: list[str]) -> None:
-    store = sw.store
-    deployments, flows = store.tables.deployments, store.tables.flows
-    with store.engine.begin() as conn:
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            conn.execute(sa.delete(flows).where(flows.c.deployment_id.in_(chunk)))
-            conn.execute(sa.delete(deployments).where(deployments.c.id.in_(chunk)))
-    proxy.unpad_all()
 
 
 def held(sw: Swflows, proxy: CountingProxy, label: str) -> dict[str, Any]:
@@ -581,18 +522,6 @@ def run(
                 "rss_before_kib": before,
                 str(sizes.large): held(first, proxy, "real deployments"),
             }
-            extra = sizes.synthetic - sizes.large
-            log(f"adding {extra} synthetic parked rows")
-            synthetic = synthetic_rows(first, proxy, extra)
-            try:
-                results["held"][str(sizes.synthetic)] = held(
-                    first,
-                    proxy,
-                    f"{sizes.large} real + {extra} synthetic rows, listing padded "
-                    "by the proxy",
-                )
-            finally:
-                drop_synthetic(first, proxy, synthetic)
 
             sample = population.ids[:: max(1, sizes.large // sizes.sample)][
                 : sizes.sample

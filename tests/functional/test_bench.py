@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench import __main__ as bench_main
-from bench import waiting
+from bench import parked, waiting
 from bench.proxy import kind_of
 from tests.functional.conftest import CLOUD_JSON
 
@@ -72,12 +72,20 @@ def test_quick_mode_measures_everything(
         if isinstance(found, dict):
             assert 0 < found["sent_p50_s"] <= found["sent_p99_s"]
     assert "pushed by a Zaqar subscription" in printed
-    # 3. the runner's threads do not grow with the flows it holds
-    held = results["waiting"]["held"]
-    small, large = held[str(sizes.large)], held[str(sizes.synthetic)]
-    assert small["parked"] == sizes.large and large["parked"] == sizes.synthetic
-    assert "synthetic" in large["how"]
-    assert large["threads"]["runner"] == small["threads"]["runner"]
+    # 3. the runner's threads do not grow with the flows it holds; the
+    # fleet is real deployments, each of its signals completed one
+    small = results["waiting"]["held"][str(sizes.large)]
+    fleet = results["parked"]
+    large = fleet["held"]
+    assert small["parked"] == sizes.large and large["parked"] == sizes.fleet
+    assert large["how"] == "real deployments"
+    assert large["threads"]["runner"] <= small["threads"]["runner"]
+    assert parked.peak(fleet)["runner_threads"] <= parked.GOAL["runner_threads"]
+    assert large["cycle_requests"] >= 1
+    assert fleet["latency"]["signals"] == sizes.sample
+    assert fleet["latency"]["waiting"] == sizes.fleet
+    assert fleet["launch"]["per_s"] == pytest.approx(sizes.fleet / fleet["launch"]["s"])
+    assert f"3. one runner holding {sizes.fleet} parked (real)" in printed
     # 4. both databases, both sides
     for db in ("sqlite", "postgresql"):
         for label in ("deploy", "linear5"):
@@ -107,3 +115,11 @@ def test_quick_mode_measures_everything(
         assert one["rounds"] == 1
         assert 0 < one["max_s"] <= one["claim_expiry_s"] + 10
     assert "8. claim takeover after SIGKILL, zookeeper" in printed
+    # 9. launched on one runner, then through one conductor and two
+    assert results["launch"]["deployments"] == sizes.large
+    by_conductors = results["launch_conductors"]
+    assert sorted(by_conductors) == ["1", "2"]
+    for count, one in by_conductors.items():
+        assert one["conductors"] == int(count)
+        assert one["per_s"] == pytest.approx(sizes.large / one["s"])
+    assert "9. ... driven by 2 conductor(s)" in printed
