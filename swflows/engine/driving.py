@@ -380,7 +380,7 @@ class Driving(Results):
                         end_wait(
                             self.services, waiting, self.registry.cancel_note(flow_id)
                         )
-                    self.watcher.wake_soon()
+                    self.watcher.wake_soon(flow_id)
                 else:
                     LOG.warning("flow %s: not parked: its row is another's", flow_id)
                 return

@@ -45,7 +45,6 @@ import contextlib
 import functools
 import hashlib
 import logging
-import math
 import random
 import threading
 import time
@@ -60,6 +59,7 @@ from swflows.engine import faults
 from swflows.engine import liveness as loops
 from swflows.engine.containment import Containment
 from swflows.engine.election import Election
+from swflows.engine.pacing import MIN_REST, Pacing
 from swflows.engine.reading import SignalReader
 from swflows.engine.sweeper import Sweeper
 from swflows.persistence import flow_registry as flow_rows
@@ -70,18 +70,9 @@ LOG = logging.getLogger(__name__)
 
 #: seconds between two looks at Nova for deleted or broken servers
 SERVER_CHECK_INTERVAL = 2.0
-#: the least rest between two cycles, as a fraction of the poll interval
-MIN_REST = 0.25
 #: the interval after a cycle that found a signal, as a fraction of the
 #: poll interval (idle cycles keep to the poll interval: their cost)
 BUSY_INTERVAL = 0.5
-#: at most this long (seconds) after a flow parks, a look: flows parking
-#: within it (a burst of launches) share that look and its listing
-PARKED_LOOK_WITHIN = 0.1
-#: a park asks for a look at once if the last look ended this many times
-#: its own length ago, else when it will have: a cheap look (few parked)
-#: comes at once, a costly one (a listing of thousands) is shared
-PARKED_LOOK_SPACING = 3.0
 
 
 def waiting_of(services: Services, engine: Any, atom: Any) -> dict[str, Any]:
@@ -182,20 +173,15 @@ class Watcher:
         self.runner: Resumer = runner
         self.services = runner.services
         self.conf = runner.services.conf.watcher
-        self._wake = threading.Event()
-        #: a look asked for now (:meth:`wake`), and the latest time one was
-        #: asked for by (:meth:`wake_soon`); taken by :meth:`_sleep`
-        self._asked_lock = threading.Lock()
-        self._asked_now = False
-        self._asked_by: float | None = None
-        #: when the background loop's last cycle ended, and how long it took
-        self._cycle_ended = -math.inf
-        self._cycle_spent = 0.0
+        #: when the background loop looks next, and at which flows
+        self.pacing = Pacing(self.conf)
         self._last_takeover = time.monotonic()
         self._last_server_check = -SERVER_CHECK_INTERVAL
         self.server_check_interval = SERVER_CHECK_INTERVAL
-        #: cycles run, and flows resumed (for tests and status)
+        #: cycles run (full looks), fresh looks, and flows resumed (for
+        #: tests and status)
         self.cycles = 0
+        self.fresh_looks = 0
         self.resumed = 0
         self.containment = Containment(self.services, runner.registry)
         #: contain a failure: count it, log it once, end what keeps failing
@@ -220,31 +206,15 @@ class Watcher:
         self._cycling = threading.RLock()
 
     def wake(self) -> None:
-        """Look now: a signal was pushed, a flow cancelled."""
-        with self._asked_lock:
-            self._asked_now = True
-        self._wake.set()
+        """Look at every parked flow now: a signal was pushed, a flow
+        cancelled."""
+        self.pacing.wake()
 
-    def wake_soon(self) -> None:
-        """Look soon: a flow parked, and its signal may be there already.
-
-        At once, unless the last look ended less than
-        :data:`PARKED_LOOK_SPACING` times its own length ago: then once it
-        is that far behind, and within :data:`PARKED_LOOK_WITHIN` (a quarter
-        of the poll interval, if less).  The flows parking meanwhile share
-        that look: a burst of launches next to a long listing costs a few
-        listings, not one per flow."""
-        within = min(PARKED_LOOK_WITHIN, float(self.conf.poll_interval) * MIN_REST)
-        now = time.monotonic()
-        with self._asked_lock:
-            due = self._cycle_ended + min(
-                within, self._cycle_spent * PARKED_LOOK_SPACING
-            )
-            if due <= now:
-                self._asked_now = True
-            elif self._asked_by is None:
-                self._asked_by = min(due, now + within)
-        self._wake.set()
+    def wake_soon(self, flow_id: str | None = None) -> None:
+        """Look soon at ``flow_id``, which parked: its signal may be there
+        already (:meth:`Pacing.wake_soon`; the flows parking meanwhile share
+        that look)."""
+        self.pacing.wake_soon(flow_id)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -298,9 +268,11 @@ class Watcher:
         failpoints.hit("watcher.iteration")
         if not self.active:
             self.sweeper.loop.set_idle(True)
+            self.pacing.forget_fresh()
             self.stand_by()
             return
         self.sweeper.loop.set_idle(False)
+        only = self.pacing.next_look()
         started = time.monotonic()
         # a failed cycle (the parked flows could not be read: the
         # database is out of reach) is tried again with backoff
@@ -316,7 +288,7 @@ class Watcher:
         )
         try:
             with self._cycling:
-                retrying(self._cycle_unless_stopping)
+                retrying(self._cycle_unless_stopping, only)
         except loops.FATAL:
             raise
         except BaseException:
@@ -329,13 +301,21 @@ class Watcher:
         if failed:
             LOG.warning("signal watcher: cycles run again, after %d failed", failed)
         ended = time.monotonic()
-        with self._asked_lock:
-            self._cycle_ended, self._cycle_spent = ended, ended - started
-        self._sleep(self._delay(0, ended - started))
+        self.pacing.looked(started, ended)
+        if only is not None:
+            self._sleep(self.pacing.rest_after_fresh(ended))
+            return
+        rest = self._delay(0, ended - started)
+        self.pacing.full_due = ended + rest
+        self._sleep(rest)
 
-    def _cycle_unless_stopping(self) -> None:
-        if not self.runner.stopping:
+    def _cycle_unless_stopping(self, only: frozenset[str] | None) -> None:
+        if self.runner.stopping:
+            return
+        if only is None:
             self.cycle()
+        else:
+            self.cycle(only)
 
     def _cycle_failed(self, state: tenacity.RetryCallState) -> None:
         self.failures["cycle"] += 1
@@ -348,20 +328,7 @@ class Watcher:
         )
 
     def _sleep(self, seconds: float) -> None:
-        """Wait ``seconds``, or less if a look is asked for: at once
-        (:meth:`wake`), or by when :meth:`wake_soon` asked."""
-        deadline = time.monotonic() + seconds
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._wake.wait(remaining):
-                return
-            self._wake.clear()
-            with self._asked_lock:
-                now, self._asked_now = self._asked_now, False
-                by, self._asked_by = self._asked_by, None
-            if now or by is None:
-                return
-            deadline = min(deadline, by)
+        self.pacing.sleep(seconds)
 
     def _backoff(self) -> tenacity.wait.wait_base:
         """After ``n`` failed cycles in a row: ``poll_interval`` times
@@ -397,17 +364,23 @@ class Watcher:
         return max(interval - spent, interval * MIN_REST)
 
     # -- one cycle ----------------------------------------------------------
-    def cycle(self) -> list[str]:
-        """Look once at every parked flow; the ids of those resumed.
+    def cycle(self, only: frozenset[str] | None = None) -> list[str]:
+        """Look once at every parked flow (or, a fresh look, at those of
+        ``only`` still parked); the ids of those resumed.
 
         Only reading the parked flows can fail the cycle (the database is
         down: every flow meets it alike); what fails for one flow is
-        contained (:meth:`contain`) and the others are looked at.
+        contained (:meth:`contain`) and the others are looked at.  Servers
+        gone, takeovers, sweeps and forgetting flows no longer parked are
+        left to full looks.
         """
-        self.cycles += 1
+        if only is None:
+            self.cycles += 1
+        else:
+            self.fresh_looks += 1
         self.containment.new_cycle()
         now = time.time()
-        rows = self.runner.registry.parked()
+        rows = self.runner.registry.parked(only)
         by_id = {row.id: row for row in rows}
         ready = []
         waiting: list[flow_rows.FlowRow] = []
@@ -420,7 +393,7 @@ class Watcher:
             except Exception as exc:
                 self.contain("cancel", exc, row)
         try:
-            gone = self._servers_gone(waiting)
+            gone = self._servers_gone(waiting) if only is None else {}
         except Exception as exc:
             self.contain("server check", exc)
             gone = {}
@@ -435,7 +408,7 @@ class Watcher:
                 self.containment.looked_clean(row.id)
             except Exception as exc:
                 self.contain("check", exc, row)
-        self.busy = bool(landed)
+        self.busy = bool(landed) or (only is not None and self.busy)
         if not self.active:  # the lease ran out as it read: the new one acts
             return []
         # the signals that landed are recorded, and their flows resumed, on
@@ -461,6 +434,8 @@ class Watcher:
             if result and held is not None:
                 resumed.append(held.id)
         self.resumed += len(resumed)
+        if only is not None:
+            return resumed
         try:
             self._housekeeping()
         except loops.FATAL:

@@ -35,7 +35,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
@@ -245,9 +245,9 @@ class FlowRegistry:
 
         return self._store._read("list flows", op) if wanted else []
 
-    def parked(self) -> list[FlowRow]:
-        """Every parked flow, oldest first (:class:`ParkedRows`: read-only)."""
-        return self._parked.read()
+    def parked(self, only: Collection[str] | None = None) -> list[FlowRow]:
+        """Every parked flow (those of ``only``), oldest first (read-only)."""
+        return self._parked.read(only)
 
     def any_for_deployment(self, deployment_id: str) -> bool:
         """Whether an unfinished flow works on ``deployment_id``."""
@@ -596,15 +596,24 @@ class ParkedRows:
             .where(t.c.state == PARKED)
             .order_by(t.c.created_at, t.c.id)
         )
+        self._some = self._query.where(t.c.id.in_(sa.bindparam("ids", expanding=True)))
         #: flow id -> its columns as last read, and the row built from them
         self._last: dict[str, tuple[tuple[Any, ...], FlowRow]] = {}
 
-    def read(self) -> list[FlowRow]:
+    def read(self, only: Collection[str] | None = None) -> list[FlowRow]:
+        """Every parked flow, or those of ``only`` (what is kept of the
+        others is kept)."""
+
         def op(conn: sa.Connection) -> list[FlowRow]:
             last = self._last
             now: dict[str, tuple[tuple[Any, ...], FlowRow]] = {}
             rows = []
-            for raw in conn.execute(self._query):
+            found = (
+                conn.execute(self._query)
+                if only is None
+                else conn.execute(self._some, {"ids": sorted(only)})
+            )
+            for raw in found:
                 columns = tuple(raw)
                 seen = last.get(columns[0])
                 if seen is None or seen[0] != columns:
@@ -614,7 +623,10 @@ class ParkedRows:
                 # columns read anew each look die here instead
                 now[columns[0]] = seen
                 rows.append(seen[1])
-            self._last = now  # a read racing another keeps either: both right
+            if only is None:
+                self._last = now  # a read racing another keeps either: both right
+            else:
+                last.update(now)
             return rows
 
         return self._store._read("list flows", op)

@@ -232,3 +232,27 @@ def test_parked_rows_are_built_again_only_when_they_change(
     assert registry.parked() == registry.find(states=[flow_rows.PARKED])
     assert registry.claim("f1", "b", lease_until=NOW + 60, now=NOW)
     assert [row.id for row in registry.parked()] == ["f2", "f3"]
+
+
+def test_a_fresh_look_reads_only_the_flows_asked_for(
+    store: Store, registry: flow_rows.FlowRegistry
+) -> None:
+    """A look at the flows just parked reads those still parked among them,
+    and keeps what was built for the others."""
+    for flow_id in ("f1", "f2", "f3", "f4"):
+        add(registry, flow_id)
+        registry.park(flow_id, "a", {"picked_up": False, "store": {"object": flow_id}})
+    first = {row.id: row for row in registry.parked()}
+    assert registry.claim("f4", "b", lease_until=NOW + 60, now=NOW)  # resumed
+    assert registry.update_waiting(
+        "f2", {"picked_up": True, "store": {}}, expected=first["f2"].waiting or {}
+    )
+    some = registry.parked(frozenset({"f2", "f3", "f4", "nothing"}))
+    assert [row.id for row in some] == ["f2", "f3"]
+    assert some[0].waiting == {"picked_up": True, "store": {}}
+    assert some[1] is first["f3"]
+    assert registry.parked(frozenset()) == []
+    # the next full look builds again only the row that changed
+    again = {row.id: row for row in registry.parked()}
+    assert sorted(again) == ["f1", "f2", "f3"]
+    assert again["f1"] is first["f1"] and again["f2"] is some[0]

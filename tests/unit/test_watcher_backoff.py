@@ -14,6 +14,7 @@ import tenacity
 
 from swflows import conf as sw_conf
 from swflows.clients.cloud import Clients
+from swflows.engine import pacing as pacing_mod
 from swflows.engine import runner as runner_mod
 from swflows.engine import watcher as watcher_mod
 from swflows.persistence import Store
@@ -47,7 +48,7 @@ def run(
     waits: list[float] = []
     left = list(outcomes)
 
-    def cycle() -> list[str]:
+    def cycle(only: frozenset[str] | None = None) -> list[str]:
         if not left[0]:
             left.pop(0)
             raise ConnectionError("the database is out of reach")
@@ -120,7 +121,7 @@ def test_a_failure_as_the_runner_stops_ends_the_loop(
 ) -> None:
     calls: list[int] = []
 
-    def cycle() -> list[str]:
+    def cycle(only: frozenset[str] | None = None) -> list[str]:
         calls.append(1)
         runner._stopping.set()
         raise ConnectionError("gone")
@@ -136,7 +137,7 @@ def test_no_cycle_once_woken_to_stop(
 ) -> None:
     calls: list[int] = []
 
-    def cycle() -> list[str]:
+    def cycle(only: frozenset[str] | None = None) -> list[str]:
         calls.append(1)
         raise ConnectionError("gone")
 
@@ -191,15 +192,15 @@ def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
     once."""
     watcher = runner.watcher
     # a quarter of the 2 s poll interval bounds it: 0.5 s, far from 0 and 5
-    monkeypatch.setattr(watcher_mod, "PARKED_LOOK_WITHIN", 3.0)
+    monkeypatch.setattr(pacing_mod, "PARKED_LOOK_WITHIN", 3.0)
     within = 0.5
     # the last look took 1 ms and ended 1 s ago: a park's look is at once
-    watcher._cycle_ended, watcher._cycle_spent = time.monotonic() - 1.0, 0.001
+    watcher.pacing.looked(time.monotonic() - 1.001, time.monotonic() - 1.0)
     assert _slept(runner, 5.0, (0.0, "soon")) < within
     # no ask: the whole rest
     assert _slept(runner, 0.3) >= 0.3
     # the last look took 10 s and has just ended: parks wait for their bound
-    watcher._cycle_ended, watcher._cycle_spent = time.monotonic(), 10.0
+    watcher.pacing.looked(time.monotonic() - 10.0, time.monotonic())
     # parks at 0, 0.1 and 0.2 s: one look, by the first park's bound
     lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"), (0.2, "soon"))
     assert within - 0.01 <= lasted < within + 1.5
@@ -209,3 +210,50 @@ def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
     # a park asked for during a cycle: the next rest is cut to its bound
     runner.watcher.wake_soon()
     assert _slept(runner, 5.0) < within + 1.5
+
+
+def test_parks_ask_for_a_look_at_themselves_until_a_full_one_is_due(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two polls, parks ask for a look at the flows parked since
+    the last look, resting after it until the poll is due; a push, the
+    poll come round, or too many parks ask for a look at every flow."""
+    watcher = runner.watcher
+    looks: list[frozenset[str] | None] = []
+    rests: list[float] = []
+
+    def cycle(only: frozenset[str] | None = None) -> list[str]:
+        looks.append(only)
+        return []
+
+    monkeypatch.setattr(watcher, "cycle", cycle)
+    monkeypatch.setattr(watcher, "_sleep", rests.append)
+    watcher._iteration()
+    assert looks == [None]
+    assert 1.7 <= rests[-1] <= 2.2  # the poll interval, jittered
+    watcher.wake_soon("f1")
+    watcher.wake_soon("f2")
+    watcher._iteration()
+    assert looks[-1] == frozenset({"f1", "f2"})
+    assert 0 < rests[-1] <= rests[0]  # until the poll is due, not a new one
+    watcher._iteration()  # nothing parked meanwhile
+    assert looks[-1] is None
+    watcher.wake_soon("f3")
+    watcher.wake()  # a push
+    watcher._iteration()
+    assert looks[-1] is None
+    watcher.wake_soon("f4")
+    watcher.pacing.full_due = time.monotonic() - 0.1  # the poll is due
+    watcher._iteration()
+    assert looks[-1] is None
+    for i in range(pacing_mod.FRESH_LOOK_MOST + 1):
+        watcher.wake_soon(f"g{i}")
+    watcher._iteration()
+    assert looks[-1] is None
+    # a watcher standing by reads nothing: what parked is not kept for it
+    watcher.wake_soon("f5")
+    monkeypatch.setattr(type(watcher), "active", property(lambda self: False))
+    monkeypatch.setattr(watcher, "stand_by", lambda: None)
+    watcher._iteration()
+    monkeypatch.undo()
+    assert watcher.pacing.next_look() is None

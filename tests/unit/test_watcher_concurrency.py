@@ -131,6 +131,30 @@ def test_a_failure_handling_one_signal_spares_the_others(
     assert runner.watcher.failures == {"check": 1}
 
 
+def test_a_fresh_look_reads_and_resumes_only_the_flows_just_parked(
+    runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look asked for by parks reads those flows only, and leaves the
+    housekeeping (takeovers, sweeps, servers gone) to full looks."""
+    checked: list[str] = []
+
+    def check(row: Any, read: Any, now: float) -> bool:
+        checked.append(row.id)
+        return True
+
+    ids, resumed = landing(runner, monkeypatch, 4, check)
+    watcher = runner.watcher
+    chores: list[str] = []
+    monkeypatch.setattr(watcher, "_housekeeping", lambda: chores.append("house"))
+    monkeypatch.setattr(watcher, "_servers_gone", lambda rows: chores.append("nova"))
+    fresh = frozenset({f"flow-{ids[1]}", f"flow-{ids[3]}"})
+    done = watcher.cycle(fresh)
+    assert sorted(done) == sorted(checked) == sorted(resumed) == sorted(fresh)
+    assert (watcher.cycles, watcher.fresh_looks, chores) == (0, 1, [])
+    assert sorted(watcher.cycle()) == sorted(f"flow-{d}" for d in ids)
+    assert (watcher.cycles, chores) == (1, ["nova", "house"])
+
+
 def test_cycles_start_poll_interval_apart(runner: runner_mod.Runner) -> None:
     conf = runner.services.conf
     conf.set_override("poll_interval", 1.0, "watcher")
