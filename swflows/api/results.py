@@ -19,10 +19,20 @@ if TYPE_CHECKING:
 
 
 #: seconds between two looks for a deployment its flow has yet to start,
-#: when another process drives the flow, and when this one does (then a
+#: when another process drives the flow (the first; each next one twice as
+#: long, up to POLL_STARTED_MOST: many callers waiting for busy conductors
+#: do not keep the database busy asking), and when this one does (then a
 #: look also comes as each step succeeds)
 POLL_STARTED = 0.05
+POLL_STARTED_MOST = 0.5
 POLL_STARTED_DRIVEN = 0.5
+
+
+def started_waits(driven_here: bool) -> tenacity.wait.wait_base:
+    """The rests between two looks for a flow to start the action."""
+    if driven_here:
+        return tenacity.wait_fixed(POLL_STARTED_DRIVEN)
+    return tenacity.wait_exponential(multiplier=POLL_STARTED, max=POLL_STARTED_MOST)
 
 
 def _until_set(event: threading.Event) -> Callable[[float], None]:
@@ -151,15 +161,13 @@ class Results(Base):
 
         limit = wait_timeout or 60
         # driven here: looked at again as each step succeeds and when the
-        # flow ends (a step writes the row), else every 50 ms
+        # flow ends (a step writes the row), else after 50 ms, 100 ms...
         progressed = self.runner.progress_of(flow_id)
         if progressed is not None:
             future.add_done_callback(lambda _: progressed.set())
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda found: found is None),
-            wait=tenacity.wait_fixed(
-                POLL_STARTED if progressed is None else POLL_STARTED_DRIVEN
-            ),
+            wait=started_waits(progressed is not None),
             stop=tenacity.stop_after_delay(limit),
             retry_error_callback=lambda _: None,
             sleep=time.sleep if progressed is None else _until_set(progressed),

@@ -23,12 +23,11 @@ from typing import Any
 #: the least rest between two cycles, as a fraction of the poll interval
 MIN_REST = 0.25
 #: at most this long (seconds) after a flow parks, a look: flows parking
-#: within it (a burst of launches) share that look and its listing
+#: within it (a burst of launches) share that look and its listing.  A park
+#: asks for a look at once if the last look ended that long ago, else when
+#: it will have: a burst costs a listing per PARKED_LOOK_WITHIN, however
+#: cheap each look is
 PARKED_LOOK_WITHIN = 0.1
-#: a park asks for a look at once if the last look ended this many times
-#: its own length ago, else when it will have: a cheap look (few parked)
-#: comes at once, a costly one (a listing of thousands) is shared
-PARKED_LOOK_SPACING = 3.0
 #: a fresh look reads at most this many flows; more parked since the last
 #: look, and it reads them all
 FRESH_LOOK_MOST = 500
@@ -66,9 +65,9 @@ class Pacing:
         """A look soon: ``flow_id`` parked, and its signal may be there.
 
         At once, unless the last look ended less than
-        :data:`PARKED_LOOK_SPACING` times its own length ago: then once it
-        is that far behind, and within :data:`PARKED_LOOK_WITHIN` (a quarter
-        of the poll interval, if less).  Without ``flow_id``, a full look."""
+        :data:`PARKED_LOOK_WITHIN` ago (a quarter of the poll interval, if
+        less): then once it is that far behind.  Without ``flow_id``, a full
+        look."""
         within = min(PARKED_LOOK_WITHIN, float(self._conf.poll_interval) * MIN_REST)
         now = time.monotonic()
         with self._lock:
@@ -76,7 +75,7 @@ class Pacing:
                 self._full_asked = True
             else:
                 self._fresh.add(flow_id)
-            due = self.ended + min(within, self.spent * PARKED_LOOK_SPACING)
+            due = self.ended + within
             if due <= now:
                 self._asked_now = True
             elif self._asked_by is None:
@@ -130,4 +129,4 @@ class Pacing:
         return max(0.0, self.full_due - now)
 
 
-__all__ = ["FRESH_LOOK_MOST", "MIN_REST", "PARKED_LOOK_SPACING", "Pacing"]
+__all__ = ["FRESH_LOOK_MOST", "MIN_REST", "PARKED_LOOK_WITHIN", "Pacing"]

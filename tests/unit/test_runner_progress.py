@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import tenacity
 
 from swflows.api import results
 from swflows.fixture import LocalSwflows
@@ -54,3 +55,18 @@ def test_a_deploy_that_does_not_wait_looks_again_as_steps_succeed(
     assert time.monotonic() - started < 30
     assert sw.show(dep.id).id == dep.id
     sw.wait(dep.id, 60)
+
+
+def test_a_flow_driven_elsewhere_is_looked_at_less_often_as_it_waits() -> None:
+    """Callers waiting for busy conductors to start their flows look at
+    the store after 50 ms, then twice as long each time, up to 0.5 s."""
+    waits = results.started_waits(driven_here=False)
+    rests = []
+    for attempt in range(1, 8):
+        state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+        state.attempt_number = attempt
+        rests.append(round(waits(state), 3))
+    assert rests == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
+    state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+    state.attempt_number = 9
+    assert results.started_waits(driven_here=True)(state) == 0.5

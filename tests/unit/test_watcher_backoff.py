@@ -186,10 +186,9 @@ def _slept(
 def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
     runner: runner_mod.Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After a costly look, parks ask for the next within
-    PARKED_LOOK_WITHIN, not at once: the parks of a burst share it; a push
-    still ends the rest at once.  After a cheap one, a park's look is at
-    once."""
+    """A park asks for a look at once if the last one ended
+    PARKED_LOOK_WITHIN ago, else by then, however cheap the last look was:
+    the parks of a burst share it; a push still ends the rest at once."""
     watcher = runner.watcher
     # a quarter of the 2 s poll interval bounds it: 0.5 s, far from 0 and 5
     monkeypatch.setattr(pacing_mod, "PARKED_LOOK_WITHIN", 3.0)
@@ -203,6 +202,10 @@ def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
     watcher.pacing.looked(time.monotonic() - 10.0, time.monotonic())
     # parks at 0, 0.1 and 0.2 s: one look, by the first park's bound
     lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"), (0.2, "soon"))
+    assert within - 0.01 <= lasted < within + 1.5
+    # the last look took 1 ms and has just ended: a burst shares one too
+    watcher.pacing.looked(time.monotonic() - 0.001, time.monotonic())
+    lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"))
     assert within - 0.01 <= lasted < within + 1.5
     # a push during the wait for a park's look: at once
     lasted = _slept(runner, 5.0, (0.0, "soon"), (0.01, "now"))
