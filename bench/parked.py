@@ -95,7 +95,10 @@ def run(
             out["open_s"] = time.perf_counter() - started
             # a look or two of the fresh watcher first, as in service
             time.sleep(2 * poll_interval)
-            held = waiting.held(sw, proxy, "real deployments")
+            # the background loop held between two of its looks, so that
+            # the proxy counts this look's requests alone
+            with sw.runner.watcher.paused():
+                held = waiting.held(sw, proxy, "real deployments")
             held["rss_before_kib"] = rss_before
             out["held"] = held
             chosen = ids[:: max(1, count // sample)][:sample]
