@@ -131,6 +131,18 @@ def instance(conf_path: pathlib.Path, **overrides: Any) -> Iterator[Swflows]:
         made.close()
 
 
+def remove_containers(sw: Swflows, container: str) -> None:
+    """Remove the bench's signal ``container`` and its metadata one (as
+    :func:`conf_text` names them); RuntimeError if either is left."""
+    swift = sw.services.clients.object_store
+    made = (container, f"{container}-metadata")
+    for one in made:
+        swift.delete_container(one, force=True)
+    left = [c for c in made if swift.container_exists(c)]
+    if left:
+        raise RuntimeError(f"the bench left containers behind: {left}")
+
+
 def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
     """``check()``'s first truthy value; RuntimeError after ``timeout`` s."""
     deadline = time.monotonic() + timeout

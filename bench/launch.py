@@ -34,13 +34,15 @@ GOAL_PER_S = 100
 CONDUCTOR_THREADS = 16
 
 
-def _remove_containers(swift: Any, container: str) -> None:
-    made = (container, f"{container}-metadata")
-    for one in made:
-        swift.delete_container(one, force=True)
-    left = [c for c in made if swift.container_exists(c)]
-    if left:
-        raise RuntimeError(f"the bench left containers behind: {left}")
+def _rate(count: int, seconds: float, load_before: list[float]) -> dict[str, Any]:
+    return {
+        "deployments": count,
+        "servers": count // waiting.PER_SERVER,
+        "s": seconds,
+        "per_s": count / seconds,
+        "load_before": load_before,
+        "load_after": bcloud.load_average(),
+    }
 
 
 def run(
@@ -75,15 +77,8 @@ def run(
             population.grow(count, config_transport=names.POLL_TEMP_URL)
             seconds = time.perf_counter() - started
         finally:
-            _remove_containers(sw.services.clients.object_store, container)
-    return {
-        "deployments": count,
-        "servers": count // waiting.PER_SERVER,
-        "s": seconds,
-        "per_s": count / seconds,
-        "load_before": load_before,
-        "load_after": bcloud.load_average(),
-    }
+            bcloud.remove_containers(sw, container)
+    return _rate(count, seconds, load_before)
 
 
 def run_conductors(
@@ -131,18 +126,10 @@ def run_conductors(
                         seconds = time.perf_counter() - started
                     finally:
                         board.stop_all()
-                        _remove_containers(sw.services.clients.object_store, container)
+                        bcloud.remove_containers(sw, container)
             finally:
                 board.close()
-            out[str(n)] = {
-                "conductors": n,
-                "deployments": count,
-                "servers": count // waiting.PER_SERVER,
-                "s": seconds,
-                "per_s": count / seconds,
-                "load_before": load_before,
-                "load_after": bcloud.load_average(),
-            }
+            out[str(n)] = {"conductors": n, **_rate(count, seconds, load_before)}
     return out
 
 

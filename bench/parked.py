@@ -113,13 +113,7 @@ def run(
             out["rss_after_kib"] = bcloud.rss_kib()
     finally:
         if sw is not None:
-            swift = sw.services.clients.object_store
-            made = (container, f"{container}-metadata")
-            for one in made:
-                swift.delete_container(one, force=True)
-            left = [c for c in made if swift.container_exists(c)]
-            if left:
-                raise RuntimeError(f"the bench left containers behind: {left}")
+            bcloud.remove_containers(sw, container)
     out["load_after"] = bcloud.load_average()
     return out
 
