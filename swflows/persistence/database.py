@@ -182,13 +182,53 @@ def _is_memory_sqlite(url: sa.URL) -> bool:
     )
 
 
+#: a pooled connection unused this long (seconds) is pinged before it is
+#: handed out again; one in steady use is not (each ping is a round trip)
+PING_IDLE_SECONDS: Final = 30.0
+_CHECKED_IN: Final = "swflows_checked_in"
+
+
+def _ping_when_idle(engine: sa.Engine, idle: float = PING_IDLE_SECONDS) -> None:
+    """Ping a pooled connection before it is handed out, if it lay idle in
+    the pool more than ``idle`` seconds: a server restarted, or a MySQL
+    ``wait_timeout`` run out, while it lay there is found at checkout and
+    the connection replaced.  One in steady use is handed out as it is (a
+    ping per transaction was a fifth of a busy conductor's time); if its
+    server went away meanwhile, its first statement fails with the
+    connection invalidated, which the store's transactions retry
+    (:func:`_transient`)."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(dbapi_conn: Any, record: Any) -> None:
+        record.info[_CHECKED_IN] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_conn: Any, record: Any, proxy: Any) -> None:
+        since = record.info.get(_CHECKED_IN)
+        if since is None or time.monotonic() - since <= idle:
+            return
+        try:
+            cursor = dbapi_conn.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+        except Exception as exc:
+            # the pool drops this connection and hands out another
+            raise sa.exc.DisconnectionError(
+                f"an idle connection went away ({type(exc).__name__})"
+            ) from None
+
+
 def create_engine(url: str | sa.URL) -> sa.Engine:
     """An engine set up for the store.
 
     SQLite files get WAL, a 30 s busy timeout and ``BEGIN IMMEDIATE``
     writes; ``sqlite://`` (in memory) is one shared connection (StaticPool),
     for tests and single-threaded use.  ``postgresql://`` uses psycopg2 when
-    psycopg 3 is not installed; PostgreSQL runs at READ COMMITTED.
+    psycopg 3 is not installed; PostgreSQL runs at READ COMMITTED.  A
+    server's connections are pinged when they come out of a long rest in
+    the pool (:func:`_ping_when_idle`).
     """
     u = sa.make_url(url)
     backend = u.get_backend_name()
@@ -209,9 +249,12 @@ def create_engine(url: str | sa.URL) -> sa.Engine:
         if u.drivername == "postgresql" and not _importable("psycopg"):
             u = u.set(drivername="postgresql+psycopg2")
         _require_driver(u)
-        return sa.create_engine(u, pool_pre_ping=True, isolation_level="READ COMMITTED")
-    _require_driver(u)
-    return sa.create_engine(u, pool_pre_ping=True)
+        engine = sa.create_engine(u, isolation_level="READ COMMITTED")
+    else:
+        _require_driver(u)
+        engine = sa.create_engine(u)
+    _ping_when_idle(engine)
+    return engine
 
 
 #: the drivers an extra of setup.cfg installs: drivername -> (extra, store)

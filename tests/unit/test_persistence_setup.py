@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -317,6 +318,49 @@ def test_sqlite_writes_begin_immediate(tmp_path: pathlib.Path) -> None:
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_a_pooled_connection_is_pinged_only_after_a_rest(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A connection handed out again at once is not pinged (a round trip a
+    transaction); one that lay idle is, and replaced if it went away."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/x.sqlite")
+    seen: list[str] = []
+    sa.event.listen(
+        engine,
+        "connect",
+        lambda dbapi_conn, record: dbapi_conn.set_trace_callback(seen.append),
+    )
+    database._ping_when_idle(engine, idle=0.2)
+    try:
+        with engine.connect() as conn:
+            first = conn.connection.driver_connection
+            conn.exec_driver_sql("SELECT 2")
+        with engine.connect() as conn:  # at once: as it was
+            assert conn.connection.driver_connection is first
+        assert "SELECT 1" not in seen
+        time.sleep(0.3)
+        with engine.connect() as conn:  # after a rest: pinged, kept
+            assert conn.connection.driver_connection is first
+        assert seen.count("SELECT 1") == 1
+        time.sleep(0.3)
+        assert isinstance(first, sqlite3.Connection)
+        first.close()  # it went away while it lay in the pool
+        with engine.connect() as conn:
+            assert conn.connection.driver_connection is not first
+            assert conn.exec_driver_sql("SELECT 3").scalar() == 3
+    finally:
+        engine.dispose()
+
+
+def test_a_server_store_pings_idle_connections_not_every_checkout() -> None:
+    engine = database.create_engine("postgresql+psycopg2://u@127.0.0.1:1/x")
+    try:
+        assert not engine.pool._pre_ping  # no round trip a checkout
+        assert len(engine.pool.dispatch.checkout) == 1  # but after a rest
+    finally:
+        engine.dispose()
 
 
 def test_a_begin_the_database_refuses_is_retried_then_named(
