@@ -32,9 +32,11 @@ bench makes in the cloud and the databases is removed at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -243,7 +245,9 @@ def table(results: dict[str, Any]) -> str:
             f"launched at {fleet['launch']['per_s']:.1f}/s",
             f"{one['threads']['runner']} runner threads waiting, "
             f"{fleet['threads_after']['runner']} after the signals; RSS "
-            f"{most['rss_mib']:.0f} MiB at most; cycle "
+            f"{most['rss_mib']:.0f} MiB at most (+"
+            f"{most['rss_mib'] - one['rss_before_kib']['rss'] / 1024:.0f} over "
+            "the process before the runner); cycle "
             f"{one['cycle_s'] * 1000:.0f} ms, {one['cycle_requests']} Swift requests",
             f"goal: RSS <= {parked.GOAL['rss_mib']} MiB, <= "
             f"{parked.GOAL['runner_threads']} threads",
@@ -265,6 +269,18 @@ def table(results: dict[str, Any]) -> str:
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows
     ]
     return "\n".join(lines)
+
+
+def _parked_apart(args: argparse.Namespace, folder: pathlib.Path) -> Any:
+    """``--only parked`` run as a process of its own; its figures."""
+    out = folder / "parked.json"
+    argv = [sys.executable, "-m", "bench", "--only", "parked", "--json", str(out)]
+    if args.quick:
+        argv.append("--quick")
+    if args.cloud:
+        argv += ["--cloud", args.cloud]
+    subprocess.run(argv, check=True)
+    return json.loads(out.read_text())["parked"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,7 +360,12 @@ def main(argv: list[str] | None = None) -> int:
                 count=sizes.large,
                 log=lambda m: print(f"... {m}", flush=True),
             )
-        if args.only in (None, "parked"):
+        if args.only is None:
+            # a process of its own: its RSS and its garbage collector's
+            # passes are the runner's, not those of the parts run before
+            print(f"3. {sizes.fleet:,} real deployments parked", flush=True)
+            results["parked"] = _parked_apart(args, folder)
+        if args.only == "parked":
             print(f"3. {sizes.fleet:,} real deployments parked", flush=True)
             cloud = bcloud.load_cloud(args.cloud)
             (folder / "parked").mkdir()
