@@ -361,9 +361,9 @@ def main(argv: list[str] | None = None) -> int:
                 log=lambda m: print(f"... {m}", flush=True),
             )
         if args.only is None:
-            # a process of its own: its RSS and its garbage collector's
-            # passes are the runner's, not those of the parts run before
-            print(f"3. {sizes.fleet:,} real deployments parked", flush=True)
+            # a process of its own (it prints its own heading): its RSS and
+            # its garbage collector's passes are the runner's, not those of
+            # the parts run before
             results["parked"] = _parked_apart(args, folder)
         if args.only == "parked":
             print(f"3. {sizes.fleet:,} real deployments parked", flush=True)
