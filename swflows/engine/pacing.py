@@ -48,9 +48,8 @@ class Pacing:
         self._full_asked = False
         #: flows parked since the last look
         self._fresh: set[str] = set()
-        #: when the last look ended, and how long it took
+        #: when the last look ended (monotonic clock)
         self.ended = -math.inf
-        self.spent = 0.0
         #: when the next full look is due (monotonic clock)
         self.full_due = -math.inf
 
@@ -79,7 +78,7 @@ class Pacing:
             if due <= now:
                 self._asked_now = True
             elif self._asked_by is None:
-                self._asked_by = min(due, now + within)
+                self._asked_by = due
         self._wake.set()
 
     def sleep(self, seconds: float) -> None:
@@ -119,10 +118,10 @@ class Pacing:
         with self._lock:
             self._fresh.clear()
 
-    def looked(self, started: float, ended: float) -> None:
-        """A look ran from ``started`` to ``ended`` (monotonic clock)."""
+    def looked(self, ended: float) -> None:
+        """A look ended at ``ended`` (monotonic clock)."""
         with self._lock:
-            self.ended, self.spent = ended, ended - started
+            self.ended = ended
 
     def rest_after_fresh(self, now: float) -> float:
         """The rest after a fresh look: until the next full look is due."""

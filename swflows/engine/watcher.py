@@ -301,7 +301,7 @@ class Watcher:
         if failed:
             LOG.warning("signal watcher: cycles run again, after %d failed", failed)
         ended = time.monotonic()
-        self.pacing.looked(started, ended)
+        self.pacing.looked(ended)
         if only is not None:
             self._sleep(self.pacing.rest_after_fresh(ended))
             return
@@ -310,11 +310,7 @@ class Watcher:
         self._sleep(rest)
 
     def _cycle_unless_stopping(self, only: frozenset[str] | None) -> None:
-        if self.runner.stopping:
-            return
-        if only is None:
-            self.cycle()
-        else:
+        if not self.runner.stopping:
             self.cycle(only)
 
     def _cycle_failed(self, state: tenacity.RetryCallState) -> None:

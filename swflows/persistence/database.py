@@ -208,11 +208,7 @@ def _ping_when_idle(engine: sa.Engine, idle: float = PING_IDLE_SECONDS) -> None:
         if since is None or time.monotonic() - since <= idle:
             return
         try:
-            cursor = dbapi_conn.cursor()
-            try:
-                cursor.execute("SELECT 1")
-            finally:
-                cursor.close()
+            engine.dialect.do_ping(dbapi_conn)
         except Exception as exc:
             # the pool drops this connection and hands out another
             raise sa.exc.DisconnectionError(

@@ -168,7 +168,7 @@ def test_a_signal_through_the_endpoint_resumes_its_flow_without_a_poll(
         until(functools.partial(waiting_flows, sw, deployment_id), timeout=60)
         (row,) = sw.runner.registry.find(deployment_id=deployment_id)
         flows[deployment_id] = row.id
-    monkeypatch.setattr(sw.runner.watcher, "cycle", lambda: [])
+    monkeypatch.setattr(sw.runner.watcher, "cycle", lambda only=None: [])
     final = {"deploy_status_code": 0, "result": "r"}
     delays = []
     for deployment_id, inputs in made:

@@ -193,18 +193,18 @@ def test_a_parked_flow_asks_for_a_look_soon_and_a_burst_shares_it(
     # a quarter of the 2 s poll interval bounds it: 0.5 s, far from 0 and 5
     monkeypatch.setattr(pacing_mod, "PARKED_LOOK_WITHIN", 3.0)
     within = 0.5
-    # the last look took 1 ms and ended 1 s ago: a park's look is at once
-    watcher.pacing.looked(time.monotonic() - 1.001, time.monotonic() - 1.0)
+    # the last look ended 1 s ago: a park's look is at once
+    watcher.pacing.looked(time.monotonic() - 1.0)
     assert _slept(runner, 5.0, (0.0, "soon")) < within
     # no ask: the whole rest
     assert _slept(runner, 0.3) >= 0.3
-    # the last look took 10 s and has just ended: parks wait for their bound
-    watcher.pacing.looked(time.monotonic() - 10.0, time.monotonic())
+    # the last look has just ended: parks wait for their bound
+    watcher.pacing.looked(time.monotonic())
     # parks at 0, 0.1 and 0.2 s: one look, by the first park's bound
     lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"), (0.2, "soon"))
     assert within - 0.01 <= lasted < within + 1.5
-    # the last look took 1 ms and has just ended: a burst shares one too
-    watcher.pacing.looked(time.monotonic() - 0.001, time.monotonic())
+    # again, however cheap that look was: a burst shares one too
+    watcher.pacing.looked(time.monotonic())
     lasted = _slept(runner, 5.0, (0.0, "soon"), (0.1, "soon"))
     assert within - 0.01 <= lasted < within + 1.5
     # a push during the wait for a park's look: at once
