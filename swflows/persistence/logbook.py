@@ -45,6 +45,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from taskflow import exceptions as tf_exc
+from taskflow import states as tf_states
 from taskflow.persistence import models as tf_models
 from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.persistence.backends.sqlalchemy import tables as tf_tables
@@ -107,26 +108,32 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             self.drive.saw_note(row.note if row is not None else None)
 
     def update_atom_details(self, atom_detail: Any) -> Any:
-        """Save an atom detail in one UPDATE; a change of its progress alone
-        is written with this thread's next write instead.
+        """Save an atom detail in one UPDATE; a change of its progress alone,
+        and a task's success, are written with the drive's next write.
 
         The stock method reads the row back first and merges the given
         detail into it, which yields the given detail's values anyway.
         TaskFlow saves a task's progress (0.0 once it runs, 1.0 once it has
         ended) in transactions of their own around the writes of its
-        states.  Those progress-only saves ride along with the same
-        thread's next write (the next atom's state, or the flow's), so
-        every state change still reaches the database before the engine
-        goes on, in one transaction per state change, and a finished run
-        leaves the rows the stock backend leaves.
+        states.  Those progress-only saves ride along with the drive's
+        next write (the next atom's state, or the flow's), and so does a
+        task's SUCCESS with its result: the next step's RUNNING, a
+        failure, or the flow's state (its end, its parking) carries it in
+        the same transaction.  So whatever a later step does comes after
+        the earlier step's success is in the database; a drive stopped in
+        between (a crash, its claim lost) leaves that step RUNNING, which
+        its next owner runs again, as after a crash during the step (the
+        tasks are idempotent).  A finished run leaves the rows the stock
+        backend leaves.
         """
         values = atom_detail.to_dict()
         fingerprint = _fingerprint(values)
         drive = self.drive
-        if drive is not None and self._backend.last_written(atom_detail.uuid) == (
-            fingerprint
+        if drive is not None and (
+            self._backend.last_written(atom_detail.uuid) == fingerprint
+            or _succeeded_task(atom_detail)
         ):
-            drive.defer(atom_detail.uuid, values)
+            drive.defer(atom_detail.uuid, values, fingerprint)
             return atom_detail
         deferred = drive.take_deferred(but=atom_detail.uuid) if drive else {}
         try:
@@ -138,6 +145,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
                     )
                 self._flush(conn, deferred)
             self._backend.written(atom_detail.uuid, fingerprint)
+            self._remember(deferred)
             return atom_detail
         except sa.exc.SQLAlchemyError:
             if drive is not None:
@@ -159,10 +167,15 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         )
         return bool(result.rowcount)
 
-    def _flush(self, conn: sa.Connection, deferred: dict[str, dict[str, Any]]) -> None:
-        """Write deferred progress (an atom gone with its logbook is skipped)."""
-        for atom_id, values in deferred.items():
+    def _flush(self, conn: sa.Connection, deferred: Deferred) -> None:
+        """Write held-back saves (an atom gone with its logbook is skipped)."""
+        for atom_id, (values, _) in deferred.items():
             self._update_atom(conn, atom_id, values)
+
+    def _remember(self, deferred: Deferred) -> None:
+        """Once their transaction committed: held-back saves were written."""
+        for atom_id, (_, fingerprint) in deferred.items():
+            self._backend.written(atom_id, fingerprint)
 
     def update_flow_details(self, flow_detail: Any) -> Any:
         """Save a flow detail's own row, and insert its atoms not yet saved.
@@ -213,6 +226,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
                         [a for uuid, a in atoms.items() if uuid not in known],
                     )
             self._backend.saved_atoms_are(flow_id, set(atoms) | known)
+            self._remember(deferred)
             return flow_detail
         except sa.exc.SQLAlchemyError:
             if drive is not None:
@@ -252,6 +266,20 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
 REMEMBERED = 4096
 #: atom meta keys whose change alone is not worth a write of its own
 PROGRESS_KEYS = frozenset({"progress"})
+
+
+#: atom uuid -> (values, fingerprint) of a save held back for a drive's
+#: next write
+Deferred = dict[str, tuple[dict[str, Any], str]]
+
+
+def _succeeded_task(atom_detail: Any) -> bool:
+    """A task's save of its success (a retry controller's is written at
+    once: TaskFlow's retries read their history back)."""
+    return (
+        isinstance(atom_detail, tf_models.TaskDetail)
+        and atom_detail.state == tf_states.SUCCESS
+    )
 
 
 #: the names the prebuilt statements bind a flow's and an atom's uuid to
@@ -385,12 +413,12 @@ class Fenced:
     ) -> None:
         self.backend = backend
         self.fence = None if flow_id is None or owner is None else (flow_id, owner)
-        #: atom uuid -> values whose only change is progress, held back to
-        #: go with this drive's next write.  They belong to this drive: one
-        #: that stopped (its claim lost, its step failed) leaves them
+        #: atom uuid -> saves held back to go with this drive's next write
+        #: (progress alone, a task's success).  They belong to this drive:
+        #: one that stopped (its claim lost, its step failed) leaves them
         #: unwritten, so they never overwrite what the flow's next owner
         #: wrote since (nor cross into another flow's transaction).
-        self._deferred: dict[str, dict[str, Any]] = {}
+        self._deferred: Deferred = {}
         self._lock = threading.Lock()
         #: the flow row's note as the last fenced write read it (a cancel
         #: request), and whether it was read since last taken
@@ -407,12 +435,16 @@ class Fenced:
         conn.drive = self
         return conn
 
-    def defer(self, atom_id: str, values: dict[str, Any]) -> None:
-        """Keep an atom's values to write with this drive's next write."""
-        with self._lock:
-            self._deferred[atom_id] = values
+    def defer(self, atom_id: str, values: dict[str, Any], fingerprint: str) -> None:
+        """Keep an atom's values to write with this drive's next write.
 
-    def take_deferred(self, but: str | None = None) -> dict[str, dict[str, Any]]:
+        The flow's row is not read until then: a cancel noted meanwhile is
+        read afresh by whoever asks (:meth:`take_note`)."""
+        with self._lock:
+            self._deferred[atom_id] = (values, fingerprint)
+            self._note_fresh = False
+
+    def take_deferred(self, but: str | None = None) -> Deferred:
         """The held-back values to write now (``but``'s are superseded)."""
         with self._lock:
             if but is not None:
@@ -420,11 +452,11 @@ class Fenced:
             taken, self._deferred = self._deferred, {}
         return taken
 
-    def restore_deferred(self, deferred: dict[str, dict[str, Any]]) -> None:
+    def restore_deferred(self, deferred: Deferred) -> None:
         """Put back held-back values a failed write did not save."""
         with self._lock:
-            for atom_id, values in deferred.items():
-                self._deferred.setdefault(atom_id, values)
+            for atom_id, held in deferred.items():
+                self._deferred.setdefault(atom_id, held)
 
     def saw_note(self, note: str | None) -> None:
         """A fenced write read the flow row's ``note``."""

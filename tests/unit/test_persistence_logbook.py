@@ -237,7 +237,7 @@ class LogbookContract:
         book = saved_book(registry, fast, "book", "runner-a")
         fd = next(iter(book))
         ad = by_name(fd, "task-a")
-        ad.results = "a's"
+        ad.state, ad.results = states.FAILURE, "a's"
         with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
             conn.update_atom_details(ad)
         # runner-b takes the flow over (runner-a's lease ran out)
@@ -305,6 +305,75 @@ class LogbookContract:
         with connection(fast) as conn:
             got = by_name(next(iter(conn.get_logbook(books[0].uuid))), "task-a")
         assert (got.state, got.results) == (states.SUCCESS, {"action_started": 1})
+
+    def test_a_success_rides_with_the_drives_next_write(
+        self, store: Store, fast: Any
+    ) -> None:
+        """A task's SUCCESS (its result) is held back and written in the
+        transaction of the drive's next write: the next step's RUNNING, or
+        the flow's state.  A drive that stops before (its claim lost)
+        leaves the step RUNNING for the next owner to run again."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        fd = next(iter(book))
+        step = by_name(fd, "task-a")
+
+        def stored() -> tuple[str, Any]:
+            with connection(fast) as conn:
+                got = by_name(next(iter(conn.get_logbook(book.uuid))), "task-a")
+            return got.state, got.results
+
+        drive = fast.fenced(fd.uuid, "runner-a")
+        step.state, step.results = states.RUNNING, None
+        with connection(drive) as conn:
+            conn.update_atom_details(step)
+        step.state, step.results = states.SUCCESS, {"made": 1}
+        with connection(drive) as conn:
+            conn.update_atom_details(step)
+        assert stored() == (states.RUNNING, None)  # held back
+        with connection(drive) as conn:
+            conn.update_flow_details(fd)  # the flow's state carries it
+        assert stored() == (states.SUCCESS, {"made": 1})
+
+        # held back again, then the drive loses the flow: never written
+        other = fast.fenced(fd.uuid, "runner-a")
+        step.state, step.results = states.RUNNING, None
+        with connection(other) as conn:
+            conn.update_atom_details(step)
+        step.state, step.results = states.SUCCESS, {"made": 2}
+        with connection(other) as conn:
+            conn.update_atom_details(step)
+        assert registry.claim(
+            fd.uuid,
+            "runner-b",
+            lease_until=time.time() + 60,
+            now=time.time() + 120,
+            from_states=(flow_rows.RUNNING,),
+        )
+        with connection(other) as conn:
+            with pytest.raises(logbook.FlowFenced):
+                conn.update_flow_details(fd)
+        assert stored() == (states.RUNNING, None)
+
+    def test_a_held_back_success_leaves_the_note_to_be_read_again(
+        self, store: Store, fast: Any
+    ) -> None:
+        """A custom flow is checked for a cancel after each step: with the
+        step's success held back, no write read the flow's row since the
+        step ran, so the note is not offered as fresh."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        fd = next(iter(book))
+        step = by_name(fd, "task-a")
+        drive = fast.fenced(fd.uuid, "runner-a")
+        step.state, step.results = states.RUNNING, None
+        with connection(drive) as conn:
+            conn.update_atom_details(step)
+        assert drive.take_note() == (True, None)  # the RUNNING write read it
+        step.state, step.results = states.SUCCESS, 1
+        with connection(drive) as conn:
+            conn.update_atom_details(step)
+        assert drive.take_note() == (False, None)
 
     def test_busy_atoms_name_the_running_step(self, fast: Any) -> None:
         seen: list[Any] = []
