@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: when another process drives the flow (the first; each next one twice as
 #: long, up to POLL_STARTED_MOST: many callers waiting for busy conductors
 #: do not keep the database busy asking), and when this one does (then a
-#: look also comes as each step succeeds)
+#: look also comes as a step writing the row succeeds)
 POLL_STARTED = 0.05
 POLL_STARTED_MOST = 0.5
 POLL_STARTED_DRIVEN = 0.5
@@ -160,8 +160,8 @@ class Results(Base):
             return found
 
         limit = wait_timeout or 60
-        # driven here: looked at again as each step succeeds and when the
-        # flow ends (a step writes the row), else after 50 ms, 100 ms...
+        # driven here: looked at again as a step writing the row succeeds
+        # and when the flow ends, else after 50 ms, 100 ms...
         progressed = self.runner.progress_of(flow_id)
         if progressed is not None:
             future.add_done_callback(lambda _: progressed.set())

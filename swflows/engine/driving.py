@@ -90,8 +90,11 @@ class _Drive:
         #: :class:`~swflows.engine.conductor.ClaimLost` once the job's
         #: claim is another's)
         self.fence: Callable[[_Drive], None] | None = None
-        #: set each time one of its steps succeeds (see :meth:`Driving.progress_of`)
+        #: set each time one of its steps that write its deployment's row
+        #: succeeds (see :meth:`Driving.progress_of`)
         self.progressed = threading.Event()
+        #: the names of those steps
+        self.row_writers: frozenset[str] = frozenset()
 
 
 class Driving(Results):
@@ -138,9 +141,11 @@ class Driving(Results):
             return not drive.lost
 
     def progress_of(self, flow_id: str) -> threading.Event | None:
-        """An event set each time a step of ``flow_id``, driven here, succeeds
-        (None: not driven here): who waits for what a step writes reads
-        the store when it is set, not every few milliseconds."""
+        """An event set each time a step of ``flow_id``, driven here, that
+        writes its deployment's row succeeds (a task whose ``writes_row``
+        is true; None: not driven here): who waits for that row reads the
+        store when it is set, neither every few milliseconds nor after
+        each of the steps before."""
         with self._lock:
             drive = self._drives.get(flow_id)
         return None if drive is None else drive.progressed
@@ -165,6 +170,7 @@ class Driving(Results):
         writes: logbook.Fenced | None = None,
     ) -> None:
         drive = _Drive(flow_id, engine, parks_after(flow))
+        drive.row_writers = row_writers(flow)
         drive.resumed = resumed
         drive.custom = custom
         drive.deployment_id = deployment_id
@@ -194,7 +200,8 @@ class Driving(Results):
                 raise logbook.FlowFenced(drive.flow_id, self.owner, None)
             if state != tf_states.SUCCESS:
                 return
-            drive.progressed.set()
+            if details.get("task_name") in drive.row_writers:
+                drive.progressed.set()
             if drive.custom and cancel_requested(self.registry, drive):
                 drive.cancelling = True
                 drive.engine.suspend()
@@ -594,6 +601,18 @@ def parks_after(flow: Any) -> dict[str, Any]:
         if hasattr(node, "iter_links"):
             found.update(parks_after(node))
     return found
+
+
+def row_writers(flow: Any) -> frozenset[str]:
+    """The names of ``flow``'s tasks that write their deployment's row
+    (``writes_row``), in nested flows too."""
+    found: set[str] = set()
+    for node, _ in flow.iter_nodes():
+        if hasattr(node, "iter_links"):
+            found |= row_writers(node)
+        elif getattr(node, "writes_row", False):
+            found.add(node.name)
+    return frozenset(found)
 
 
 def let_go_of_removed(services: Services, deployment_id: str) -> None:

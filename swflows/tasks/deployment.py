@@ -37,6 +37,8 @@ def _initial_status(waits: bool) -> tuple[str, str, dict[str, Any] | None]:
 
 
 class _PublishingTask(base.Task):
+    writes_row = True
+
     def __init__(
         self,
         flow: str,

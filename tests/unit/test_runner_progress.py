@@ -1,6 +1,7 @@
-"""A flow driven here tells who waits on it that a step succeeded: a deploy
-that does not wait returns once the flow wrote the deployment, not at the
-next of its looks (SQLite, the in-process cloud)."""
+"""A flow driven here tells who waits on it that a step writing its
+deployment's row succeeded: a deploy that does not wait returns once the
+flow wrote the deployment, not at the next of its looks, and reads the
+store only then (SQLite, the in-process cloud)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 import tenacity
+from taskflow.patterns import linear_flow
 
+from swflows import transport_names as names
 from swflows.api import results
+from swflows.engine import driving
 from swflows.fixture import LocalSwflows
+from swflows.flows import common, deploy, redeploy
+from swflows.tasks import base
 from tests.unit.test_runner_fencing import GATES, STARTED, gated, until
 
 
@@ -22,7 +28,11 @@ def local() -> Iterator[LocalSwflows]:
         yield made
 
 
-def test_each_step_that_succeeds_sets_its_flows_progress(local: LocalSwflows) -> None:
+def test_only_a_step_writing_the_row_sets_its_flows_progress(
+    local: LocalSwflows,
+) -> None:
+    """Steps that write no deployment row (here a custom flow's own) wake
+    nobody: a caller waiting for the row would only read it again."""
     gate = "progress"
     STARTED[gate], GATES[gate] = threading.Event(), threading.Event()
     sw = local.sw
@@ -30,15 +40,25 @@ def test_each_step_that_succeeds_sets_its_flows_progress(local: LocalSwflows) ->
     try:
         assert STARTED[gate].wait(30)  # its first step succeeded
         progressed = sw.runner.progress_of(flow_id)
-        assert progressed is not None and progressed.is_set()
-        progressed.clear()
-        # the middle step is held at its gate: no step succeeds meanwhile
-        assert not progressed.wait(0.2)
+        assert progressed is not None and not progressed.is_set()
     finally:
         GATES[gate].set()
-    assert progressed.wait(30)
     until(lambda: sw.runner.progress_of(flow_id) is None, 30)  # ended
+    assert not progressed.is_set()
     assert sw.runner.progress_of("no-such-flow") is None
+
+
+def test_the_steps_writing_the_row_are_found_in_nested_flows_too() -> None:
+    plan = common.Plan(
+        signal_transport=names.TEMP_URL_SIGNAL, config_transport=names.POLL_TEMP_URL
+    )
+    made = deploy.build("deploy", plan)
+    assert driving.row_writers(made) == {base.atom_name("deploy", "CreateDeployment")}
+    outer = linear_flow.Flow("outer").add(made, redeploy.make_flow(**plan.to_kwargs()))
+    assert driving.row_writers(outer) == {
+        base.atom_name("deploy", "CreateDeployment"),
+        base.atom_name("redeploy", "StartAction"),
+    }
 
 
 def test_a_deploy_that_does_not_wait_looks_again_as_steps_succeed(
