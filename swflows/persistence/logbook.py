@@ -23,7 +23,10 @@ This relies on these names in ``taskflow.persistence.backends``:
 * ``impl_sqlalchemy.Connection``, whose methods read the attributes
   ``_backend``, ``_upgrade_lock``, ``_engine``, ``_metadata``, ``_tables``
   and ``_converter`` that its ``__init__`` sets;
-* ``impl_sqlalchemy._Alchemist(tables)`` and ``sqlalchemy.tables.Tables``.
+* ``impl_sqlalchemy._Alchemist(tables)``, its ``convert_book``,
+  ``convert_flow_detail``, ``convert_atom_detail`` and ``populate_book``,
+  which call the ``flow_query_iter`` and ``atom_query_iter`` this module's
+  converter replaces; and ``sqlalchemy.tables.Tables``.
 
 ``tests/unit/test_persistence_logbook.py`` checks these are still there.
 
@@ -257,6 +260,24 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         for same in rows.values():
             conn.execute(self._backend.statements.insert_atom, same)
 
+    def get_logbook(self, book_uuid: str, lazy: bool = False) -> Any:
+        """The stock read, with the backend's prebuilt statements."""
+        try:
+            with self._engine.connect() as conn:
+                row = conn.execute(
+                    self._backend.statements.book, {_BOOK_KEY: book_uuid}
+                ).first()
+                if row is None:
+                    raise tf_exc.NotFound(f"No logbook found with uuid '{book_uuid}'")
+                book = self._converter.convert_book(row._mapping)
+                if not lazy:
+                    self._converter.populate_book(conn, book)
+                return book
+        except sa.exc.DBAPIError:
+            tf_exc.raise_with_cause(
+                tf_exc.StorageFailure, f"Failed getting logbook '{book_uuid}'"
+            )
+
     def destroy_logbook(self, book_uuid: str) -> Any:
         self._backend.forget_book(book_uuid)
         return super().destroy_logbook(book_uuid)
@@ -285,6 +306,8 @@ def _succeeded_task(atom_detail: Any) -> bool:
 #: the names the prebuilt statements bind a flow's and an atom's uuid to
 _FLOW_KEY = "fenced_flow_uuid"
 _ATOM_KEY = "updated_atom_uuid"
+_BOOK_KEY = "read_book_uuid"
+_PARENT_KEY = "read_parent_uuid"
 
 
 class _Statements:
@@ -310,6 +333,35 @@ class _Statements:
         )
         #: new atom details (their columns: the parameters given)
         self.insert_atom = sa.insert(atoms)
+        books = tables.logbooks
+        #: a logbook's row, its flows' and their atoms' (as the stock reads)
+        self.book = sa.select(books).where(books.c.uuid == sa.bindparam(_BOOK_KEY))
+        self.flows_of = sa.select(details).where(
+            details.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+        )
+        self.atoms_of = sa.select(atoms).where(
+            atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+        )
+
+
+class _Converter(impl_sqlalchemy._Alchemist):  # type: ignore[misc]
+    """The stock converter, reading a logbook's flows and atoms with the
+    backend's prebuilt statements (a takeover, a resume and a conductor's
+    every job load a logbook)."""
+
+    def __init__(self, tables: Any, statements: _Statements) -> None:
+        super().__init__(tables)
+        self._statements = statements
+
+    def atom_query_iter(self, conn: sa.Connection, parent_uuid: str) -> Any:
+        rows = conn.execute(self._statements.atoms_of, {_PARENT_KEY: parent_uuid})
+        for row in rows:
+            yield self.convert_atom_detail(row._mapping)
+
+    def flow_query_iter(self, conn: sa.Connection, parent_uuid: str) -> Any:
+        rows = conn.execute(self._statements.flows_of, {_PARENT_KEY: parent_uuid})
+        for row in rows:
+            yield self.convert_flow_detail(row._mapping)
 
 
 def _fingerprint(values: dict[str, Any]) -> str:
@@ -343,8 +395,8 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
         self.tables = tf_tables.Tables(
             tables.tf_logbooks, tables.tf_flowdetails, tables.tf_atomdetails
         )
-        self.converter = impl_sqlalchemy._Alchemist(self.tables)
         self.statements = _Statements(self.flows, self.tables)
+        self.converter = _Converter(self.tables, self.statements)
         self._memo_lock = threading.Lock()
         #: atom uuid -> fingerprint of the values this backend last wrote
         self._atoms_written: collections.OrderedDict[str, str] = (

@@ -553,4 +553,16 @@ def test_pinned_taskflow_internals() -> None:
     )
     assert set(vars(fast)) == set(vars(conn)) | {"fence", "drive"}
     assert impl_sqlalchemy._Alchemist(conn._tables)._tables is conn._tables
+    for name in (
+        "convert_book",
+        "convert_flow_detail",
+        "convert_atom_detail",
+        "populate_book",
+        "populate_flow_detail",
+        "flow_query_iter",
+        "atom_query_iter",
+    ):
+        assert callable(getattr(impl_sqlalchemy._Alchemist, name)), name
+    populate = inspect.getsource(impl_sqlalchemy._Alchemist.populate_book)
+    assert "flow_query_iter" in populate  # what the converter's reads replace
     engine.dispose()
