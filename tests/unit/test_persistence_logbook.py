@@ -112,6 +112,17 @@ def saved_book(
     return book
 
 
+def take_over(registry: flow_rows.FlowRegistry, flow_id: str, owner: str) -> bool:
+    """``owner`` claims a running flow whose lease ran out."""
+    return registry.claim(
+        flow_id,
+        owner,
+        lease_until=time.time() + 60,
+        now=time.time() + 120,
+        from_states=(flow_rows.RUNNING,),
+    )
+
+
 def by_name(fd: Any, name: str) -> Any:
     return next(ad for ad in fd if ad.name == name)
 
@@ -241,13 +252,7 @@ class LogbookContract:
         with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
             conn.update_atom_details(ad)
         # runner-b takes the flow over (runner-a's lease ran out)
-        assert registry.claim(
-            fd.uuid,
-            "runner-b",
-            lease_until=time.time() + 60,
-            now=time.time() + 120,
-            from_states=(flow_rows.RUNNING,),
-        )
+        assert take_over(registry, fd.uuid, "runner-b")
         ad.results = "stale"
         ad.state = states.REVERTED
         fd.state = states.SUCCESS
@@ -323,33 +328,26 @@ class LogbookContract:
                 got = by_name(next(iter(conn.get_logbook(book.uuid))), "task-a")
             return got.state, got.results
 
-        drive = fast.fenced(fd.uuid, "runner-a")
-        step.state, step.results = states.RUNNING, None
-        with connection(drive) as conn:
-            conn.update_atom_details(step)
-        step.state, step.results = states.SUCCESS, {"made": 1}
-        with connection(drive) as conn:
-            conn.update_atom_details(step)
+        def run(result: Any) -> Any:
+            """A drive saves the step RUNNING, then SUCCESS with ``result``."""
+            drive = fast.fenced(fd.uuid, "runner-a")
+            for step.state, step.results in (
+                (states.RUNNING, None),
+                (states.SUCCESS, result),
+            ):
+                with connection(drive) as conn:
+                    conn.update_atom_details(step)
+            return drive
+
+        drive = run({"made": 1})
         assert stored() == (states.RUNNING, None)  # held back
         with connection(drive) as conn:
             conn.update_flow_details(fd)  # the flow's state carries it
         assert stored() == (states.SUCCESS, {"made": 1})
 
         # held back again, then the drive loses the flow: never written
-        other = fast.fenced(fd.uuid, "runner-a")
-        step.state, step.results = states.RUNNING, None
-        with connection(other) as conn:
-            conn.update_atom_details(step)
-        step.state, step.results = states.SUCCESS, {"made": 2}
-        with connection(other) as conn:
-            conn.update_atom_details(step)
-        assert registry.claim(
-            fd.uuid,
-            "runner-b",
-            lease_until=time.time() + 60,
-            now=time.time() + 120,
-            from_states=(flow_rows.RUNNING,),
-        )
+        other = run({"made": 2})
+        assert take_over(registry, fd.uuid, "runner-b")
         with connection(other) as conn:
             with pytest.raises(logbook.FlowFenced):
                 conn.update_flow_details(fd)
