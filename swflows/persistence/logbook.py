@@ -112,15 +112,16 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
 
     def update_atom_details(self, atom_detail: Any) -> Any:
         """Save an atom detail in one UPDATE; a change of its progress alone,
-        and a task's success, are written with the drive's next write.
+        and the success of a task the drive ran, go with its next write.
 
         The stock method reads the row back first and merges the given
         detail into it, which yields the given detail's values anyway.
         TaskFlow saves a task's progress (0.0 once it runs, 1.0 once it has
         ended) in transactions of their own around the writes of its
         states.  Those progress-only saves ride along with the drive's
-        next write (the next atom's state, or the flow's), and so does a
-        task's SUCCESS with its result: the next step's RUNNING, a
+        next write (the next atom's state, or the flow's), and so does the
+        SUCCESS, with its result, of a task whose RUNNING the drive wrote
+        (:meth:`Fenced.may_hold_success`): the next step's RUNNING, a
         failure, or the flow's state (its end, its parking) carries it in
         the same transaction.  So whatever a later step does comes after
         the earlier step's success is in the database; a drive stopped in
@@ -134,7 +135,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         drive = self.drive
         if drive is not None and (
             self._backend.last_written(atom_detail.uuid) == fingerprint
-            or _succeeded_task(atom_detail)
+            or drive.may_hold_success(atom_detail)
         ):
             drive.defer(atom_detail.uuid, values, fingerprint)
             return atom_detail
@@ -149,6 +150,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
                 self._flush(conn, deferred)
             self._backend.written(atom_detail.uuid, fingerprint)
             self._remember(deferred)
+            if drive is not None:
+                drive.wrote(atom_detail)
             return atom_detail
         except sa.exc.SQLAlchemyError:
             if drive is not None:
@@ -292,15 +295,6 @@ PROGRESS_KEYS = frozenset({"progress"})
 #: atom uuid -> (values, fingerprint) of a save held back for a drive's
 #: next write
 Deferred = dict[str, tuple[dict[str, Any], str]]
-
-
-def _succeeded_task(atom_detail: Any) -> bool:
-    """A task's save of its success (a retry controller's is written at
-    once: TaskFlow's retries read their history back)."""
-    return (
-        isinstance(atom_detail, tf_models.TaskDetail)
-        and atom_detail.state == tf_states.SUCCESS
-    )
 
 
 #: the names the prebuilt statements bind a flow's and an atom's uuid to
@@ -471,6 +465,8 @@ class Fenced:
         #: unwritten, so they never overwrite what the flow's next owner
         #: wrote since (nor cross into another flow's transaction).
         self._deferred: Deferred = {}
+        #: tasks whose RUNNING this drive wrote (their success may wait)
+        self._ran: set[str] = set()
         self._lock = threading.Lock()
         #: the flow row's note as the last fenced write read it (a cancel
         #: request), and whether it was read since last taken
@@ -495,6 +491,29 @@ class Fenced:
         with self._lock:
             self._deferred[atom_id] = (values, fingerprint)
             self._note_fresh = False
+
+    def wrote(self, atom_detail: Any) -> None:
+        """An atom's save reached the database."""
+        if isinstance(atom_detail, tf_models.TaskDetail):
+            with self._lock:
+                if atom_detail.state == tf_states.RUNNING:
+                    self._ran.add(atom_detail.uuid)
+                else:
+                    self._ran.discard(atom_detail.uuid)
+
+    def may_hold_success(self, atom_detail: Any) -> bool:
+        """Whether ``atom_detail`` is the success of a task this drive ran
+        (its RUNNING written here), which may wait for the drive's next
+        write.  Any other SUCCESS is written at once: the engine's stored
+        inputs (TaskFlow saves them as a task that succeeded, and a flow
+        without them is taken for one that never started), a retry
+        controller's (TaskFlow reads its history back)."""
+        if not isinstance(atom_detail, tf_models.TaskDetail):
+            return False
+        with self._lock:
+            return (
+                atom_detail.state == tf_states.SUCCESS and atom_detail.uuid in self._ran
+            )
 
     def take_deferred(self, but: str | None = None) -> Deferred:
         """The held-back values to write now (``but``'s are superseded)."""

@@ -353,6 +353,27 @@ class LogbookContract:
                 conn.update_flow_details(fd)
         assert stored() == (states.RUNNING, None)
 
+    def test_an_engines_stored_inputs_are_written_at_once(self, fast: Any) -> None:
+        """TaskFlow saves a flow's inputs as a task that succeeded (never
+        RUNNING): they are in the database as soon as the engine is
+        loaded, before any step runs, for a flow without them is taken
+        for one that never started (and removed) after a crash."""
+        book = models.LogBook("inputs")
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+        engines.load(
+            make_flow(2),
+            store={"seed": 7, "run_id": "r"},
+            book=book,
+            backend=fast.unfenced(),
+        )
+        with connection(fast) as conn:
+            fd = next(iter(conn.get_logbook(book.uuid)))
+        injected = [ad for ad in fd if ad.name == "_TaskFlow_INJECTOR"]
+        assert [(ad.state, ad.results) for ad in injected] == [
+            (states.SUCCESS, {"seed": 7, "run_id": "r"})
+        ]
+
     def test_a_held_back_success_leaves_the_note_to_be_read_again(
         self, store: Store, fast: Any
     ) -> None:
