@@ -16,6 +16,9 @@ from swflows import exceptions, masking, signals, states
 from swflows.model import Deployment, OutputSpec
 from swflows.services import Services
 
+#: the ``reason`` kind of :func:`removed_outcome` (never stored on a row)
+REMOVED = "removed"
+
 
 def record_outcome(
     services: Services,
@@ -54,6 +57,21 @@ def outcome_of(deployment: Deployment) -> dict[str, Any]:
         "status_reason": deployment.status_reason,
         "reason": deployment.reason,
         "output_values": deployment.output_values,
+    }
+
+
+def removed_outcome(deployment_id: str) -> dict[str, Any]:
+    """What a flow's wait returns when its deployment's record is gone.
+
+    A record is removed only once its action has ended (an undeploy
+    refuses a running one), so the flow has nothing left to end: its
+    outcome, recorded before, went with the record.  No status is given.
+    """
+    return {
+        "status": None,
+        "status_reason": f"deployment {deployment_id} was removed",
+        "reason": {"kind": REMOVED},
+        "output_values": {},
     }
 
 

@@ -47,6 +47,9 @@ TEMPURL_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE"})
 TEMPURL_DIGESTS = frozenset({"sha1", "sha256", "sha512"})
 #: Swift's default (and usual maximum) listing page, ``container_listing_limit``.
 LISTING_PAGE = 10_000
+#: how long a forced container deletion keeps emptying a container that is
+#: still found holding objects (409)
+FORCE_DELETE_SECONDS = 30.0
 #: Anything earlier is surely a duration passed by mistake (2001-09-09).
 MIN_EPOCH = 1_000_000_000
 CONTAINER_NAME_MAX = 256
@@ -336,20 +339,30 @@ class ObjectStore:
         """Delete a container; ``force`` deletes its objects first.
 
         False if it was already gone.  Without ``force`` a non-empty container
-        is a CloudError with status 409.
+        is a CloudError with status 409.  With it, a 409 (an object written
+        meanwhile, or deletions the container's count has not caught up
+        with yet) empties the container again, for up to
+        :data:`FORCE_DELETE_SECONDS`.
         """
-        if force:
-            for obj in self._list_objects(name, None) or []:
-                self._delete_object(name, obj.name)
-        try:
-            self._call(
-                f"delete container {name}", self.connection.delete_container, name
-            )
-        except CloudError as exc:
-            if is_missing(exc, SERVICE):
-                return False
-            raise
-        return True
+        deadline = time.monotonic() + FORCE_DELETE_SECONDS
+        pause = 0.1
+        while True:
+            if force:
+                for obj in self._list_objects(name, None) or []:
+                    self._delete_object(name, obj.name)
+            try:
+                self._call(
+                    f"delete container {name}", self.connection.delete_container, name
+                )
+            except CloudError as exc:
+                if is_missing(exc, SERVICE):
+                    return False
+                if not force or exc.status != 409 or time.monotonic() > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+                continue
+            return True
 
     @retried
     def list_containers(self, prefix: str | None = None) -> list[str]:

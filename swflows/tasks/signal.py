@@ -10,7 +10,12 @@ import tenacity
 
 from swflows import exceptions, metadata, signals, states
 from swflows.clients.identity import StackUser
-from swflows.outcomes import outcome_from_payload, outcome_of, record_outcome
+from swflows.outcomes import (
+    outcome_from_payload,
+    outcome_of,
+    record_outcome,
+    removed_outcome,
+)
 from swflows.services import Services
 from swflows.tasks import base
 from swflows.transports.base import SignalRef, SignalTransport
@@ -87,7 +92,9 @@ class AwaitSignal(_TransportTask):
     signal read here or by the runner's watcher, a signal pushed through the
     API, a cancel, a timeout) is what this task returns.  Under swflows'
     runner the flow is parked before this task, so it runs only once the
-    action has ended; in a plain TaskFlow engine it polls until then.
+    action has ended; in a plain TaskFlow engine it polls until then.  A
+    record removed in between (an undeploy right after a cancel) gives
+    :func:`~swflows.outcomes.removed_outcome`: the action had ended.
     """
 
     default_provides = "outcome"
@@ -186,7 +193,12 @@ def _look(
     deadline: float,
     timeout: int,
 ) -> dict[str, Any] | None:
-    deployment = services.store.get_deployment(deployment_id)
+    try:
+        deployment = services.store.get_deployment(deployment_id)
+    except exceptions.DeploymentNotFound:
+        # undeployed once its action ended (a cancel, then at once an
+        # undeploy): the flow only removes its store and ends
+        return removed_outcome(deployment_id)
     if deployment.generation != generation or deployment.is_terminal:
         return outcome_of(deployment)
     stage = None  # a pushed signal's transport cannot tell

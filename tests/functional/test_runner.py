@@ -507,3 +507,37 @@ def test_a_sweep_leaves_another_installations_stores(
         two.undeploy(dep.id)
         assert leftovers(two, dep.id) == {}
         one.services.clients.object_store.delete_container(shared, force=True)
+
+
+def test_an_undeploy_right_after_a_cancel_leaves_the_deploy_flow_to_end(
+    devcloud: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a cancel records the outcome and wakes the parked flow; an undeploy
+    # may remove the row before that flow reads it.  Its action ended
+    # (cancelled): the flow only removes its store and ends, it does not
+    # revert (which would publish the server again, after its removal)
+    with instance(
+        devcloud,
+        tmp_path,
+        watcher__poll_interval=3600.0,
+        watcher__max_poll_interval=3600.0,
+    ) as sw:
+        config = script_config(sw)
+        dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
+        row = until(lambda: parked(sw, dep.id), what="the flow to park")
+        wake = sw.runner.wake
+        monkeypatch.setattr(sw.runner, "wake", lambda: None)
+        sw.cancel(dep.id, "operator")
+        sw.undeploy(dep.id, wait_timeout=60)
+        assert sw.runner.registry.get(row.id) is not None, "it is still parked"
+        monkeypatch.setattr(sw.runner, "wake", wake)
+        with caplog.at_level("WARNING", logger="swflows"):
+            wake()
+            sw.runner.wait(row.id, 60)
+        assert not [
+            r.getMessage() for r in caplog.records if "revert" in r.getMessage()
+        ]
+        assert leftovers(sw, dep.id) == {}

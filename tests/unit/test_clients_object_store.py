@@ -282,3 +282,53 @@ def test_a_process_reading_between_two_first_writers_keeps_the_final_key(
         assert account.read == [final]
     else:  # the hole the seed closes
         assert account.read != [final]
+
+
+class FillingConnection(Connection):
+    """A container that an object lands in after its first listing (a
+    late writer, or a count not yet caught up): its first deletion is a
+    409."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.containers = {
+            "c": [{"name": "a", "hash": "e", "bytes": 1, "last_modified": "t"}]
+        }
+        self.refusals = 1
+
+    def delete_object(self, container: str, name: str) -> None:
+        self.calls.append(f"delete {container}/{name}")
+        listing = self.containers[container]
+        listing[:] = [item for item in listing if item["name"] != name]
+        if self.refusals:
+            listing.append(
+                {"name": "late", "hash": "e", "bytes": 1, "last_modified": "t"}
+            )
+
+    def delete_container(self, name: str) -> None:
+        self.calls.append(f"delete {name}")
+        if self.containers[name]:
+            self.refusals -= 1
+            raise swift_exc.ClientException("not empty", http_status=409)
+        del self.containers[name]
+
+
+def test_a_forced_container_deletion_empties_it_again_after_a_409() -> None:
+    conn = FillingConnection()
+    store = object_store.ObjectStore(conn, retry=NO_RETRY)
+    assert store.delete_container("c", force=True) is True
+    assert conn.calls == [
+        "list c",
+        "delete c/a",
+        "delete c",
+        "list c",
+        "delete c/late",
+        "delete c",
+    ]
+    # without force, a 409 is the caller's to see
+    conn = FillingConnection()
+    store = object_store.ObjectStore(conn, retry=NO_RETRY)
+    with pytest.raises(CloudError) as caught:
+        store.delete_container("c")
+    assert caught.value.status == 409
+    assert conn.calls == ["delete c"]
