@@ -336,33 +336,23 @@ class ObjectStore:
 
     @retried
     def delete_container(self, name: str, *, force: bool = False) -> bool:
-        """Delete a container; ``force`` deletes its objects first.
+        """Delete a container; ``force`` deletes its objects first
+        (:func:`delete_emptied`).
 
         False if it was already gone.  Without ``force`` a non-empty container
-        is a CloudError with status 409.  With it, a 409 (an object written
-        meanwhile, or deletions the container's count has not caught up
-        with yet) empties the container again, for up to
-        :data:`FORCE_DELETE_SECONDS`.
+        is a CloudError with status 409.
         """
-        deadline = time.monotonic() + FORCE_DELETE_SECONDS
-        pause = 0.1
-        while True:
-            if force:
-                for obj in self._list_objects(name, None) or []:
-                    self._delete_object(name, obj.name)
-            try:
-                self._call(
-                    f"delete container {name}", self.connection.delete_container, name
-                )
-            except CloudError as exc:
-                if is_missing(exc, SERVICE):
-                    return False
-                if not force or exc.status != 409 or time.monotonic() > deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
-                continue
-            return True
+        if force:
+            return delete_emptied(self, name)
+        try:
+            self._call(
+                f"delete container {name}", self.connection.delete_container, name
+            )
+        except CloudError as exc:
+            if is_missing(exc, SERVICE):
+                return False
+            raise
+        return True
 
     @retried
     def list_containers(self, prefix: str | None = None) -> list[str]:
@@ -618,3 +608,24 @@ class ObjectStore:
         return build_temp_url(
             self.account_url, container, name, method, expires_at, key, digest
         )
+
+
+def delete_emptied(store: ObjectStore, name: str) -> bool:
+    """Delete container ``name`` with its objects; False if it was gone.
+
+    A 409 (an object written meanwhile, or deletions the container's count
+    has not caught up with yet) has it emptied again, for up to
+    :data:`FORCE_DELETE_SECONDS`.
+    """
+    deadline = time.monotonic() + FORCE_DELETE_SECONDS
+    pause = 0.1
+    while True:
+        for obj in store.list_objects(name):
+            store.delete_object(name, obj.name)
+        try:
+            return store.delete_container(name)
+        except CloudError as exc:
+            if exc.status != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
