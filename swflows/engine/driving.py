@@ -387,7 +387,9 @@ class Driving(Results):
                         end_wait(
                             self.services, waiting, self.registry.cancel_note(flow_id)
                         )
-                    self.watcher.wake_soon(flow_id)
+                        self.watcher.wake_soon(flow_id)
+                    elif drive.resumed or ended_before_park(self.services, waiting):
+                        self.watcher.wake_soon(flow_id)
                 else:
                     LOG.warning("flow %s: not parked: its row is another's", flow_id)
                 return
@@ -613,6 +615,21 @@ def row_writers(flow: Any) -> frozenset[str]:
         elif getattr(node, "writes_row", False):
             found.add(node.name)
     return frozenset(found)
+
+
+def ended_before_park(services: Services, waiting: dict[str, Any]) -> bool:
+    """Whether the action a flow just parked on ended already (a pushed
+    signal, a cancel or a timeout recorded before the park): a look is then
+    asked for at once.  A new flow's signal still in its store is read by
+    the next poll, as every waiting one's is (a look per park cost a burst
+    of launches a listing each 0.1 s).  A flow resumed (taken over,
+    restarted) always asks: its signal may have waited there since its
+    last owner stopped."""
+    try:
+        row = services.store.get_deployment(waiting["deployment_id"])
+    except exceptions.DeploymentNotFound:
+        return True
+    return row.is_terminal or row.generation != int(waiting["generation"])
 
 
 def let_go_of_removed(services: Services, deployment_id: str) -> None:

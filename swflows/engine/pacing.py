@@ -4,8 +4,10 @@ A *full look* reads every parked flow; one starts ``poll_interval`` after
 the last one started (:meth:`Watcher._delay`), or at once when asked
 (:meth:`Pacing.wake`: a signal pushed, a flow cancelled).
 
-A flow that parks asks for a look soon (:meth:`Pacing.wake_soon`): its
-signal may be there already.  Before the next full look is due, that look
+A flow that parks asks for a look soon (:meth:`Pacing.wake_soon`) when
+its signal may be there already: its action ended before the park, or
+the flow was resumed (:func:`swflows.engine.driving.ended_before_park`).
+Before the next full look is due, that look
 is a *fresh look*: it reads only the flows parked since the last look, so
 a burst of launches beside thousands of waiting flows costs each park a
 share of one listing and the reading of a few rows, not of them all.  The

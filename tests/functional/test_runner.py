@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from swflows import conf as sw_conf
-from swflows import exceptions, signals, states
+from swflows import exceptions, failpoints, outcomes, signals, states
 from swflows.api import Swflows
 from swflows.clients.messaging import SignedUrlClient
 from swflows.persistence import flow_registry as flow_rows
@@ -541,3 +541,64 @@ def test_an_undeploy_right_after_a_cancel_leaves_the_deploy_flow_to_end(
             r.getMessage() for r in caplog.records if "revert" in r.getMessage()
         ]
         assert leftovers(sw, dep.id) == {}
+
+
+def test_a_park_looks_at_once_only_when_its_action_ended_already(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    # a new flow's signal is read by the next poll, as every waiting one's
+    # is: a burst of launches costs no listing per park.  An action ended
+    # before its flow parked (here a cancel recorded while its metadata is
+    # published) is looked at once, not a poll interval later
+    with instance(
+        devcloud,
+        tmp_path,
+        watcher__poll_interval=3600.0,
+        watcher__max_poll_interval=3600.0,
+    ) as sw:
+        config = script_config(sw)
+        swift = sw.services.clients.object_store
+        time.sleep(0.5)  # the watcher's first look, at its start
+        before = swift.listing_requests
+        deps = [
+            sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                timeout=60,
+                wait=False,
+                signal_transport="TEMP_URL_SIGNAL",
+            ).id
+            for _ in range(4)
+        ]
+        until(lambda: all(parked(sw, d) for d in deps), what="the flows to park")
+        time.sleep(0.5)  # more than a park's look would take to come
+        assert swift.listing_requests == before
+
+        ended = str(uuid.uuid4())
+
+        def cancel_first(name: str) -> None:
+            generation = sw.store.get_deployment(ended).generation
+            outcomes.record_outcome(
+                sw.services, ended, generation, signals.cancelled_outcome("early")
+            )
+
+        with failpoints.armed("publish_metadata", cancel_first):
+            sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                timeout=60,
+                wait=False,
+                signal_transport="TEMP_URL_SIGNAL",
+                deployment_id=ended,
+            )
+            found = until(
+                lambda: not sw.list_flows(deployment_id=ended),
+                timeout=30,
+                what="the flow of the action ended before its park to finish",
+            )
+        assert found
+        assert (sw.show(ended).reason or {})["kind"] == states.ReasonKind.CANCELLED
+        for dep in [*deps, ended]:
+            if sw.show(dep).status == states.IN_PROGRESS:
+                sw.cancel(dep)
+            sw.undeploy(dep, wait_timeout=60)
