@@ -509,6 +509,17 @@ def test_a_sweep_leaves_another_installations_stores(
         one.services.clients.object_store.delete_container(shared, force=True)
 
 
+def looking_hourly(cloud: dict[str, Any], folder: Path) -> Any:
+    """An instance whose watcher polls once an hour: a look the test sees
+    is one something asked for."""
+    return instance(
+        cloud,
+        folder,
+        watcher__poll_interval=3600.0,
+        watcher__max_poll_interval=3600.0,
+    )
+
+
 def test_an_undeploy_right_after_a_cancel_leaves_the_deploy_flow_to_end(
     devcloud: dict[str, Any],
     tmp_path: Path,
@@ -519,12 +530,7 @@ def test_an_undeploy_right_after_a_cancel_leaves_the_deploy_flow_to_end(
     # may remove the row before that flow reads it.  Its action ended
     # (cancelled): the flow only removes its store and ends, it does not
     # revert (which would publish the server again, after its removal)
-    with instance(
-        devcloud,
-        tmp_path,
-        watcher__poll_interval=3600.0,
-        watcher__max_poll_interval=3600.0,
-    ) as sw:
+    with looking_hourly(devcloud, tmp_path) as sw:
         config = script_config(sw)
         dep = sw.deploy(str(uuid.uuid4()), config.id, timeout=60, wait=False)
         row = until(lambda: parked(sw, dep.id), what="the flow to park")
@@ -550,12 +556,7 @@ def test_a_park_looks_at_once_only_when_its_action_ended_already(
     # is: a burst of launches costs no listing per park.  An action ended
     # before its flow parked (here a cancel recorded while its metadata is
     # published) is looked at once, not a poll interval later
-    with instance(
-        devcloud,
-        tmp_path,
-        watcher__poll_interval=3600.0,
-        watcher__max_poll_interval=3600.0,
-    ) as sw:
+    with looking_hourly(devcloud, tmp_path) as sw:
         config = script_config(sw)
         swift = sw.services.clients.object_store
         time.sleep(0.5)  # the watcher's first look, at its start
