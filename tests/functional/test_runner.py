@@ -509,7 +509,9 @@ def test_a_sweep_leaves_another_installations_stores(
         one.services.clients.object_store.delete_container(shared, force=True)
 
 
-def looking_hourly(cloud: dict[str, Any], folder: Path) -> Any:
+def looking_hourly(
+    cloud: dict[str, Any], folder: Path
+) -> contextlib.AbstractContextManager[Swflows]:
     """An instance whose watcher polls once an hour: a look the test sees
     is one something asked for."""
     return instance(
