@@ -334,25 +334,25 @@ class ObjectStore:
             raise
         return True
 
-    @retried
     def delete_container(self, name: str, *, force: bool = False) -> bool:
-        """Delete a container; ``force`` deletes its objects first
-        (:func:`delete_emptied`).
-
-        False if it was already gone.  Without ``force`` a non-empty container
-        is a CloudError with status 409.
-        """
+        """Delete a container; False if it was already gone.  Without
+        ``force`` a non-empty container is a CloudError with status 409;
+        with it, :func:`delete_emptied` (each of its requests retried)."""
         if force:
             return delete_emptied(self, name)
-        try:
-            self._call(
-                f"delete container {name}", self.connection.delete_container, name
-            )
-        except CloudError as exc:
-            if is_missing(exc, SERVICE):
-                return False
-            raise
-        return True
+
+        def once() -> bool:
+            try:
+                self._call(
+                    f"delete container {name}", self.connection.delete_container, name
+                )
+            except CloudError as exc:
+                if is_missing(exc, SERVICE):
+                    return False
+                raise
+            return True
+
+        return self.retry_policy.call(once)
 
     @retried
     def list_containers(self, prefix: str | None = None) -> list[str]:
