@@ -39,6 +39,7 @@ from swflows.engine import faults
 from swflows.engine.results import FlowCancelled, Results
 from swflows.engine.watcher import Watcher, waiting_of
 from swflows.flows import compose
+from swflows.model import Deployment
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence import logbook
 from swflows.services import SERVICES_KEY, Services
@@ -304,13 +305,10 @@ class Driving(Results):
                     continue  # a wait it is past; another may be pending
                 return False  # past its wait, or reverting: run on
             waiting = self._waiting_at(drive, wait_atom)
-            try:
-                status = self.services.store.get_deployment(waiting["deployment_id"])
-            except exceptions.DeploymentNotFound:
-                return False
-            if status.is_terminal or status.generation != waiting["generation"]:
+            row = still_waiting(self.services, waiting)
+            if row is None:
                 return False  # it ended meanwhile: run on
-            waiting["server_id"] = status.server_id
+            waiting["server_id"] = row.server_id
             found = found or waiting
             if not drive.custom:
                 break
@@ -388,7 +386,7 @@ class Driving(Results):
                             self.services, waiting, self.registry.cancel_note(flow_id)
                         )
                         self.watcher.wake_soon(flow_id)
-                    elif drive.resumed or ended_before_park(self.services, waiting):
+                    elif drive.resumed or not still_waiting(self.services, waiting):
                         self.watcher.wake_soon(flow_id)
                 else:
                     LOG.warning("flow %s: not parked: its row is another's", flow_id)
@@ -617,19 +615,24 @@ def row_writers(flow: Any) -> frozenset[str]:
     return frozenset(found)
 
 
-def ended_before_park(services: Services, waiting: dict[str, Any]) -> bool:
-    """Whether the action a flow just parked on ended already (a pushed
-    signal, a cancel or a timeout recorded before the park): a look is then
-    asked for at once.  A new flow's signal still in its store is read by
-    the next poll, as every waiting one's is (a look per park cost a burst
-    of launches a listing each 0.1 s).  A flow resumed (taken over,
-    restarted) always asks: its signal may have waited there since its
-    last owner stopped."""
+def still_waiting(services: Services, waiting: dict[str, Any]) -> Deployment | None:
+    """The row of the action a flow waits for (``waiting``), or None once
+    it ended: removed, ended, or another action of it begun.
+
+    A flow resumed at its wait runs on when it is None.  A flow that has
+    just parked asks for a look at once only then (a pushed signal, a
+    cancel or a timeout recorded before the park), or when it was resumed
+    (its signal may have waited since its last owner stopped); a new
+    flow's signal still in its store is read by the next poll, as every
+    waiting one's is (a look per park cost a burst of launches a listing
+    each 0.1 s)."""
     try:
         row = services.store.get_deployment(waiting["deployment_id"])
     except exceptions.DeploymentNotFound:
-        return True
-    return row.is_terminal or row.generation != int(waiting["generation"])
+        return None
+    if row.is_terminal or row.generation != int(waiting["generation"]):
+        return None
+    return row
 
 
 def let_go_of_removed(services: Services, deployment_id: str) -> None:

@@ -6,7 +6,7 @@ the last one started (:meth:`Watcher._delay`), or at once when asked
 
 A flow that parks asks for a look soon (:meth:`Pacing.wake_soon`) when
 its signal may be there already: its action ended before the park, or
-the flow was resumed (:func:`swflows.engine.driving.ended_before_park`).
+the flow was resumed (:func:`swflows.engine.driving.still_waiting`).
 Before the next full look is due, that look
 is a *fresh look*: it reads only the flows parked since the last look, so
 a burst of launches beside thousands of waiting flows costs each park a
