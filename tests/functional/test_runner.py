@@ -562,17 +562,19 @@ def test_a_park_looks_at_once_only_when_its_action_ended_already(
         config = script_config(sw)
         swift = sw.services.clients.object_store
         time.sleep(0.5)  # the watcher's first look, at its start
-        before = swift.listing_requests
-        deps = [
-            sw.deploy(
+
+        def launch(**extra: Any) -> str:
+            return sw.deploy(
                 str(uuid.uuid4()),
                 config.id,
                 timeout=60,
                 wait=False,
                 signal_transport="TEMP_URL_SIGNAL",
+                **extra,
             ).id
-            for _ in range(4)
-        ]
+
+        before = swift.listing_requests
+        deps = [launch() for _ in range(4)]
         until(lambda: all(parked(sw, d) for d in deps), what="the flows to park")
         time.sleep(0.5)  # more than a park's look would take to come
         assert swift.listing_requests == before
@@ -586,14 +588,7 @@ def test_a_park_looks_at_once_only_when_its_action_ended_already(
             )
 
         with failpoints.armed("publish_metadata", cancel_first):
-            sw.deploy(
-                str(uuid.uuid4()),
-                config.id,
-                timeout=60,
-                wait=False,
-                signal_transport="TEMP_URL_SIGNAL",
-                deployment_id=ended,
-            )
+            launch(deployment_id=ended)
             found = until(
                 lambda: not sw.list_flows(deployment_id=ended),
                 timeout=30,
