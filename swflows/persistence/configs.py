@@ -113,9 +113,12 @@ class ConfigRows(Database):
 
     def get_config(self, config_id: str) -> model.Config:
         t = self._tables.configs
+        query = self._statement(
+            "config by id", lambda: sa.select(t).where(t.c.id == sa.bindparam("id"))
+        )
 
         def op(conn: sa.Connection) -> model.Config:
-            row = conn.execute(sa.select(t).where(t.c.id == config_id)).first()
+            row = conn.execute(query, {"id": config_id}).first()
             if row is None:
                 raise exceptions.ConfigNotFound(config_id)
             return self._config_from_row(row)

@@ -184,9 +184,13 @@ class DeploymentRows(ServerRows):
 
     def get_deployment(self, deployment_id: str) -> model.Deployment:
         d = self._tables.deployments
+        query = self._statement(
+            "deployment by id",
+            lambda: sa.select(d).where(d.c.id == sa.bindparam("id")),
+        )
 
         def op(conn: sa.Connection) -> model.Deployment:
-            row = conn.execute(sa.select(d).where(d.c.id == deployment_id)).first()
+            row = conn.execute(query, {"id": deployment_id}).first()
             if row is None:
                 raise exceptions.DeploymentNotFound(deployment_id)
             return self._deployment_from_row(row)

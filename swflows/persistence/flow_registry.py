@@ -174,9 +174,8 @@ class FlowRegistry:
             "created_at": _now(),
             "updated_at": None,
         }
-        self._store._write(
-            "add flow", lambda conn: conn.execute(self._table.insert().values(values))
-        )
+        insert = self._store._statement("add flow", self._table.insert)
+        self._store._write("add flow", lambda conn: conn.execute(insert, values))
 
     def remove(self, flow_id: str) -> bool:
         """Forget a finished flow; False when it was already gone."""
@@ -201,9 +200,13 @@ class FlowRegistry:
     def holder(self, flow_id: str) -> str | None:
         """Who holds ``flow_id`` now: its row's owner (None: nobody, or no row)."""
         table = self._table
+        query = self._store._statement(
+            "flow owner",
+            lambda: sa.select(table.c.owner).where(table.c.id == sa.bindparam("id")),
+        )
 
         def op(conn: sa.Connection) -> str | None:
-            owner = conn.scalar(sa.select(table.c.owner).where(table.c.id == flow_id))
+            owner = conn.scalar(query, {"id": flow_id})
             return None if owner is None else str(owner)
 
         return self._store._read("read flow owner", op)

@@ -129,9 +129,13 @@ class ServerRows(ConfigRows):
     def get_server(self, server_id: str) -> ServerRecord:
         """A server's row (ServerNotFound until it has had a deployment or channel)."""
         s = self._tables.servers
+        query = self._statement(
+            "server by id",
+            lambda: sa.select(s).where(s.c.server_id == sa.bindparam("id")),
+        )
 
         def op(conn: sa.Connection) -> ServerRecord:
-            row = conn.execute(sa.select(s).where(s.c.server_id == server_id)).first()
+            row = conn.execute(query, {"id": server_id}).first()
             if row is None:
                 raise exceptions.ServerNotFound(server_id)
             return self._server_from_row(row)
@@ -298,28 +302,31 @@ class ServerRows(ConfigRows):
         (:func:`swflows.states.withdrawn`).
         """
         s, d, c = self._tables.servers, self._tables.deployments, self._tables.configs
-        query = (
-            sa.select(
-                s.c.metadata_version,
-                c.c.id,
-                c.c.name,
-                c.c.group,
-                c.c.body,
-                c.c.created_at,
-                d.c.status,
-                d.c.reason,
-            )
-            .select_from(
-                s.outerjoin(d, d.c.server_id == s.c.server_id).outerjoin(
-                    c, c.c.id == d.c.config_id
+        query = self._statement(
+            "server metadata",
+            lambda: (
+                sa.select(
+                    s.c.metadata_version,
+                    c.c.id,
+                    c.c.name,
+                    c.c.group,
+                    c.c.body,
+                    c.c.created_at,
+                    d.c.status,
+                    d.c.reason,
                 )
-            )
-            .where(s.c.server_id == server_id)
-            .order_by(d.c.server_seq)
+                .select_from(
+                    s.outerjoin(d, d.c.server_id == s.c.server_id).outerjoin(
+                        c, c.c.id == d.c.config_id
+                    )
+                )
+                .where(s.c.server_id == sa.bindparam("id"))
+                .order_by(d.c.server_seq)
+            ),
         )
 
         def op(conn: sa.Connection) -> ServerMetadata:
-            rows = conn.execute(query).all()
+            rows = conn.execute(query, {"id": server_id}).all()
             if not rows:
                 return ServerMetadata(server_id, 0, [])
             configs = [
