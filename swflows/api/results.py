@@ -165,6 +165,9 @@ class Results(Base):
         progressed = self.runner.progress_of(flow_id)
         if progressed is not None:
             future.add_done_callback(lambda _: progressed.set())
+            # a new flow has its row written by a later step: the first
+            # look waits for that step (or the flow's end), not before it
+            _until_set(progressed)(POLL_STARTED_DRIVEN)
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda found: found is None),
             wait=started_waits(progressed is not None),

@@ -21,6 +21,7 @@ from cryptography import fernet
 
 from swflows import exceptions, model
 from swflows.persistence import Store, crypto, database, migrations, tables
+from swflows.persistence.flow_registry import FlowRegistry
 from tests.unit.test_persistence_store import (
     PASSWORD,
     deployment,
@@ -159,6 +160,48 @@ def test_tables_carry_the_prefix(tmp_path: pathlib.Path) -> None:
         "swflows_alembic_version",
     } <= names
     assert "alembic_version" not in names  # TaskFlow's and embedders' stay free
+
+
+def test_statements_built_once_are_each_stores_own(tmp_path: pathlib.Path) -> None:
+    """The reads whose statements are built once per store (a deployment,
+    a config, a server, its metadata, a flow's owner) read that store's
+    tables, never those of another store opened in the same process."""
+    url = f"sqlite:///{tmp_path}/x.sqlite"
+    with Store(url, table_prefix="emb_sw_") as one, Store(url) as two:
+        source = one.create_config(derived_config())
+        dep = one.create_deployment(deployment(config_id=source.id))
+        # each read once through the first store, building its statements
+        assert one.get_config(source.id).id == source.id
+        assert one.get_deployment(dep.id).id == dep.id
+        assert one.get_server(dep.server_id).server_id == dep.server_id
+        assert one.server_metadata(dep.server_id).version >= 1
+        flows_one, flows_two = FlowRegistry(one), FlowRegistry(two)
+        flows_one.add(
+            "f1",
+            kind="deploy",
+            deployment_id=dep.id,
+            server_id="srv",
+            owner="me",
+            lease_until=time.time() + 60,
+        )
+        assert flows_one.holder("f1") == "me"
+        with pytest.raises(exceptions.ConfigNotFound):
+            two.get_config(source.id)
+        with pytest.raises(exceptions.DeploymentNotFound):
+            two.get_deployment(dep.id)
+        with pytest.raises(exceptions.ServerNotFound):
+            two.get_server(dep.server_id)
+        assert two.server_metadata(dep.server_id).version == 0
+        assert flows_two.holder("f1") is None
+        flows_two.add(
+            "f1",
+            kind="deploy",
+            deployment_id=dep.id,
+            server_id="srv",
+            owner="other",
+            lease_until=time.time() + 60,
+        )
+        assert (flows_one.holder("f1"), flows_two.holder("f1")) == ("me", "other")
 
 
 @pytest.mark.parametrize("prefix", ["", "1x_", "a-b", "x;drop", "p" * 33])
