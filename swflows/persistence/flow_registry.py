@@ -189,10 +189,13 @@ class FlowRegistry:
         return self._store._write("remove flow", op)
 
     def get(self, flow_id: str) -> FlowRow | None:
+        query = self._store._statement(
+            "flow by id",
+            lambda: self._select().where(self._table.c.id == sa.bindparam("id")),
+        )
+
         def op(conn: sa.Connection) -> FlowRow | None:
-            row = conn.execute(
-                self._select().where(self._table.c.id == flow_id)
-            ).first()
+            row = conn.execute(query, {"id": flow_id}).first()
             return None if row is None else self._from_row(row)
 
         return self._store._read("get flow", op)
@@ -282,37 +285,21 @@ class FlowRegistry:
         when its owner is ``dead_owner`` (a runner of this host whose process
         is gone).  A takeover of a RUNNING flow is counted.
         """
-        t = self._table
-        free = sa.or_(
-            t.c.state == PARKED,
-            t.c.owner.is_(None),
-            t.c.lease_until <= now,
-            t.c.owner == owner,
+        query = self._store._statement(
+            "claim flow" if dead_owner is None else "claim a dead owner's flow",
+            lambda: claim_statement(self._table, dead_owner is not None),
         )
-        if dead_owner is not None:
-            free = sa.or_(free, t.c.owner == dead_owner)
-        takeover = sa.case(
-            (
-                sa.and_(
-                    t.c.state == RUNNING, t.c.owner.is_not(None), t.c.owner != owner
-                ),
-                t.c.takeovers + 1,
-            ),
-            else_=t.c.takeovers,
-        )
-        query = (
-            t.update()
-            .where(t.c.id == flow_id, t.c.state.in_(list(from_states)), free)
-            .values(
-                state=RUNNING,
-                owner=owner,
-                lease_until=lease_until,
-                takeovers=takeover,
-                updated_at=_now(),
-            )
-        )
+        params = {
+            "flow": flow_id,
+            "from_states": list(from_states),
+            "claimer": owner,
+            "dead_owner": dead_owner,
+            "now": now,
+            "new_lease": lease_until,
+            "updated": _now(),
+        }
         return self._store._write(
-            "claim flow", lambda conn: bool(conn.execute(query).rowcount)
+            "claim flow", lambda conn: bool(conn.execute(query, params).rowcount)
         )
 
     def renew(
@@ -488,13 +475,15 @@ class FlowRegistry:
     def cancel_note(self, flow_id: str) -> str | None:
         """Why an unfinished flow was asked to cancel; None if it was not."""
         t = self._table
+        query = self._store._statement(
+            "flow note",
+            lambda: sa.select(t.c.note).where(
+                t.c.id == sa.bindparam("id"), t.c.state.in_([RUNNING, PARKED])
+            ),
+        )
 
         def op(conn: sa.Connection) -> str | None:
-            row = conn.execute(
-                sa.select(t.c.note).where(
-                    t.c.id == flow_id, t.c.state.in_([RUNNING, PARKED])
-                )
-            ).first()
+            row = conn.execute(query, {"id": flow_id}).first()
             note = None if row is None else row.note
             return note if is_cancel_note(note) else None
 
@@ -655,6 +644,41 @@ class ParkedRows:
         )
 
 
+def claim_statement(t: sa.Table, of_dead_owner: bool) -> Any:
+    """:meth:`FlowRegistry.claim`'s update, its values bound when it runs."""
+    owner: Any = sa.bindparam("claimer")
+    free = sa.or_(
+        t.c.state == PARKED,
+        t.c.owner.is_(None),
+        t.c.lease_until <= sa.bindparam("now"),
+        t.c.owner == owner,
+    )
+    if of_dead_owner:
+        free = sa.or_(free, t.c.owner == sa.bindparam("dead_owner"))
+    takeover = sa.case(
+        (
+            sa.and_(t.c.state == RUNNING, t.c.owner.is_not(None), t.c.owner != owner),
+            t.c.takeovers + 1,
+        ),
+        else_=t.c.takeovers,
+    )
+    return (
+        t.update()
+        .where(
+            t.c.id == sa.bindparam("flow"),
+            t.c.state.in_(sa.bindparam("from_states", expanding=True)),
+            free,
+        )
+        .values(
+            state=RUNNING,
+            owner=owner,
+            lease_until=sa.bindparam("new_lease"),
+            takeovers=takeover,
+            updated_at=sa.bindparam("updated"),
+        )
+    )
+
+
 def is_cancel_note(note: str | None) -> bool:
     """Whether a RUNNING or PARKED row's ``note`` asks it to cancel."""
     return bool(note) and str(note).startswith(CANCEL_NOTE)
@@ -676,19 +700,33 @@ def end_flow(
     """
     t = registry._table
     tables = registry._store.tables
+    key: Any = sa.bindparam("flow")
     books, details, atoms = (
         tables.tf_logbooks,
         tables.tf_flowdetails,
         tables.tf_atomdetails,
     )
 
-    def op(conn: sa.Connection) -> bool:
+    def removal(name: str, table: sa.Table, column: Any) -> Any:
+        return registry._store._statement(
+            f"remove {name} of a flow", lambda: table.delete().where(column == key)
+        )
+
+    removals = [
         # the row first: a write fenced on it waits, then finds no owner
-        removed = conn.execute(t.delete().where(t.c.id == flow_id)).rowcount
-        conn.execute(atoms.delete().where(atoms.c.parent_uuid == flow_id))
-        conn.execute(details.delete().where(details.c.uuid == flow_id))
+        removal("the row", t, t.c.id),
+        removal("the steps", atoms, atoms.c.parent_uuid),
+        removal("the detail", details, details.c.uuid),
+        removal("the logbook", books, books.c.uuid),
+    ]
+    by_id = {"flow": flow_id}
+
+    def op(conn: sa.Connection) -> bool:
+        removed = conn.execute(removals[0], by_id).rowcount
+        conn.execute(removals[1], by_id)
+        conn.execute(removals[2], by_id)
         if not keep_book:
-            conn.execute(books.delete().where(books.c.uuid == flow_id))
+            conn.execute(removals[3], by_id)
         elif result is not None:
             key, values = result
             found = conn.execute(
@@ -784,6 +822,7 @@ __all__ = [
     "RUNNING",
     "FlowRegistry",
     "FlowRow",
+    "claim_statement",
     "custom_running",
     "end_flow",
     "is_cancel_note",
