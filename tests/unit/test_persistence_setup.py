@@ -21,7 +21,7 @@ from cryptography import fernet
 
 from swflows import exceptions, model
 from swflows.persistence import Store, crypto, database, migrations, tables
-from swflows.persistence.flow_registry import FlowRegistry
+from swflows.persistence.flow_registry import FlowRegistry, end_flow
 from tests.unit.test_persistence_store import (
     PASSWORD,
     deployment,
@@ -202,6 +202,17 @@ def test_statements_built_once_are_each_stores_own(tmp_path: pathlib.Path) -> No
             lease_until=time.time() + 60,
         )
         assert (flows_one.holder("f1"), flows_two.holder("f1")) == ("me", "other")
+        # a flow's row, its cancel note, its claim and its end: each store's
+        assert flows_two.request_cancel("f1")
+        assert flows_one.cancel_note("f1") is None
+        assert flows_two.cancel_note("f1") is not None
+        later = time.time() + 3600
+        assert not flows_one.claim("f1", "thief", lease_until=later, now=time.time())
+        assert flows_two.claim("f1", "thief", lease_until=later, now=later)
+        row = flows_one.get("f1")
+        assert row is not None and row.owner == "me"
+        assert end_flow(flows_two, "f1")
+        assert flows_two.get("f1") is None and flows_one.holder("f1") == "me"
 
 
 @pytest.mark.parametrize("prefix", ["", "1x_", "a-b", "x;drop", "p" * 33])
