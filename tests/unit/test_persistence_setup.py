@@ -176,14 +176,18 @@ def test_statements_built_once_are_each_stores_own(tmp_path: pathlib.Path) -> No
         assert one.get_server(dep.server_id).server_id == dep.server_id
         assert one.server_metadata(dep.server_id).version >= 1
         flows_one, flows_two = FlowRegistry(one), FlowRegistry(two)
-        flows_one.add(
-            "f1",
-            kind="deploy",
-            deployment_id=dep.id,
-            server_id="srv",
-            owner="me",
-            lease_until=time.time() + 60,
-        )
+
+        def add(flows: FlowRegistry, owner: str) -> None:
+            flows.add(
+                "f1",
+                kind="deploy",
+                deployment_id=dep.id,
+                server_id="srv",
+                owner=owner,
+                lease_until=time.time() + 60,
+            )
+
+        add(flows_one, "me")
         assert flows_one.holder("f1") == "me"
         with pytest.raises(exceptions.ConfigNotFound):
             two.get_config(source.id)
@@ -193,14 +197,7 @@ def test_statements_built_once_are_each_stores_own(tmp_path: pathlib.Path) -> No
             two.get_server(dep.server_id)
         assert two.server_metadata(dep.server_id).version == 0
         assert flows_two.holder("f1") is None
-        flows_two.add(
-            "f1",
-            kind="deploy",
-            deployment_id=dep.id,
-            server_id="srv",
-            owner="other",
-            lease_until=time.time() + 60,
-        )
+        add(flows_two, "other")
         assert (flows_one.holder("f1"), flows_two.holder("f1")) == ("me", "other")
         # a flow's row, its cancel note, its claim and its end: each store's
         assert flows_two.request_cancel("f1")
