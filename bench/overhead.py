@@ -157,6 +157,10 @@ def linear5() -> linear_flow.Flow:
     return flow
 
 
+#: the watcher's poll on the swflows side (seconds; the least it may be)
+POLL_INTERVAL = 0.1
+
+
 class Sides:
     """Both sides on one database: ``deploy(side)`` runs one flow, in ms."""
 
@@ -170,6 +174,10 @@ class Sides:
         self.conf = sw_conf.get_conf()
         self.conf.set_override("delivery_timeout", 0)
         self.conf.set_override("sweep_interval", 3600.0, "watcher")
+        # a new flow's park asks for no look of its own: its signal, here
+        # in its store at once, is read by the next poll, which comes
+        # within this (a figure includes up to one)
+        self.conf.set_override("poll_interval", POLL_INTERVAL, "watcher")
         self.swift = MemoryObjectStore(self.conf.signal_container)
         self.sw = Swflows(
             self.store,
