@@ -700,7 +700,7 @@ def end_flow(
     """
     t = registry._table
     tables = registry._store.tables
-    key: Any = sa.bindparam("flow")
+    flow_param: Any = sa.bindparam("flow")
     books, details, atoms = (
         tables.tf_logbooks,
         tables.tf_flowdetails,
@@ -709,7 +709,8 @@ def end_flow(
 
     def removal(name: str, table: sa.Table, column: Any) -> Any:
         return registry._store._statement(
-            f"remove {name} of a flow", lambda: table.delete().where(column == key)
+            f"remove {name} of a flow",
+            lambda: table.delete().where(column == flow_param),
         )
 
     removals = [
