@@ -342,6 +342,18 @@ runner_opts: Final[list[cfg.Opt]] = [
         "died is taken over once its claim ran out (at once when the dead "
         "runner was on the same host).",
     ),
+    cfg.IntOpt(
+        "launch_batch",
+        default=64,
+        min=0,
+        help="New deployments (deploy flows that wait for their signal) are "
+        "launched together, up to this many in a round: their flows' rows and "
+        "logbooks written in one transaction, each server's metadata "
+        "published once for all of them, and their flows parked in one "
+        "transaction. A flow that fails in a round goes on in an engine of "
+        "its own. 0: every new flow runs in an engine of its own from its "
+        "start. Flows posted to a jobboard are never batched.",
+    ),
     cfg.BoolOpt(
         "resume_on_start",
         default=True,

@@ -169,8 +169,11 @@ class Driving(Results):
         custom: bool = False,
         deployment_id: str = "",
         writes: logbook.Fenced | None = None,
+        progressed: threading.Event | None = None,
     ) -> None:
         drive = _Drive(flow_id, engine, parks_after(flow))
+        if progressed is not None:  # who waits for its row waits on this
+            drive.progressed = progressed
         drive.row_writers = row_writers(flow)
         drive.resumed = resumed
         drive.custom = custom

@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import importlib
 import math
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from taskflow import engines
 from taskflow.persistence import models
 
 from swflows import exceptions, flows
+from swflows.engine import batching
 from swflows.engine.driving import Driving
 from swflows.engine.results import CUSTOM, META_KEY
 from swflows.flows import compose
@@ -36,6 +38,10 @@ from swflows.persistence import logbook
 
 class Launching(Driving):
     """Builds, records and starts new flows."""
+
+    #: new deploy flows launched in rounds (None: not yet needed, or
+    #: ``[runner] launch_batch`` is 0, or flows are posted to a jobboard)
+    _batching: batching.Batcher | None = None
 
     # -- new flows --------------------------------------------------------
     def launch(
@@ -50,6 +56,9 @@ class Launching(Driving):
             factory = flows.FACTORIES[kind]
         except KeyError:
             raise exceptions.FlowError(None, f"unknown flow {kind!r}") from None
+        batcher = self._batcher()
+        if batcher is not None and batcher.takes(kind, plan):
+            return batcher.launch(kind, plan, inputs)
         flow = factory(**plan)
         flow_id = str(uuid.uuid4())
         deployment_id = str(inputs["deployment_id"])
@@ -170,6 +179,23 @@ class Launching(Driving):
                 writes=backend if isinstance(backend, logbook.Fenced) else None,
             )
             return flow_id, future
+
+    def _batcher(self) -> batching.Batcher | None:
+        """The rounds new deploy flows are launched in, when this runner
+        drives them and ``[runner] launch_batch`` is not 0."""
+        size = int(self.conf.runner.launch_batch)
+        if self.jobs is not None or size < 1 or self.stopping:
+            return None
+        with self._lock:
+            if self._batching is None:
+                self._batching = batching.Batcher(self, size)
+            return self._batching
+
+    def progress_of(self, flow_id: str) -> threading.Event | None:
+        event = super().progress_of(flow_id)
+        if event is None and self._batching is not None:
+            event = self._batching.progress_of(flow_id)
+        return event
 
     @contextlib.contextmanager
     def _launching_here(self, flow_id: str) -> Iterator[None]:

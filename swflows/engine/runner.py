@@ -137,6 +137,11 @@ class Runner(Takeover, Launching):
             except BaseException as exc:
                 LOG.warning("closing the runner: %s: %s", what, faults.describe(exc))
 
+        if self._batching is not None:
+            # rounds under way end first: their flows park or go to engines
+            step("launching new flows", functools.partial(self._batching.stop, by))
+            with self._lock:
+                drives = list(self._drives.values())
         for drive in drives:
             step(f"suspending flow {drive.flow_id}", functools.partial(suspend, drive))
         step("stopping its threads", functools.partial(self._executor.shutdown, True))

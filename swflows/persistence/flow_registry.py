@@ -160,20 +160,14 @@ class FlowRegistry:
     ) -> None:
         """Record a new flow, RUNNING and leased to ``owner`` (None: posted
         to a jobboard, for a conductor to claim by ``lease_until``)."""
-        values = {
-            "id": flow_id,
-            "kind": kind,
-            "deployment_id": deployment_id,
-            "server_id": server_id,
-            "state": RUNNING,
-            "owner": owner,
-            "lease_until": lease_until,
-            "waiting": None,
-            "takeovers": 0,
-            "note": None,
-            "created_at": _now(),
-            "updated_at": None,
-        }
+        values = new_row(
+            flow_id,
+            kind=kind,
+            deployment_id=deployment_id,
+            server_id=server_id,
+            owner=owner,
+            lease_until=lease_until,
+        )
         insert = self._store._statement("add flow", self._table.insert)
         self._store._write("add flow", lambda conn: conn.execute(insert, values))
 
@@ -744,6 +738,33 @@ def end_flow(
     return registry._store._write("end flow", op)
 
 
+def new_row(
+    flow_id: str,
+    *,
+    kind: str,
+    deployment_id: str,
+    server_id: str,
+    owner: str | None,
+    lease_until: float,
+) -> dict[str, Any]:
+    """A new flow's row: RUNNING, leased to ``owner`` (None: posted to a
+    jobboard, for a conductor to claim by ``lease_until``)."""
+    return {
+        "id": flow_id,
+        "kind": kind,
+        "deployment_id": deployment_id,
+        "server_id": server_id,
+        "state": RUNNING,
+        "owner": owner,
+        "lease_until": lease_until,
+        "waiting": None,
+        "takeovers": 0,
+        "note": None,
+        "created_at": _now(),
+        "updated_at": None,
+    }
+
+
 def unflowed(
     registry: FlowRegistry, idle_seconds: float, *, limit: int = 500
 ) -> list[tuple[str, int, str | None]]:
@@ -828,6 +849,7 @@ __all__ = [
     "end_flow",
     "is_cancel_note",
     "new_owner",
+    "new_row",
     "owner_is_dead",
     "reconciled",
     "unflowed",

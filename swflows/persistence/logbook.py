@@ -301,6 +301,10 @@ Deferred = dict[str, tuple[dict[str, Any], str]]
 _FLOW_KEY = "fenced_flow_uuid"
 _ATOM_KEY = "updated_atom_uuid"
 _BOOK_KEY = "read_book_uuid"
+#: what the prebuilt updates of a flow detail and an atom detail bind
+#: their uuid to (:class:`_Statements`)
+FLOW_KEY = _FLOW_KEY
+ATOM_KEY = _ATOM_KEY
 _PARENT_KEY = "read_parent_uuid"
 
 

@@ -1,0 +1,549 @@
+"""New deployments launched together, up to their park, without an engine each.
+
+A burst of ``deploy`` flows (a fleet rollout, many embedders at once) is
+launched in rounds by two threads of the runner:
+
+1. **begin** (thread ``swflows-launch``): the round's flows get their rows
+   and logbooks in one transaction, the logbooks as a new flow's (its
+   inputs, each step PENDING).  Then each flow's steps before its metadata
+   is published run, the same tasks with the same inputs as in an engine
+   (its signal store, its derived config, its deployment's row), their
+   results kept in memory.  Whoever waits for a deployment's row is told
+   once it is written.
+2. **park** (thread ``swflows-park``): the flows that got there meanwhile
+   have their servers' metadata published, once per server for all of
+   them, then are parked in one transaction, each logbook as its engine
+   would have left it at its park (its steps' results, its state
+   SUSPENDED), each row handed to the watcher if it is still this
+   runner's.  From there on, a batched flow is any parked flow.
+
+A flow's logbook says nothing of its steps until it parks: one killed on
+the way is taken over as a new flow, whose steps find what the first
+run made (they are idempotent, :mod:`swflows.tasks`).  A flow whose step
+fails in a round is not failed there: it is handed to an engine of its
+own, from its new logbook, which runs the steps again and fails or
+reverts as any flow does (one bad input harms only itself).  A flow
+whose row is another runner's is left to that runner.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+import types
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from taskflow import engines
+from taskflow import states as tf_states
+from taskflow import storage as tf_storage
+from taskflow.persistence import models
+
+from swflows import exceptions, flows
+from swflows.engine.driving import still_waiting
+from swflows.engine.results import META_KEY
+from swflows.engine.watcher import waiting_of
+from swflows.flows import deploy
+from swflows.persistence import batches, flow_registry, logbook
+from swflows.services import SERVICES_KEY, Services
+from swflows.tasks import metadata as metadata_tasks
+
+if TYPE_CHECKING:
+    from swflows.engine.launching import Launching
+
+LOG = logging.getLogger(__name__)
+
+#: the kinds of flow launched in rounds
+KINDS = frozenset({deploy.NAME})
+#: flows built for a plan, kept to build the next ones' logbooks from
+FLOWS_KEPT = 32
+
+
+@dataclasses.dataclass(eq=False)
+class _Item:
+    """One flow of a round."""
+
+    flow_id: str
+    kind: str
+    plan: dict[str, Any]
+    inputs: dict[str, Any]
+    meta: dict[str, Any]
+    flow: Any
+    future: concurrent.futures.Future[str]
+    progressed: threading.Event
+    book: Any = None
+    detail: Any = None
+    storage: Any = None
+    services: Services | None = None
+    #: the step that publishes the metadata, and the one waiting after it
+    publish: Any = None
+    wait: Any = None
+
+    @property
+    def deployment_id(self) -> str:
+        return str(self.inputs["deployment_id"])
+
+    @property
+    def server_id(self) -> str:
+        return str(self.inputs["server_id"])
+
+
+class Batcher:
+    """Launches a runner's new deploy flows in rounds (see the module)."""
+
+    def __init__(self, runner: Launching, size: int) -> None:
+        self.runner = runner
+        #: the most flows a round begins
+        self.size = size
+        self._new: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[list[_Item] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._items: dict[str, _Item] = {}
+        self._flows: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._stopped = False
+
+    # -- the callers' side --------------------------------------------------
+    def takes(self, kind: str, plan: dict[str, Any]) -> bool:
+        """Whether a new flow ``kind`` of ``plan`` is launched in rounds: a
+        deploy that waits for its signal."""
+        return kind in KINDS and self._flow(kind, plan)[1] is not None
+
+    def launch(
+        self, kind: str, plan: dict[str, Any], inputs: dict[str, Any]
+    ) -> tuple[str, concurrent.futures.Future[str]]:
+        """Queue a new flow for the next round; its id and its future."""
+        flow, steps = self._flow(kind, plan)
+        if steps is None:
+            raise exceptions.FlowError(None, f"a {kind} flow of {plan} is not batched")
+        flow_id = str(uuid.uuid4())
+        item = _Item(
+            flow_id=flow_id,
+            kind=kind,
+            plan=plan,
+            inputs=inputs,
+            meta={
+                "kind": kind,
+                "version": flows.VERSIONS[kind],
+                "deployment_id": str(inputs["deployment_id"]),
+            },
+            flow=flow,
+            future=self.runner._future(flow_id),
+            progressed=threading.Event(),
+            publish=steps[0],
+            wait=steps[1],
+        )
+        with self._lock:
+            if self._stopped:
+                raise exceptions.FlowError(None, "the runner is stopping")
+            self._items[flow_id] = item
+            if not self._threads:
+                self._start()
+        with self.runner._lock:
+            self.runner._launching.add(flow_id)
+        self._new.put(item)
+        return flow_id, item.future
+
+    def progress_of(self, flow_id: str) -> threading.Event | None:
+        """Set once the flow's deployment row is written (or it ended)."""
+        with self._lock:
+            item = self._items.get(flow_id)
+        return None if item is None else item.progressed
+
+    def stop(self, by: float | None = None) -> None:
+        """Finish the rounds under way; fail the flows not yet recorded."""
+        with self._lock:
+            self._stopped = True
+            threads = list(self._threads)
+        self._new.put(None)
+        for thread in threads:
+            left = 10.0 if by is None else max(0.1, by - time.monotonic())
+            thread.join(timeout=left)
+
+    # -- rounds ---------------------------------------------------------------
+    def _start(self) -> None:
+        for target, name in (
+            (self._begin_forever, "swflows-launch"),
+            (self._park_forever, "swflows-park"),
+        ):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _flow(self, kind: str, plan: dict[str, Any]) -> tuple[Any, Any]:
+        """The graph of ``kind`` for ``plan``, and its publishing step and
+        wait (None: not launched in rounds), built once per plan: its steps
+        are run here, never by an engine (an engine gets a graph of its
+        own)."""
+        key = json.dumps([kind, plan], sort_keys=True, default=repr)
+        found: tuple[Any, Any] | None
+        with self._lock:
+            found = self._flows.get(key)
+            if found is not None:
+                self._flows.move_to_end(key)
+                return found
+        flow = flows.FACTORIES[kind](**plan)
+        found = (flow, _steps(flow))
+        with self._lock:
+            self._flows[key] = found
+            while len(self._flows) > FLOWS_KEPT:
+                self._flows.popitem(last=False)
+        return found
+
+    def _take(self, into: queue.SimpleQueue[Any], most: int) -> list[Any] | None:
+        """What ``into`` holds: at least one, waiting for it; None once stopped."""
+        first = into.get()
+        if first is None:
+            return None
+        taken = [first]
+        while len(taken) < most:
+            try:
+                more = into.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                into.put(None)  # seen again by the next take
+                break
+            taken.append(more)
+        return taken
+
+    def _begin_forever(self) -> None:
+        while True:
+            items = self._take(self._new, self.size)
+            if items is None:
+                self._ready.put(None)
+                return
+            if self.runner.stopping:
+                for item in items:
+                    self._fail(
+                        item, exceptions.FlowError(None, "the runner is stopping")
+                    )
+                continue
+            try:
+                ready = self._begin(items)
+            except Exception as exc:  # contained: the next round goes on
+                LOG.exception("a round of %d new flows failed", len(items))
+                for item in items:
+                    self._fail(item, exc)
+                continue
+            if ready:
+                self._ready.put(ready)
+
+    def _park_forever(self) -> None:
+        while True:
+            rounds = self._take(self._ready, 1 << 30)
+            if rounds is None:
+                return
+            items = [item for ready in rounds for item in ready]
+            try:
+                self._park(items)
+            except Exception:  # contained: each flow goes on in an engine
+                LOG.exception("parking %d new flows failed", len(items))
+                for item in items:
+                    if item.flow_id in self._items:
+                        self._drive(item)
+
+    # -- begin ----------------------------------------------------------------
+    def _begin(self, items: list[_Item]) -> list[_Item]:
+        runner = self.runner
+        rows = []
+        books = []
+        lease_until = time.time() + runner.lease_seconds
+        for item in items:
+            self._new_logbook(item)
+            books.append(item.book)
+            rows.append(
+                flow_registry.new_row(
+                    item.flow_id,
+                    kind=item.kind,
+                    deployment_id=item.deployment_id,
+                    server_id=item.server_id,
+                    owner=runner.owner,
+                    lease_until=lease_until,
+                )
+            )
+        try:
+            runner.through_outage(
+                lambda: batches.record_new(
+                    runner.registry, runner.backend, rows, books
+                ),
+                "record new flows",
+            )
+        except Exception as exc:
+            for item in items:
+                self._fail(item, exc)
+            return []
+        for item in items:
+            fence = self._fence(item)
+            item.services = runner.services_for(item.deployment_id).fenced(fence)
+            item.storage.inject({SERVICES_KEY: item.services}, transient=True)
+        ready: list[_Item] = []
+        try:
+            # the round's rows in one transaction; whoever waits for a row
+            # is told once it is committed
+            with runner.services.store.together():
+                for item in items:
+                    if self._run_before_publish(item):
+                        ready.append(item)
+        except _RoundFailed as failed:
+            LOG.info(
+                "a round of %d new flows stopped at flow %s (%s): each goes on "
+                "in an engine of its own, from its start",
+                len(items),
+                failed.item.flow_id,
+                failed.__cause__,
+            )
+            ready = []
+            for item in items:
+                if item.flow_id in self._items_now():
+                    self._drive(item)
+        except logbook.FlowFenced as exc:  # its steps' rows are undone
+            LOG.warning("%s: the round's flows go on in engines of their own", exc)
+            ready = []
+            for item in items:
+                if item.flow_id in self._items_now():
+                    self._drive(item)
+        for item in ready:
+            item.progressed.set()
+        return ready
+
+    def _items_now(self) -> set[str]:
+        with self._lock:
+            return set(self._items)
+
+    def _new_logbook(self, item: _Item) -> None:
+        """The flow's logbook as an engine's would be before its first step
+        (its inputs, each step PENDING), with its storage in memory."""
+        book = models.LogBook(
+            f"swflows-{item.kind}-{item.deployment_id}", uuid=item.flow_id
+        )
+        detail = models.FlowDetail(item.flow.name, uuid=item.flow_id)
+        book.add(detail)
+        engines.save_factory_details(detail, flows.FACTORIES[item.kind], [], item.plan)
+        detail.meta[META_KEY] = item.meta
+        atoms = list(item.flow)
+        names = [atom.name for atom in atoms]
+
+        def scope(name: str) -> list[list[str]]:
+            # a straight line: each step sees those before it, nearest first
+            return [names[: names.index(name)][::-1]]
+
+        storage = tf_storage.Storage(detail, scope_fetcher=scope)
+        storage.inject(item.inputs)
+        storage.ensure_atoms(atoms)
+        for atom in atoms:
+            if atom.inject:
+                storage.inject_atom_args(atom.name, atom.inject, transient=True)
+        item.book, item.detail, item.storage = book, detail, storage
+
+    def _run_before_publish(self, item: _Item) -> bool:
+        """Run the flow's steps before its metadata is published, in the
+        round's transaction; whether it goes on to its park.  A step's
+        error ends the round (:class:`_RoundFailed`)."""
+        atom = None
+        try:
+            for atom in item.flow:
+                if atom is item.publish:
+                    return True
+                self._run_step(item, atom)
+        except Exception as exc:
+            raise _RoundFailed(item) from exc
+        return False
+
+    def _run_step(self, item: _Item, atom: Any) -> None:
+        storage = item.storage
+        args = storage.fetch_mapped_args(
+            atom.rebind, atom_name=atom.name, optional_args=atom.optional
+        )
+        result = atom.execute(**args)
+        storage.save(atom.name, result, tf_states.SUCCESS)
+        storage.set_task_progress(atom.name, 1.0)
+
+    def _fence(self, item: _Item) -> Any:
+        registry, owner = self.runner.registry, self.runner.owner
+
+        def fence() -> None:
+            holder = registry.holder(item.flow_id)
+            if holder != owner:
+                raise logbook.FlowFenced(item.flow_id, owner, holder)
+
+        return fence
+
+    # -- park -----------------------------------------------------------------
+    def _park(self, items: list[_Item]) -> None:
+        runner = self.runner
+        held = batches.holders(runner.registry, [item.flow_id for item in items])
+        groups: dict[tuple[str, str, str], list[_Item]] = {}
+        for item in items:
+            if held.get(item.flow_id) != runner.owner:
+                LOG.warning(
+                    "%s",
+                    logbook.FlowFenced(
+                        item.flow_id, runner.owner, held.get(item.flow_id)
+                    ),
+                )
+                self._lose(item)
+                continue
+            key = (
+                item.server_id,
+                item.publish.transport_name,
+                json.dumps(item.publish.transport_options, sort_keys=True),
+            )
+            groups.setdefault(key, []).append(item)
+        publishing = []
+        for group in groups.values():
+            if self._publish(group):
+                publishing.extend(group)
+        if not publishing:
+            return
+        parked_items = []
+        for item in publishing:
+            storage = item.storage
+            storage.set_flow_state(tf_states.SUSPENDED)
+            waiting = waiting_of(
+                runner.services, types.SimpleNamespace(storage=storage), item.wait
+            )
+            waiting["server_id"] = item.server_id
+            parked_items.append((item, waiting))
+        parked = runner.through_outage(
+            lambda: batches.park_recorded(
+                runner.registry,
+                runner.backend,
+                runner.owner,
+                [
+                    (item.flow_id, waiting, item.detail)
+                    for item, waiting in parked_items
+                ],
+            ),
+            "park new flows",
+        )
+        for item, waiting in parked_items:
+            if item.flow_id not in parked:
+                LOG.warning("flow %s: not parked: its row is another's", item.flow_id)
+                self._lose(item)
+                continue
+            self._settle(item)
+            if _ended(runner.services, waiting):
+                runner.watcher.wake_soon(item.flow_id)
+
+    def _publish(self, group: list[_Item]) -> bool:
+        """Publish the metadata of the group's server once, for all of them;
+        whether it was (else each flow goes on in an engine of its own)."""
+        first = group[0]
+        try:
+            args = first.storage.fetch_mapped_args(
+                first.publish.rebind,
+                atom_name=first.publish.name,
+                optional_args=first.publish.optional,
+            )
+            version = first.publish.execute(**args)
+        except logbook.FlowFenced as exc:
+            LOG.warning("%s", exc)
+            self._lose(first)
+            for item in group[1:]:
+                self._drive(item)
+            return False
+        except Exception as exc:
+            LOG.info(
+                "metadata of server %s not published (%s): its %d new flows go "
+                "on in engines of their own",
+                first.server_id,
+                exc,
+                len(group),
+            )
+            for item in group:
+                self._drive(item)
+            return False
+        for item in group:
+            item.storage.save(item.publish.name, version, tf_states.SUCCESS)
+            item.storage.set_task_progress(item.publish.name, 1.0)
+        return True
+
+    # -- ends -----------------------------------------------------------------
+    def _forget_item(self, item: _Item) -> None:
+        with self._lock:
+            self._items.pop(item.flow_id, None)
+        with self.runner._lock:
+            self.runner._launching.discard(item.flow_id)
+        item.progressed.set()
+
+    def _settle(self, item: _Item) -> None:
+        """Parked: the watcher has it now."""
+        self._forget_item(item)
+
+    def _lose(self, item: _Item) -> None:
+        """Its row is another runner's: left to it, from its logbook."""
+        self._forget_item(item)
+
+    def _fail(self, item: _Item, error: BaseException) -> None:
+        """Never recorded: its caller gets ``error``."""
+        self._forget_item(item)
+        self.runner._finish(item.flow_id, error)
+
+    def _drive(self, item: _Item) -> None:
+        """Hand the flow to an engine of its own, from its new logbook."""
+        runner = self.runner
+        try:
+            with contextlib.closing(runner.backend.get_connection()) as conn:
+                book = conn.get_logbook(item.flow_id)
+            detail = book.find(item.flow_id)
+            flow = flows.FACTORIES[item.kind](**item.plan)
+            backend = runner.backend.fenced(item.flow_id, runner.owner)
+            engine = engines.load(flow, flow_detail=detail, book=book, backend=backend)
+            runner._submit(
+                item.flow_id,
+                engine,
+                flow,
+                deployment_id=item.deployment_id,
+                writes=backend,
+                progressed=item.progressed,
+            )
+        except Exception:
+            LOG.exception(
+                "flow %s could not be handed to an engine: it is taken over "
+                "once its lease runs out",
+                item.flow_id,
+            )
+        finally:
+            with self._lock:
+                self._items.pop(item.flow_id, None)
+            with runner._lock:
+                runner._launching.discard(item.flow_id)
+
+
+class _RoundFailed(Exception):
+    """A step of ``item`` failed: the round's transaction is rolled back."""
+
+    def __init__(self, item: _Item) -> None:
+        super().__init__(item.flow_id)
+        self.item = item
+
+
+def _steps(flow: Any) -> tuple[Any, Any] | None:
+    """A graph's step publishing the metadata and its wait right after,
+    when it is a straight line of tasks through them (else None: it is
+    not launched in rounds)."""
+    atoms = list(flow)
+    if any(hasattr(atom, "iter_links") for atom in atoms):
+        return None
+    for before, after in itertools.pairwise(atoms):
+        if isinstance(before, metadata_tasks.PublishMetadata) and getattr(
+            after, "parks", False
+        ):
+            return before, after
+    return None
+
+
+def _ended(services: Services, waiting: dict[str, Any]) -> bool:
+    return still_waiting(services, waiting) is None
+
+
+__all__ = ["KINDS", "Batcher"]

@@ -1,0 +1,160 @@
+"""Writes of many new flows at once, each in one transaction.
+
+A burst of deployments launched together (:mod:`swflows.engine.batching`)
+records their flows' rows and logbooks in one transaction, and parks
+them in another: the logbooks as their engines would have left them,
+each row handed to the watcher only if it still names its owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from taskflow.persistence import models as tf_models
+
+from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence import logbook
+
+
+def record_new(
+    registry: flow_rows.FlowRegistry,
+    backend: logbook.Backend,
+    rows: list[dict[str, Any]],  # flow_registry.new_row's each
+    books: list[Any],
+) -> None:
+    """Insert flows' rows (:func:`~swflows.persistence.flow_registry.
+    new_row`) and their
+    new logbooks, with their flows and atoms, in one transaction."""
+    store = registry._store
+    tables = backend.tables
+    insert_row = store._statement("add flow", registry._table.insert)
+    insert_book = store._statement("add logbook", tables.logbooks.insert)
+    insert_detail = store._statement("add flow detail", tables.flowdetails.insert)
+    book_values: list[dict[str, Any]] = []
+    detail_values: list[dict[str, Any]] = []
+    atom_values: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    saved: dict[str, set[str]] = {}
+    for book in books:
+        book_values.append(book.to_dict())
+        for detail in book:
+            detail_values.append({**detail.to_dict(), "parent_uuid": book.uuid})
+            saved[detail.uuid] = set()
+            for atom in detail:
+                value = {
+                    **atom.to_dict(),
+                    "parent_uuid": detail.uuid,
+                    "atom_type": tf_models.atom_detail_type(atom),
+                }
+                atom_values.setdefault(tuple(sorted(value)), []).append(value)
+                saved[detail.uuid].add(atom.uuid)
+
+    def op(conn: sa.Connection) -> None:
+        if rows:
+            conn.execute(insert_row, rows)
+        if book_values:
+            conn.execute(insert_book, book_values)
+            conn.execute(insert_detail, detail_values)
+        for same in atom_values.values():
+            conn.execute(backend.statements.insert_atom, same)
+
+    store._write("add flows", op)
+    for flow_id, atom_ids in saved.items():
+        backend.saved_atoms_are(flow_id, atom_ids)
+
+
+def park_recorded(
+    registry: flow_rows.FlowRegistry,
+    backend: logbook.Backend,
+    owner: str,
+    parked: Iterable[tuple[str, Mapping[str, Any], Any]],
+) -> set[str]:
+    """Park flows ``(flow id, what it waits for, its flow detail)`` of
+    ``owner`` in one transaction: each row still ``owner``'s is handed
+    to the watcher, and its logbook written as its detail holds it (its
+    atoms that ran, its state).  The ids parked; a row another's now is
+    left, with its logbook, to that owner."""
+    store = registry._store
+    park = store._statement("park flow", lambda: park_statement(registry))
+    statements = backend.statements
+    now = flow_rows._now()
+    items = list(parked)
+
+    def op(conn: sa.Connection) -> set[str]:
+        done: set[str] = set()
+        for flow_id, waiting, detail in items:
+            values = {
+                "flow": flow_id,
+                "owner_was": owner,
+                "waiting": dict(waiting),
+                "updated": now,
+            }
+            if not conn.execute(park, values).rowcount:
+                continue
+            for atom in detail:
+                if atom.state != "PENDING":
+                    conn.execute(
+                        statements.update_atom,
+                        {**atom.to_dict(), logbook.ATOM_KEY: atom.uuid},
+                    )
+            conn.execute(
+                statements.update_flow,
+                {
+                    "state": detail.state,
+                    "meta": detail.meta,
+                    logbook.FLOW_KEY: flow_id,
+                },
+            )
+            done.add(flow_id)
+        return done
+
+    return store._write("park flows", op)
+
+
+def park_statement(registry: flow_rows.FlowRegistry) -> Any:
+    """``FlowRegistry.park``'s update, its values bound when it runs."""
+    t = registry._table
+    return (
+        t.update()
+        .where(
+            t.c.id == sa.bindparam("flow"),
+            t.c.owner == sa.bindparam("owner_was"),
+            t.c.state == flow_rows.RUNNING,
+        )
+        .values(
+            state=flow_rows.PARKED,
+            owner=None,
+            lease_until=None,
+            takeovers=0,
+            waiting=sa.bindparam("waiting"),
+            updated_at=sa.bindparam("updated"),
+        )
+    )
+
+
+def holders(
+    registry: flow_rows.FlowRegistry, flow_ids: Iterable[str]
+) -> dict[str, str]:
+    """The owner of each of ``flow_ids`` that has one now (one read)."""
+    t = registry._table
+    store = registry._store
+    query = store._statement(
+        "holders of flows",
+        lambda: sa.select(t.c.id, t.c.owner).where(
+            t.c.id.in_(sa.bindparam("flows", expanding=True))
+        ),
+    )
+    ids = list(flow_ids)
+
+    def op(conn: sa.Connection) -> dict[str, str]:
+        return {
+            str(row.id): str(row.owner)
+            for row in conn.execute(query, {"flows": ids})
+            if row.owner is not None
+        }
+
+    return store._read("read holders of flows", op)
+
+
+__all__ = ["holders", "park_recorded", "park_statement", "record_new"]
