@@ -38,26 +38,23 @@ import logging
 import queue
 import threading
 import time
-import types
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from oslo_utils import uuidutils
 from taskflow import engines
 from taskflow import states as tf_states
 from taskflow import storage as tf_storage
 from taskflow.persistence import models
+from taskflow.utils import misc as tf_misc
 
 from swflows import exceptions, flows
-from swflows.engine.driving import still_waiting
+from swflows.engine.driving import Driving, still_waiting
 from swflows.engine.results import META_KEY
 from swflows.engine.watcher import waiting_of
 from swflows.flows import deploy
 from swflows.persistence import batches, flow_registry, logbook
 from swflows.services import SERVICES_KEY, Services
-from swflows.tasks import metadata as metadata_tasks
-
-if TYPE_CHECKING:
-    from swflows.engine.launching import Launching
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +62,8 @@ LOG = logging.getLogger(__name__)
 KINDS = frozenset({deploy.NAME})
 #: flows built for a plan, kept to build the next ones' logbooks from
 FLOWS_KEPT = 32
+#: the name TaskFlow keeps a flow's inputs under, in a step of its own
+INJECTOR = tf_storage.Storage.injector_name
 
 
 @dataclasses.dataclass(eq=False)
@@ -81,8 +80,13 @@ class _Item:
     progressed: threading.Event
     book: Any = None
     detail: Any = None
-    storage: Any = None
+    #: its steps' atom details' ids, by name
+    detail_ids: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: its inputs and its steps' results so far, by name
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
     services: Services | None = None
+    #: its row and logbook are written
+    recorded: bool = False
     #: the step that publishes the metadata, and the one waiting after it
     publish: Any = None
     wait: Any = None
@@ -99,7 +103,7 @@ class _Item:
 class Batcher:
     """Launches a runner's new deploy flows in rounds (see the module)."""
 
-    def __init__(self, runner: Launching, size: int) -> None:
+    def __init__(self, runner: Driving, size: int) -> None:
         self.runner = runner
         #: the most flows a round begins
         self.size = size
@@ -108,7 +112,9 @@ class Batcher:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._items: dict[str, _Item] = {}
-        self._flows: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._flows: collections.OrderedDict[str, tuple[Any, Any]] = (
+            collections.OrderedDict()
+        )
         self._stopped = False
 
     # -- the callers' side --------------------------------------------------
@@ -158,6 +164,12 @@ class Batcher:
             item = self._items.get(flow_id)
         return None if item is None else item.progressed
 
+    def unrecorded(self, flow_id: str) -> bool:
+        """Whether the flow waits for its round to write its row."""
+        with self._lock:
+            item = self._items.get(flow_id)
+        return item is not None and not item.recorded
+
     def stop(self, by: float | None = None) -> None:
         """Finish the rounds under way; fail the flows not yet recorded."""
         with self._lock:
@@ -184,12 +196,11 @@ class Batcher:
         are run here, never by an engine (an engine gets a graph of its
         own)."""
         key = json.dumps([kind, plan], sort_keys=True, default=repr)
-        found: tuple[Any, Any] | None
         with self._lock:
-            found = self._flows.get(key)
-            if found is not None:
+            kept = self._flows.get(key)
+            if kept is not None:
                 self._flows.move_to_end(key)
-                return found
+                return kept
         flow = flows.FACTORIES[kind](**plan)
         found = (flow, _steps(flow))
         with self._lock:
@@ -258,7 +269,7 @@ class Batcher:
         books = []
         lease_until = time.time() + runner.lease_seconds
         for item in items:
-            self._new_logbook(item)
+            _new_logbook(item)
             books.append(item.book)
             rows.append(
                 flow_registry.new_row(
@@ -282,100 +293,36 @@ class Batcher:
                 self._fail(item, exc)
             return []
         for item in items:
-            fence = self._fence(item)
+            item.recorded = True
+        for item in items:
+            fence = _fence(runner, item)
             item.services = runner.services_for(item.deployment_id).fenced(fence)
-            item.storage.inject({SERVICES_KEY: item.services}, transient=True)
-        ready: list[_Item] = []
-        try:
-            # the round's rows in one transaction; whoever waits for a row
-            # is told once it is committed
-            with runner.services.store.together():
-                for item in items:
-                    if self._run_before_publish(item):
-                        ready.append(item)
-        except _RoundFailed as failed:
-            LOG.info(
-                "a round of %d new flows stopped at flow %s (%s): each goes on "
-                "in an engine of its own, from its start",
-                len(items),
-                failed.item.flow_id,
-                failed.__cause__,
-            )
-            ready = []
-            for item in items:
-                if item.flow_id in self._items_now():
-                    self._drive(item)
-        except logbook.FlowFenced as exc:  # its steps' rows are undone
-            LOG.warning("%s: the round's flows go on in engines of their own", exc)
-            ready = []
-            for item in items:
-                if item.flow_id in self._items_now():
-                    self._drive(item)
-        for item in ready:
-            item.progressed.set()
-        return ready
+            item.values[SERVICES_KEY] = item.services
+        return [item for item in items if self._run_before_publish(item)]
 
     def _items_now(self) -> set[str]:
         with self._lock:
             return set(self._items)
 
-    def _new_logbook(self, item: _Item) -> None:
-        """The flow's logbook as an engine's would be before its first step
-        (its inputs, each step PENDING), with its storage in memory."""
-        book = models.LogBook(
-            f"swflows-{item.kind}-{item.deployment_id}", uuid=item.flow_id
-        )
-        detail = models.FlowDetail(item.flow.name, uuid=item.flow_id)
-        book.add(detail)
-        engines.save_factory_details(detail, flows.FACTORIES[item.kind], [], item.plan)
-        detail.meta[META_KEY] = item.meta
-        atoms = list(item.flow)
-        names = [atom.name for atom in atoms]
-
-        def scope(name: str) -> list[list[str]]:
-            # a straight line: each step sees those before it, nearest first
-            return [names[: names.index(name)][::-1]]
-
-        storage = tf_storage.Storage(detail, scope_fetcher=scope)
-        storage.inject(item.inputs)
-        storage.ensure_atoms(atoms)
-        for atom in atoms:
-            if atom.inject:
-                storage.inject_atom_args(atom.name, atom.inject, transient=True)
-        item.book, item.detail, item.storage = book, detail, storage
-
     def _run_before_publish(self, item: _Item) -> bool:
-        """Run the flow's steps before its metadata is published, in the
-        round's transaction; whether it goes on to its park.  A step's
-        error ends the round (:class:`_RoundFailed`)."""
-        atom = None
+        """Run the flow's steps before its metadata is published; whether it
+        goes on to its park (else it was handed to an engine, or lost)."""
         try:
             for atom in item.flow:
                 if atom is item.publish:
                     return True
-                self._run_step(item, atom)
+                _run_step(item, atom)
+        except logbook.FlowFenced as exc:
+            LOG.warning("%s", exc)
+            self._lose(item)
         except Exception as exc:
-            raise _RoundFailed(item) from exc
+            LOG.info(
+                "flow %s: %s; its own engine runs it again from its start",
+                item.flow_id,
+                exc,
+            )
+            self._drive(item)
         return False
-
-    def _run_step(self, item: _Item, atom: Any) -> None:
-        storage = item.storage
-        args = storage.fetch_mapped_args(
-            atom.rebind, atom_name=atom.name, optional_args=atom.optional
-        )
-        result = atom.execute(**args)
-        storage.save(atom.name, result, tf_states.SUCCESS)
-        storage.set_task_progress(atom.name, 1.0)
-
-    def _fence(self, item: _Item) -> Any:
-        registry, owner = self.runner.registry, self.runner.owner
-
-        def fence() -> None:
-            holder = registry.holder(item.flow_id)
-            if holder != owner:
-                raise logbook.FlowFenced(item.flow_id, owner, holder)
-
-        return fence
 
     # -- park -----------------------------------------------------------------
     def _park(self, items: list[_Item]) -> None:
@@ -406,11 +353,8 @@ class Batcher:
             return
         parked_items = []
         for item in publishing:
-            storage = item.storage
-            storage.set_flow_state(tf_states.SUSPENDED)
-            waiting = waiting_of(
-                runner.services, types.SimpleNamespace(storage=storage), item.wait
-            )
+            item.detail.state = tf_states.SUSPENDED
+            waiting = waiting_of(runner.services, _Engine(item), item.wait)
             waiting["server_id"] = item.server_id
             parked_items.append((item, waiting))
         parked = runner.through_outage(
@@ -439,12 +383,7 @@ class Batcher:
         whether it was (else each flow goes on in an engine of its own)."""
         first = group[0]
         try:
-            args = first.storage.fetch_mapped_args(
-                first.publish.rebind,
-                atom_name=first.publish.name,
-                optional_args=first.publish.optional,
-            )
-            version = first.publish.execute(**args)
+            version = first.publish.execute(**_arguments(first, first.publish))
         except logbook.FlowFenced as exc:
             LOG.warning("%s", exc)
             self._lose(first)
@@ -463,8 +402,7 @@ class Batcher:
                 self._drive(item)
             return False
         for item in group:
-            item.storage.save(item.publish.name, version, tf_states.SUCCESS)
-            item.storage.set_task_progress(item.publish.name, 1.0)
+            _succeeded(item, item.publish, version)
         return True
 
     # -- ends -----------------------------------------------------------------
@@ -519,12 +457,87 @@ class Batcher:
                 runner._launching.discard(item.flow_id)
 
 
-class _RoundFailed(Exception):
-    """A step of ``item`` failed: the round's transaction is rolled back."""
+def _new_logbook(item: _Item) -> None:
+    """The flow's logbook as an engine's is once it began: its inputs, and
+    each step PENDING (as TaskFlow's storage makes them)."""
+    book = models.LogBook(
+        f"swflows-{item.kind}-{item.deployment_id}", uuid=item.flow_id
+    )
+    detail = models.FlowDetail(item.flow.name, uuid=item.flow_id)
+    book.add(detail)
+    engines.save_factory_details(detail, flows.FACTORIES[item.kind], [], item.plan)
+    detail.meta[META_KEY] = item.meta
+    injected = models.TaskDetail(
+        tf_storage.Storage.injector_name, uuidutils.generate_uuid()
+    )
+    injected.state = tf_states.SUCCESS
+    injected.results = dict(item.inputs)
+    detail.add(injected)
+    for atom in item.flow:
+        step = models.TaskDetail(atom.name, uuidutils.generate_uuid())
+        step.state = tf_states.PENDING
+        step.version = tf_misc.get_version_string(atom)
+        detail.add(step)
+    item.book, item.detail = book, detail
+    item.detail_ids = {step.name: step.uuid for step in detail}
+    item.values = dict(item.inputs)
+
+
+def _arguments(item: _Item, atom: Any) -> dict[str, Any]:
+    """A step's arguments, found as TaskFlow finds them in a straight line
+    of steps: its own injected values, then the flow's inputs and the
+    results of the steps before it."""
+    found: dict[str, Any] = {}
+    for argument, name in atom.rebind.items():
+        if atom.inject and name in atom.inject:
+            found[argument] = atom.inject[name]
+        elif name in item.values:
+            found[argument] = item.values[name]
+        elif argument not in atom.optional:
+            raise exceptions.FlowError(None, f"{atom.name}: {name!r} is not provided")
+    return found
+
+
+def _run_step(item: _Item, atom: Any) -> None:
+    """Run one step of a flow as its engine would, its result kept in its
+    logbook in memory (SUCCESS, its progress 1.0)."""
+    result = atom.execute(**_arguments(item, atom))
+    _succeeded(item, atom, result)
+    if getattr(atom, "writes_row", False):  # who waits for the row may look
+        item.progressed.set()
+
+
+def _succeeded(item: _Item, atom: Any, result: Any) -> None:
+    step = item.detail.find(item.detail_ids[atom.name])
+    step.put(tf_states.SUCCESS, result)
+    step.meta[tf_storage.META_PROGRESS] = 1.0
+    for name, index in (atom.save_as or {}).items():
+        item.values[name] = result if index is None else result[index]
+
+
+def _fence(runner: Driving, item: _Item) -> Any:
+    """The check made right before a step of ``item`` writes outside the
+    database: that its row still names ``runner``."""
+    registry, owner = runner.registry, runner.owner
+
+    def fence() -> None:
+        holder = registry.holder(item.flow_id)
+        if holder != owner:
+            raise logbook.FlowFenced(item.flow_id, owner, holder)
+
+    return fence
+
+
+class _Engine:
+    """What :func:`~swflows.engine.watcher.waiting_of` reads of an engine:
+    its storage's arguments of a step (here, of the flow's wait)."""
 
     def __init__(self, item: _Item) -> None:
-        super().__init__(item.flow_id)
-        self.item = item
+        self.storage = self
+        self._item = item
+
+    def fetch_mapped_args(self, *_: Any, **__: Any) -> dict[str, Any]:
+        return _arguments(self._item, self._item.wait)
 
 
 def _steps(flow: Any) -> tuple[Any, Any] | None:
@@ -535,9 +548,7 @@ def _steps(flow: Any) -> tuple[Any, Any] | None:
     if any(hasattr(atom, "iter_links") for atom in atoms):
         return None
     for before, after in itertools.pairwise(atoms):
-        if isinstance(before, metadata_tasks.PublishMetadata) and getattr(
-            after, "parks", False
-        ):
+        if getattr(before, "publishes", False) and getattr(after, "parks", False):
             return before, after
     return None
 

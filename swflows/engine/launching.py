@@ -191,6 +191,9 @@ class Launching(Driving):
                 self._batching = batching.Batcher(self, size)
             return self._batching
 
+    def _unrecorded(self, flow_id: str) -> bool:
+        return self._batching is not None and self._batching.unrecorded(flow_id)
+
     def progress_of(self, flow_id: str) -> threading.Event | None:
         event = super().progress_of(flow_id)
         if event is None and self._batching is not None:

@@ -161,6 +161,10 @@ class Results:
             else:
                 time.sleep(interval)
             row = self.registry.get(flow_id)
+            if row is None and self._unrecorded(flow_id):  # launched, not yet written
+                if timeout is not None and time.monotonic() - started >= timeout:
+                    raise exceptions.WaitTimeout("", timeout, started=False)
+                continue
             if row is None:
                 future = self._known_future(flow_id)
                 if future is not None:  # ended here: its outcome is being set
@@ -175,6 +179,11 @@ class Results:
                     timeout,
                     flow_id=flow_id if row.kind == CUSTOM else None,
                 )
+
+    def _unrecorded(self, flow_id: str) -> bool:
+        """Whether ``flow_id`` was launched here and its row is not written
+        yet (it waits for a round, :mod:`swflows.engine.batching`)."""
+        return False
 
     def _known_future(self, flow_id: str) -> concurrent.futures.Future[str] | None:
         """The future of a flow running here, or of one that recently ended."""

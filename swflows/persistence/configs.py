@@ -85,8 +85,13 @@ class ConfigRows(Database):
         body = self._config_body(config)
         t = self._tables.configs
 
+        by_id = self._statement(
+            "config by id", lambda: sa.select(t).where(t.c.id == sa.bindparam("id"))
+        )
+        insert = self._statement("insert config", t.insert)
+
         def op(conn: sa.Connection) -> model.Config:
-            row = conn.execute(sa.select(t).where(t.c.id == config.id)).first()
+            row = conn.execute(by_id, {"id": config.id}).first()
             if row is not None:
                 existing = self._config_from_row(row)
                 if row.derived != derived or self._config_content(
@@ -98,14 +103,15 @@ class ConfigRows(Database):
                     )
                 return existing
             conn.execute(
-                sa.insert(t).values(
-                    id=config.id,
-                    name=config.name,
-                    group=config.group,
-                    body=body,
-                    derived=derived,
-                    created_at=created,
-                )
+                insert,
+                {
+                    "id": config.id,
+                    "name": config.name,
+                    "group": config.group,
+                    "body": body,
+                    "derived": derived,
+                    "created_at": created,
+                },
             )
             return stored
 

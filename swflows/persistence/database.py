@@ -15,7 +15,6 @@ they are written (:meth:`Database._seal_values`).
 from __future__ import annotations
 
 import contextlib
-import threading
 import datetime as _dt
 import functools
 import itertools
@@ -340,9 +339,6 @@ class Database:
         }
         self._taskflow: Any = None
         self._statements: dict[str, Any] = {}
-        #: this thread's transaction that its reads and writes join (see
-        #: :meth:`together`)
-        self._joined = threading.local()
         self._closed = False
         self._secret_names = _secret_inputs()
         try:
@@ -508,28 +504,7 @@ class Database:
 
     # -- transactions ------------------------------------------------------
 
-    @contextlib.contextmanager
-    def together(self) -> Iterator[None]:
-        """Make this thread's reads and writes of the store, until the block
-        ends, one write transaction: committed as the block ends, rolled
-        back if it raises.  Nothing in it is tried again on its own: an
-        error (a deadlock, a busy database) ends the block, which its
-        caller may run again as a whole.  Nested, it joins the outer one."""
-        if getattr(self._joined, "conn", None) is not None:
-            yield
-            return
-        if self._closed:
-            raise exceptions.SwflowsError("the store is closed")
-        with self._engines[True].connect() as conn, conn.begin():
-            self._joined.conn = conn
-            try:
-                yield
-            finally:
-                self._joined.conn = None
-
     def _run(self, what: str, fn: Callable[[], T]) -> T:
-        if getattr(self._joined, "conn", None) is not None:
-            return fn()  # its transaction's error ends the whole of it
         # the first attempt runs bare: building the retry machinery for
         # every transaction cost CPU, and returning from inside its loop
         # left cycles (frames, tracebacks) for the garbage collector
@@ -578,10 +553,6 @@ class Database:
 
     @contextlib.contextmanager
     def _begin(self, *, write: bool) -> Iterator[sa.Connection]:
-        joined = getattr(self._joined, "conn", None)
-        if joined is not None:
-            yield joined
-            return
         if self._closed:
             raise exceptions.SwflowsError("the store is closed")
         with self._engines[write].connect() as conn, conn.begin():

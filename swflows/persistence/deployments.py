@@ -48,7 +48,11 @@ class DeploymentRows(ServerRows):
         for field, config_id in refs.items():
             if config_id is None:
                 continue
-            if conn.scalar(sa.select(c.c.id).where(c.c.id == config_id)) is None:
+            exists = self._statement(
+                "config exists",
+                lambda: sa.select(c.c.id).where(c.c.id == sa.bindparam("config")),
+            )
+            if conn.scalar(exists, {"config": config_id}) is None:
                 raise exceptions.ConfigNotFound(
                     config_id,
                     f"{field}: config {config_id} not found",
@@ -152,8 +156,14 @@ class DeploymentRows(ServerRows):
         values = self._deployment_values(dep)
         d = self._tables.deployments
 
+        by_id = self._statement(
+            "deployment by id",
+            lambda: sa.select(d).where(d.c.id == sa.bindparam("id")),
+        )
+        insert = self._statement("insert deployment", d.insert)
+
         def op(conn: sa.Connection) -> model.Deployment:
-            row = conn.execute(sa.select(d).where(d.c.id == dep.id)).first()
+            row = conn.execute(by_id, {"id": dep.id}).first()
             if row is not None:
                 existing = self._deployment_from_row(row)
                 if self._deployment_content(existing) != self._deployment_content(dep):
@@ -168,15 +178,16 @@ class DeploymentRows(ServerRows):
             )
             seq = self._bump(conn, dep.server_id)
             conn.execute(
-                sa.insert(d).values(
-                    id=dep.id,
-                    server_id=dep.server_id,
-                    created_at=created,
-                    updated_at=None,
-                    version=1,
-                    server_seq=seq,
+                insert,
+                {
+                    "id": dep.id,
+                    "server_id": dep.server_id,
+                    "created_at": created,
+                    "updated_at": None,
+                    "version": 1,
+                    "server_seq": seq,
                     **values,
-                )
+                },
             )
             return stored
 

@@ -80,8 +80,16 @@ class ServerRows(ConfigRows):
     def _lock_server(self, conn: sa.Connection, server_id: str) -> Any:
         """The server's row, created if missing, locked for this transaction."""
         s = self._tables.servers
-        locked = sa.select(s).where(s.c.server_id == server_id).with_for_update()
-        row = conn.execute(locked).first()
+        locked = self._statement(
+            "server by id, locked",
+            lambda: (
+                sa.select(s)
+                .where(s.c.server_id == sa.bindparam("locked_server"))
+                .with_for_update()
+            ),
+        )
+        by_id = {"locked_server": server_id}
+        row = conn.execute(locked, by_id).first()
         if row is not None:
             return row
         values = {"server_id": server_id, "metadata_version": 0, "published_version": 0}
@@ -98,17 +106,31 @@ class ServerRows(ConfigRows):
         else:
             # a racing insert raises IntegrityError; the transaction is re-run
             conn.execute(sa.insert(s).values(values))
-        return conn.execute(locked).one()
+        return conn.execute(locked, by_id).one()
 
     def _bump(self, conn: sa.Connection, server_id: str) -> int:
         """Lock the server's row and bump its metadata_version; the new one."""
         s = self._tables.servers
         row = self._lock_server(conn, server_id)
         version = int(row.metadata_version) + 1
+        bump = self._statement(
+            "bump server",
+            lambda: (
+                sa.update(s)
+                .where(s.c.server_id == sa.bindparam("bumped_server"))
+                .values(
+                    metadata_version=sa.bindparam("new_version"),
+                    updated_at=sa.bindparam("stamp"),
+                )
+            ),
+        )
         conn.execute(
-            sa.update(s)
-            .where(s.c.server_id == server_id)
-            .values(metadata_version=version, updated_at=model.utcnow())
+            bump,
+            {
+                "bumped_server": server_id,
+                "new_version": version,
+                "stamp": model.utcnow(),
+            },
         )
         return version
 

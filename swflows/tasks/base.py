@@ -59,6 +59,9 @@ class Task(task.Task):  # type: ignore[misc]
     #: (suspends the engine, frees the thread) and resumes it when the wait
     #: is over, so the task then finds its outcome at once
     parks: bool = False
+    #: the task publishes its server's metadata document (one publish
+    #: serves every deployment of the server written before it began)
+    publishes: bool = False
     #: the task writes its deployment's row (a new action's generation):
     #: who waits for that row looks at the store once it succeeds
     writes_row: bool = False

@@ -11,6 +11,7 @@ class PublishMetadata(base.TransportTask):
     """Publish the server's metadata so its agent sees this action."""
 
     default_provides = "published_version"
+    publishes = True
 
     def execute(self, services: Services, server_id: str) -> int:
         failpoints.hit("publish_metadata")
