@@ -224,6 +224,14 @@ def table(results: dict[str, Any]) -> str:
             f"goal {launch.GOAL_PER_S}/s",
             f"{rate['per_s'] / launch.GOAL_PER_S:.2f}x",
         )
+    engines = results.get("launch_engines")
+    if rate and engines:
+        add(
+            "9. ... the same, an engine each from its start (launch_batch = 0)",
+            f"{engines['per_s']:.1f}/s ({engines['s']:.1f} s)",
+            f"in rounds: {rate['per_s']:.1f}/s",
+            f"{rate['per_s'] / engines['per_s']:.2f}x",
+        )
     by_conductors = results.get("launch_conductors", {})
     for n, one in by_conductors.items():
         add(
@@ -353,6 +361,13 @@ def main(argv: list[str] | None = None) -> int:
                 folder,
                 count=sizes.large,
                 log=lambda m: print(f"... {m}", flush=True),
+            )
+            results["launch_engines"] = launch.run(
+                bcloud.load_cloud(args.cloud),
+                folder,
+                count=sizes.large,
+                log=lambda m: print(f"... {m}", flush=True),
+                batch=0,
             )
             results["launch_conductors"] = launch.run_conductors(
                 bcloud.load_cloud(args.cloud),

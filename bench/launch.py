@@ -5,7 +5,9 @@ server, are submitted against the dev cloud's Swift and Keystone; the time
 runs from the first submission until every flow is parked.
 
 * :func:`run`: one runner drives them (four submitting threads, as
-  ``waiting.Population`` does; SQLite);
+  ``waiting.Population`` does; SQLite), launched in rounds (``[runner]
+  launch_batch``, the default) and, as the baseline in the same run, with
+  an engine each (``launch_batch = 0``);
 * :func:`run_conductors`: 1 or 2 ``swflows conductor`` processes drive
   them, posted as jobs on a Redis board by a process that drives none
   (:data:`CONDUCTOR_THREADS` submitting threads, each deploy returning once
@@ -50,28 +52,40 @@ def run(
     workdir: pathlib.Path,
     count: int = 1000,
     log: Any = print,
+    batch: int | None = None,
 ) -> dict[str, Any]:
-    """Park ``count`` deployments on one runner; their rate and the load."""
+    """Park ``count`` deployments on one runner; their rate and the load.
+
+    ``batch`` is ``[runner] launch_batch`` (None: its default, new
+    deployments launched in rounds; 0: an engine each, the baseline)."""
     container = f"bench-{uuid.uuid4().hex[:10]}"
-    conf_path = workdir / "launch.conf"
+    name = "launch" if batch is None else f"launch-{batch}"
+    conf_path = workdir / f"{name}.conf"
     bcloud.write_private(
         conf_path,
         bcloud.conf_text(
             cloud,
-            database=f"sqlite:///{workdir / 'launch.sqlite'}",
+            database=f"sqlite:///{workdir / f'{name}.sqlite'}",
             container=container,
         ),
     )
     load_before = bcloud.load_average()
+    overrides: dict[str, Any] = {}
+    if batch is not None:
+        overrides["runner__launch_batch"] = batch
     with bcloud.instance(
         conf_path,
         delivery_timeout=0,
         watcher__poll_interval=3600.0,
         watcher__sweep_interval=3600.0,
+        **overrides,
     ) as sw:
         config = sw.create_config("bench", "#!/bin/sh\necho ok\n", group="script")
         population = waiting.Population(sw, config.id)
-        log(f"launching {count} deployments to {count // waiting.PER_SERVER} servers")
+        log(
+            f"launching {count} deployments to {count // waiting.PER_SERVER} "
+            f"servers ({'an engine each' if batch == 0 else 'in rounds'})"
+        )
         started = time.perf_counter()
         try:
             population.grow(count, config_transport=names.POLL_TEMP_URL)

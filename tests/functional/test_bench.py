@@ -117,9 +117,11 @@ def test_quick_mode_measures_everything(
     assert "8. claim takeover after SIGKILL, zookeeper" in printed
     # 9. launched on one runner, then through one conductor and two
     assert results["launch"]["deployments"] == sizes.large
+    assert results["launch_engines"]["deployments"] == sizes.large
     by_conductors = results["launch_conductors"]
     assert sorted(by_conductors) == ["1", "2"]
     for count, one in by_conductors.items():
         assert one["conductors"] == int(count)
         assert one["per_s"] == pytest.approx(sizes.large / one["s"])
+    assert "9. ... the same, an engine each" in printed
     assert "9. ... driven by 2 conductor(s)" in printed
