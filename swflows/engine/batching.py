@@ -142,20 +142,21 @@ class Batcher:
                 "deployment_id": str(inputs["deployment_id"]),
             },
             flow=flow,
-            future=self.runner._future(flow_id),
+            future=concurrent.futures.Future(),
             progressed=threading.Event(),
             publish=steps[0],
             wait=steps[1],
         )
-        with self._lock:
+        with self._lock:  # never queued behind stop()'s end of the queue
             if self._stopped:
                 raise exceptions.FlowError(None, "the runner is stopping")
+            item.future = self.runner._future(flow_id)
             self._items[flow_id] = item
             if not self._threads:
                 self._start()
-        with self.runner._lock:
-            self.runner._launching.add(flow_id)
-        self._new.put(item)
+            with self.runner._lock:
+                self.runner._launching.add(flow_id)
+            self._new.put(item)
         return flow_id, item.future
 
     def progress_of(self, flow_id: str) -> threading.Event | None:
@@ -243,7 +244,12 @@ class Batcher:
             except Exception as exc:  # contained: the next round goes on
                 LOG.exception("a round of %d new flows failed", len(items))
                 for item in items:
-                    self._fail(item, exc)
+                    if item.flow_id not in self._items_now():
+                        continue
+                    if item.recorded:  # an engine of its own takes it on
+                        self._drive(item)
+                    else:
+                        self._fail(item, exc)
                 continue
             if ready:
                 self._ready.put(ready)
@@ -256,10 +262,11 @@ class Batcher:
             items = [item for ready in rounds for item in ready]
             try:
                 self._park(items)
-            except Exception:  # contained: each flow goes on in an engine
+            except (Exception, logbook.FlowFenced):  # contained: each flow
+                # goes on in an engine of its own
                 LOG.exception("parking %d new flows failed", len(items))
                 for item in items:
-                    if item.flow_id in self._items:
+                    if item.flow_id in self._items_now():
                         self._drive(item)
 
     # -- begin ----------------------------------------------------------------
@@ -294,10 +301,6 @@ class Batcher:
             return []
         for item in items:
             item.recorded = True
-        for item in items:
-            fence = _fence(runner, item)
-            item.services = runner.services_for(item.deployment_id).fenced(fence)
-            item.values[SERVICES_KEY] = item.services
         return [item for item in items if self._run_before_publish(item)]
 
     def _items_now(self) -> set[str]:
@@ -307,7 +310,11 @@ class Batcher:
     def _run_before_publish(self, item: _Item) -> bool:
         """Run the flow's steps before its metadata is published; whether it
         goes on to its park (else it was handed to an engine, or lost)."""
+        runner = self.runner
         try:
+            services = runner.services_for(item.deployment_id)
+            item.services = services.fenced(_fence(runner, item))
+            item.values[SERVICES_KEY] = item.services
             for atom in item.flow:
                 if atom is item.publish:
                     return True
