@@ -49,7 +49,7 @@ from taskflow.persistence import models
 from taskflow.utils import misc as tf_misc
 
 from swflows import exceptions, flows
-from swflows.engine.driving import Driving, still_waiting
+from swflows.engine.driving import Driving
 from swflows.engine.results import META_KEY
 from swflows.engine.watcher import waiting_of
 from swflows.flows import deploy
@@ -376,13 +376,23 @@ class Batcher:
             ),
             "park new flows",
         )
-        for item, waiting in parked_items:
+        # an action that ended before its flow parked (a signal pushed, a
+        # cancel) has the watcher look at once
+        ended = batches.ended_among(
+            runner.registry,
+            {
+                item.deployment_id: int(waiting["generation"])
+                for item, waiting in parked_items
+                if item.flow_id in parked
+            },
+        )
+        for item, _ in parked_items:
             if item.flow_id not in parked:
                 LOG.warning("flow %s: not parked: its row is another's", item.flow_id)
                 self._lose(item)
                 continue
             self._settle(item)
-            if _ended(runner.services, waiting):
+            if item.deployment_id in ended:
                 runner.watcher.wake_soon(item.flow_id)
 
     def _publish(self, group: list[_Item]) -> bool:
@@ -558,10 +568,6 @@ def _steps(flow: Any) -> tuple[Any, Any] | None:
         if getattr(before, "publishes", False) and getattr(after, "parks", False):
             return before, after
     return None
-
-
-def _ended(services: Services, waiting: dict[str, Any]) -> bool:
-    return still_waiting(services, waiting) is None
 
 
 __all__ = ["KINDS", "Batcher"]

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from taskflow.persistence import models as tf_models
 
+from swflows import states
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence import logbook
 
@@ -157,4 +158,36 @@ def holders(
     return store._read("read holders of flows", op)
 
 
-__all__ = ["holders", "park_recorded", "park_statement", "record_new"]
+def ended_among(registry: flow_rows.FlowRegistry, waits: Mapping[str, int]) -> set[str]:
+    """Of the deployments ``waits`` names (id -> the generation of the
+    action awaited), those whose action ended: removed, ended, or another
+    action of theirs begun (one read; see ``driving.still_waiting``)."""
+    d = registry._store.tables.deployments
+    store = registry._store
+    query = store._statement(
+        "status of deployments",
+        lambda: sa.select(d.c.id, d.c.status, d.c.generation).where(
+            d.c.id.in_(sa.bindparam("deployments", expanding=True))
+        ),
+    )
+    ids = list(waits)
+
+    def op(conn: sa.Connection) -> set[str]:
+        waiting = {
+            str(row.id)
+            for row in conn.execute(query, {"deployments": ids})
+            if not states.is_terminal(row.status)
+            and int(row.generation) == int(waits[str(row.id)])
+        }
+        return set(ids) - waiting
+
+    return store._read("read status of deployments", op)
+
+
+__all__ = [
+    "ended_among",
+    "holders",
+    "park_recorded",
+    "park_statement",
+    "record_new",
+]

@@ -19,7 +19,7 @@ from taskflow import states as tf_states
 from taskflow import storage as tf_storage
 from taskflow.persistence import models
 
-from swflows import failpoints, flows, states
+from swflows import failpoints, flows, model, states
 from swflows import transport_names as names
 from swflows.engine import batching
 from swflows.engine.results import META_KEY
@@ -271,3 +271,32 @@ def test_a_step_failing_in_a_round_fails_only_its_own_deployment(
         assert sw.wait(dep.id, timeout=60).status == states.COMPLETE
     assert ran_configs(local) == sorted(str(sw.show(d.id).config_id) for d in done)
     until(lambda: not sw.list_flows(), 30)
+
+
+@pytest.mark.parametrize("batch", [0, 64], ids=["engine", "batched"])
+def test_an_action_ended_before_its_flow_parked_is_looked_at_at_once(
+    batch: int,
+) -> None:
+    """A signal delivered while the metadata is being published (its
+    action ends before its flow parks) is not left for the watcher's next
+    poll, an hour away: the delivery, or the park that finds the action
+    ended, has the watcher look at once."""
+    overrides = {"runner": {"launch_batch": batch}, "watcher": {"poll_interval": 3600}}
+    with LocalSwflows(overrides=overrides) as local:
+        local.agent._run = lambda raw: None  # type: ignore[method-assign]
+        sw = local.sw
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+        chosen = model.new_id()
+        delivered: list[bool] = []
+
+        def deliver(name: str) -> None:
+            if not delivered:
+                delivered.append(sw.signal(chosen, {"deploy_status_code": 0}))
+
+        with failpoints.armed("metadata.publish", deliver):
+            dep = sw.deploy(
+                local.new_server(), config.id, deployment_id=chosen, wait_timeout=30
+            )
+        assert delivered == [True]
+        assert dep.status == states.COMPLETE
+        until(lambda: not sw.list_flows(), 30)
