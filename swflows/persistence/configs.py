@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import json
+import threading
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,9 +20,47 @@ from swflows.persistence.database import (
     naive_utc,
 )
 
+#: configs read from their stored text kept parsed, per store (a server's
+#: document reads every config of its deployments at each publish)
+PARSED_KEPT = 4096
+_PARSED_MADE = threading.Lock()
+
 
 class ConfigRows(Database):
     """Software configs in the database."""
+
+    _parsed: collections.OrderedDict[tuple[Any, ...], model.Config]
+    _parsed_lock: threading.Lock
+
+    def _config_from_text(self, row: Any) -> model.Config:
+        """:meth:`_config_from_row` of a row whose body was read as its
+        stored text (``body_text``): a config is immutable, so the same
+        id, text, name, group and time give the same config, parsed once."""
+        key = (row.id, row.body_text, row.name, row.group, row.created_at)
+        with _PARSED_MADE:
+            if not hasattr(self, "_parsed"):
+                self._parsed_lock = threading.Lock()
+                self._parsed = collections.OrderedDict()
+        with self._parsed_lock:
+            found = self._parsed.get(key)
+            if found is not None:
+                self._parsed.move_to_end(key)
+                return found
+        body = row.body_text
+        parsed = self._config_from_row(
+            _Row(
+                row.id,
+                row.name,
+                row.group,
+                json.loads(body) if isinstance(body, str) else body,
+                row.created_at,
+            )
+        )
+        with self._parsed_lock:
+            self._parsed[key] = parsed
+            while len(self._parsed) > PARSED_KEPT:
+                self._parsed.popitem(last=False)
+        return parsed
 
     def _config_body(self, config: model.Config) -> dict[str, Any]:
         inputs = []
@@ -205,3 +246,14 @@ class ConfigRows(Database):
             self._forget(conn, "config", config_id)
 
         self._write("delete config", op)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Row:
+    """A config row's columns :meth:`ConfigRows._config_from_row` reads."""
+
+    id: str
+    name: str
+    group: str
+    body: Any
+    created_at: Any

@@ -332,7 +332,7 @@ class ServerRows(ConfigRows):
                     c.c.id,
                     c.c.name,
                     c.c.group,
-                    c.c.body,
+                    sa.cast(c.c.body, sa.Text).label("body_text"),
                     c.c.created_at,
                     d.c.status,
                     d.c.reason,
@@ -352,7 +352,7 @@ class ServerRows(ConfigRows):
             if not rows:
                 return ServerMetadata(server_id, 0, [])
             configs = [
-                self._config_from_row(row)
+                self._config_from_text(row)
                 for row in rows
                 if row.id and not states.withdrawn(row.status, row.reason)
             ]
