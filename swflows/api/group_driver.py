@@ -269,6 +269,8 @@ class GroupDriver:
         for name in running:
             member = members[name]
             seen = _ended(member, found.get(name))
+            if seen == "unlaunched" and self.sw.runner.launching(running[name]):
+                seen = "running"  # its flow waits here for its row to be written
             if seen == "ended":
                 self._record_end(member, now)
             elif seen == "broken":

@@ -171,6 +171,15 @@ class Batcher:
             item = self._items.get(flow_id)
         return item is not None and not item.recorded
 
+    def launching(self, deployment_id: str) -> bool:
+        """Whether a flow of ``deployment_id`` waits for its round to write
+        its row (it is launched: nothing else may launch it again)."""
+        with self._lock:
+            return any(
+                item.deployment_id == deployment_id and not item.recorded
+                for item in self._items.values()
+            )
+
     def stop(self, by: float | None = None) -> None:
         """Finish the rounds under way; fail the flows not yet recorded."""
         with self._lock:

@@ -191,6 +191,13 @@ class Launching(Driving):
                 self._batching = batching.Batcher(self, size)
             return self._batching
 
+    def launching(self, deployment_id: str) -> bool:
+        """Whether a new flow of ``deployment_id`` was launched here and its
+        row is not written yet (it waits for a round): a group's driver
+        that finds neither the flow's row nor the deployment's does not
+        launch it again."""
+        return self._batching is not None and self._batching.launching(deployment_id)
+
     def _unrecorded(self, flow_id: str) -> bool:
         return self._batching is not None and self._batching.unrecorded(flow_id)
 

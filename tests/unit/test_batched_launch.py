@@ -303,3 +303,31 @@ def test_an_action_ended_before_its_flow_parked_is_looked_at_at_once(
         assert delivered == [True]
         assert dep.status == states.COMPLETE
         until(lambda: not sw.list_flows(), 30)
+
+
+def test_a_group_member_waiting_for_its_round_is_not_launched_again(
+    local: LocalSwflows,
+) -> None:
+    """A member whose flow waits for its round has neither a flow row nor
+    a deployment yet: the group's driver, ticking meanwhile, does not take
+    it for a flow that never started and launch it again."""
+    sw = local.sw
+    config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    servers = {f"m{i}": local.new_server() for i in range(3)}
+    held, release = threading.Event(), threading.Event()
+
+    def hold_first(name: str) -> None:
+        if not held.is_set():
+            held.set()
+            release.wait(30)
+
+    with failpoints.armed("deployment.create", hold_first):
+        sw.create_group("fleet", config.id, servers, wait=False)
+        assert held.wait(30)
+        time.sleep(1.0)  # several of the driver's ticks (0.1 s here)
+        release.set()
+        shown = sw.wait_group("fleet", 60)
+    assert shown["status"] == states.COMPLETE, shown["status_reason"]
+    members = shown["operation"]["members"].values()
+    assert [m["launches"] for m in members] == [1, 1, 1]
+    assert len(local.agent.ran) == 3
