@@ -26,6 +26,7 @@ from swflows.engine.results import META_KEY
 from swflows.fixture import LocalSwflows
 from swflows.flows import common, deploy
 from swflows.transports import impl_poll_temp_url
+from tests.unit.test_runner_fencing import until
 
 PLAN = common.Plan(names.TEMP_URL_SIGNAL, names.POLL_TEMP_URL).to_kwargs()
 
@@ -38,16 +39,6 @@ def local_swflows(batch: int) -> LocalSwflows:
 def local() -> Iterator[LocalSwflows]:
     with local_swflows(64) as made:
         yield made
-
-
-def until(check: Any, seconds: float) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"not within {seconds} s")
 
 
 def new_item(inputs: dict[str, Any]) -> Any:
