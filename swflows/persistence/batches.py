@@ -77,7 +77,9 @@ def park_recorded(
     atoms that ran, its state).  The ids parked; a row another's now is
     left, with its logbook, to that owner."""
     store = registry._store
-    park = store._statement("park flow", lambda: park_statement(registry))
+    park = store._statement(
+        "park flow", lambda: flow_rows.park_statement(registry._table)
+    )
     statements = backend.statements
     now = flow_rows._now()
     items = list(parked)
@@ -85,12 +87,7 @@ def park_recorded(
     def op(conn: sa.Connection) -> set[str]:
         done: set[str] = set()
         for flow_id, waiting, detail in items:
-            values = {
-                "flow": flow_id,
-                "owner_was": owner,
-                "waiting": dict(waiting),
-                "updated": now,
-            }
+            values = flow_rows.park_params(flow_id, owner, waiting, now)
             if not conn.execute(park, values).rowcount:
                 continue
             for atom in detail:
@@ -111,27 +108,6 @@ def park_recorded(
         return done
 
     return store._write("park flows", op)
-
-
-def park_statement(registry: flow_rows.FlowRegistry) -> Any:
-    """``FlowRegistry.park``'s update, its values bound when it runs."""
-    t = registry._table
-    return (
-        t.update()
-        .where(
-            t.c.id == sa.bindparam("flow"),
-            t.c.owner == sa.bindparam("owner_was"),
-            t.c.state == flow_rows.RUNNING,
-        )
-        .values(
-            state=flow_rows.PARKED,
-            owner=None,
-            lease_until=None,
-            takeovers=0,
-            waiting=sa.bindparam("waiting"),
-            updated_at=sa.bindparam("updated"),
-        )
-    )
 
 
 def holders(
@@ -188,6 +164,5 @@ __all__ = [
     "ended_among",
     "holders",
     "park_recorded",
-    "park_statement",
     "record_new",
 ]

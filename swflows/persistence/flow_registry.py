@@ -336,26 +336,14 @@ class FlowRegistry:
         got somewhere, and the count is there to set aside one its runners
         die or fail on, not one that lived through many of their deaths.
         """
-        t = self._table
-        values: dict[str, Any] = {
-            "state": PARKED,
-            "owner": None,
-            "lease_until": None,
-            "takeovers": 0,
-            "waiting": dict(waiting),
-            "updated_at": _now(),
-        }
+        query = self._store._statement("park flow", lambda: park_statement(self._table))
+        params = park_params(flow_id, owner, waiting, _now())
         if deployment_id is not None:
-            values["deployment_id"] = deployment_id
+            params["deployment"] = deployment_id
         if server_id is not None:
-            values["server_id"] = server_id
-        query = (
-            t.update()
-            .where(t.c.id == flow_id, t.c.owner == owner, t.c.state == RUNNING)
-            .values(**values)
-        )
+            params["server"] = server_id
         return self._store._write(
-            "park flow", lambda conn: bool(conn.execute(query).rowcount)
+            "park flow", lambda conn: bool(conn.execute(query, params).rowcount)
         )
 
     def requeue(
@@ -738,6 +726,49 @@ def end_flow(
     return registry._store._write("end flow", op)
 
 
+def park_statement(t: sa.Table) -> Any:
+    """The update parking a flow (:meth:`FlowRegistry.park`), built once:
+    its values are bound when it runs (:func:`park_params`); a deployment
+    or server bound as None leaves the row's own."""
+    return (
+        t.update()
+        .where(
+            t.c.id == sa.bindparam("flow"),
+            t.c.owner == sa.bindparam("owner_was"),
+            t.c.state == RUNNING,
+        )
+        .values(
+            state=PARKED,
+            owner=None,
+            lease_until=None,
+            takeovers=0,
+            waiting=sa.bindparam("waiting"),
+            updated_at=sa.bindparam("updated"),
+            deployment_id=sa.func.coalesce(
+                sa.bindparam("deployment", type_=t.c.deployment_id.type),
+                t.c.deployment_id,
+            ),
+            server_id=sa.func.coalesce(
+                sa.bindparam("server", type_=t.c.server_id.type), t.c.server_id
+            ),
+        )
+    )
+
+
+def park_params(
+    flow_id: str, owner: str, waiting: Mapping[str, Any], now: Any
+) -> dict[str, Any]:
+    """:func:`park_statement`'s values for ``flow_id`` of ``owner``."""
+    return {
+        "flow": flow_id,
+        "owner_was": owner,
+        "waiting": dict(waiting),
+        "updated": now,
+        "deployment": None,
+        "server": None,
+    }
+
+
 def new_row(
     flow_id: str,
     *,
@@ -851,6 +882,8 @@ __all__ = [
     "new_owner",
     "new_row",
     "owner_is_dead",
+    "park_params",
+    "park_statement",
     "reconciled",
     "unflowed",
 ]
