@@ -118,18 +118,19 @@ class Batcher:
         self._stopped = False
 
     # -- the callers' side --------------------------------------------------
-    def takes(self, kind: str, plan: dict[str, Any]) -> bool:
-        """Whether a new flow ``kind`` of ``plan`` is launched in rounds: a
-        deploy that waits for its signal."""
-        return kind in KINDS and self._flow(kind, plan)[1] is not None
-
     def launch(
         self, kind: str, plan: dict[str, Any], inputs: dict[str, Any]
-    ) -> tuple[str, concurrent.futures.Future[str]]:
-        """Queue a new flow for the next round; its id and its future."""
+    ) -> tuple[str, concurrent.futures.Future[str]] | None:
+        """Queue a new flow for the next round; its id and its future.
+
+        None when a flow ``kind`` of ``plan`` is not launched in rounds
+        (only a deploy that waits for its signal is): the caller starts
+        it in an engine of its own."""
+        if kind not in KINDS:
+            return None
         flow, steps = self._flow(kind, plan)
         if steps is None:
-            raise exceptions.FlowError(None, f"a {kind} flow of {plan} is not batched")
+            return None
         flow_id = str(uuid.uuid4())
         item = _Item(
             flow_id=flow_id,

@@ -57,8 +57,9 @@ class Launching(Driving):
         except KeyError:
             raise exceptions.FlowError(None, f"unknown flow {kind!r}") from None
         batcher = self._batcher()
-        if batcher is not None and batcher.takes(kind, plan):
-            return batcher.launch(kind, plan, inputs)
+        queued = None if batcher is None else batcher.launch(kind, plan, inputs)
+        if queued is not None:
+            return queued
         flow = factory(**plan)
         flow_id = str(uuid.uuid4())
         deployment_id = str(inputs["deployment_id"])
