@@ -23,24 +23,30 @@ from swflows.persistence.database import (
 #: configs read from their stored text kept parsed, per store (a server's
 #: document reads every config of its deployments at each publish)
 PARSED_KEPT = 4096
-_PARSED_MADE = threading.Lock()
 
 
 class ConfigRows(Database):
     """Software configs in the database."""
 
-    _parsed: collections.OrderedDict[tuple[Any, ...], model.Config]
-    _parsed_lock: threading.Lock
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._parsed: collections.OrderedDict[tuple[Any, ...], model.Config] = (
+            collections.OrderedDict()
+        )
+        self._parsed_lock = threading.Lock()
+
+    def _config_by_id(self) -> Any:
+        """A config's row by its id (bound as ``id``), built once."""
+        t = self._tables.configs
+        return self._statement(
+            "config by id", lambda: sa.select(t).where(t.c.id == sa.bindparam("id"))
+        )
 
     def _config_from_text(self, row: Any) -> model.Config:
         """:meth:`_config_from_row` of a row whose body was read as its
         stored text (``body_text``): a config is immutable, so the same
         id, text, name, group and time give the same config, parsed once."""
         key = (row.id, row.body_text, row.name, row.group, row.created_at)
-        with _PARSED_MADE:
-            if not hasattr(self, "_parsed"):
-                self._parsed_lock = threading.Lock()
-                self._parsed = collections.OrderedDict()
         with self._parsed_lock:
             found = self._parsed.get(key)
             if found is not None:
@@ -126,9 +132,7 @@ class ConfigRows(Database):
         body = self._config_body(config)
         t = self._tables.configs
 
-        by_id = self._statement(
-            "config by id", lambda: sa.select(t).where(t.c.id == sa.bindparam("id"))
-        )
+        by_id = self._config_by_id()
         insert = self._statement("insert config", t.insert)
 
         def op(conn: sa.Connection) -> model.Config:
@@ -159,10 +163,7 @@ class ConfigRows(Database):
         return self._write("create config", op)
 
     def get_config(self, config_id: str) -> model.Config:
-        t = self._tables.configs
-        query = self._statement(
-            "config by id", lambda: sa.select(t).where(t.c.id == sa.bindparam("id"))
-        )
+        query = self._config_by_id()
 
         def op(conn: sa.Connection) -> model.Config:
             row = conn.execute(query, {"id": config_id}).first()

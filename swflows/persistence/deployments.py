@@ -138,6 +138,14 @@ class DeploymentRows(ServerRows):
         content.pop("updated_time", None)
         return content
 
+    def _deployment_by_id(self) -> Any:
+        """A deployment's row by its id (bound as ``id``), built once."""
+        d = self._tables.deployments
+        return self._statement(
+            "deployment by id",
+            lambda: sa.select(d).where(d.c.id == sa.bindparam("id")),
+        )
+
     def create_deployment(self, dep: model.Deployment) -> model.Deployment:
         """Store a new deployment and bump its server's metadata_version.
 
@@ -156,10 +164,7 @@ class DeploymentRows(ServerRows):
         values = self._deployment_values(dep)
         d = self._tables.deployments
 
-        by_id = self._statement(
-            "deployment by id",
-            lambda: sa.select(d).where(d.c.id == sa.bindparam("id")),
-        )
+        by_id = self._deployment_by_id()
         insert = self._statement("insert deployment", d.insert)
 
         def op(conn: sa.Connection) -> model.Deployment:
@@ -194,11 +199,7 @@ class DeploymentRows(ServerRows):
         return self._write("create deployment", op)
 
     def get_deployment(self, deployment_id: str) -> model.Deployment:
-        d = self._tables.deployments
-        query = self._statement(
-            "deployment by id",
-            lambda: sa.select(d).where(d.c.id == sa.bindparam("id")),
-        )
+        query = self._deployment_by_id()
 
         def op(conn: sa.Connection) -> model.Deployment:
             row = conn.execute(query, {"id": deployment_id}).first()
