@@ -494,9 +494,7 @@ def _new_logbook(item: _Item) -> None:
     book.add(detail)
     engines.save_factory_details(detail, flows.FACTORIES[item.kind], [], item.plan)
     detail.meta[META_KEY] = item.meta
-    injected = models.TaskDetail(
-        tf_storage.Storage.injector_name, uuidutils.generate_uuid()
-    )
+    injected = models.TaskDetail(INJECTOR, uuidutils.generate_uuid())
     injected.state = tf_states.SUCCESS
     injected.results = dict(item.inputs)
     detail.add(injected)
