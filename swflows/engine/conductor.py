@@ -265,21 +265,31 @@ class Conductor(jobboard.Jobs):
             LOG.error("job %s names no flow: trashed", job.uuid)
             self._settle(job, "trash")
             return None
-        row = self.registry.get(flow_id)
-        if row is None or row.state != flow_rows.RUNNING:
-            # ended, parked or set aside meanwhile: a stale job
-            self._settle(job, "consume")
-            return None
-        if (
-            row.owner not in (None, self.name)
-            and not row.lease_expired(time.time())
-            # asked only then: the live conductors cost the board 4 calls
-            and self.board.is_live(row.owner or "", self.board.conductors())
-        ):
-            # a duplicate job: a live conductor drives the flow already
-            self._settle(job, "consume")
-            return None
         driven = self.runner.drives_now(flow_id)
+        if driven is None and flow_rows.claim_unowned(
+            self.registry,
+            flow_id,
+            self.name,
+            lease_until=time.time() + self.board.claim_expiry,
+            below=engine_runner.MAX_TAKEOVERS,
+        ):
+            # a job as posted (its row held by nobody): one write takes it
+            return self._drive_claimed(job, flow_id, "")
+        row = self.registry.get(flow_id)
+        if (
+            row is None
+            or row.state != flow_rows.RUNNING
+            or (
+                row.owner not in (None, self.name)
+                and not row.lease_expired(time.time())
+                # asked only then: the live conductors cost the board 4 calls
+                and self.board.is_live(row.owner or "", self.board.conductors())
+            )
+        ):
+            # ended, parked or set aside meanwhile (a stale job), or a live
+            # conductor drives the flow already (a duplicate job)
+            self._settle(job, "consume")
+            return None
         if driven is not None:
             # its claim was lost (a ZooKeeper session that expired drops
             # every claim at once) and taken again here before the drive
@@ -304,9 +314,11 @@ class Conductor(jobboard.Jobs):
         ):
             self._settle(job, "abandon")
             return None
-        with self._lock:
-            self._held[flow_id] = job
-            self._lost.discard(flow_id)
+        return self._drive_claimed(job, flow_id, f" ({row.kind})")
+
+    def _drive_claimed(self, job: Any, flow_id: str, kind: str) -> str | None:
+        """Drive the flow of a job whose row was just claimed here."""
+        self._hold(flow_id, job)
         try:
             submitted = self.runner._load_and_submit(flow_id)
         except Exception as exc:
@@ -319,7 +331,7 @@ class Conductor(jobboard.Jobs):
         if not submitted:
             self.drive_done(flow_id)
             return None
-        LOG.info("flow %s (%s): claimed by %s", flow_id, row.kind, self.name)
+        LOG.info("flow %s%s: claimed by %s", flow_id, kind, self.name)
         return flow_id
 
     def _claimed_again(self, job: Any, flow_id: str, goes_on: bool) -> str | None:
@@ -334,9 +346,7 @@ class Conductor(jobboard.Jobs):
             now=time.time(),
             from_states=(flow_rows.RUNNING,),
         ):
-            with self._lock:
-                self._held[flow_id] = job
-                self._lost.discard(flow_id)
+            self._hold(flow_id, job)
             LOG.info("flow %s: claimed again by %s, driven on", flow_id, self.name)
             return flow_id
         self.registry.release(flow_id, self.name)
@@ -344,13 +354,14 @@ class Conductor(jobboard.Jobs):
         LOG.info("flow %s: still stopping here: its job given back", flow_id)
         return None
 
+    def _hold(self, flow_id: str, job: Any) -> None:
+        with self._lock:
+            self._held[flow_id] = job
+            self._lost.discard(flow_id)
+
     def _settle(self, job: Any, how: str) -> bool:
-        op = {
-            "consume": self.board.consume,
-            "abandon": self.board.abandon,
-            "trash": self.board.trash,
-        }[how]
-        done = op(job, self.name)
+        # the board's consume, abandon or trash
+        done = bool(getattr(self.board, how)(job, self.name))
         if done:
             self.settled[how] = self.settled.get(how, 0) + 1
         return done
@@ -460,42 +471,50 @@ class Conductor(jobboard.Jobs):
         )
 
     def reap_owners(self) -> list[str]:
-        """Give back the jobs claimed by conductors that are gone (a claim
-        made without expiry, or by a process of this host that died), and
-        the jobs claimed by this one that it drives no more (a claim whose
-        answer was lost with the connection, or a job left to expire: on
-        ZooKeeper neither expires while this process lives), once two
-        reaps in a row saw them so; and re-post flows that lost their job.
-        The flows given back."""
-        live = self.board.conductors()
-        with self._lock:
-            driven = {job.uuid for job in self._held.values()}
-        freed = []
-        strays: set[str] = set()
-        for job in self.board.jobs():
-            owner = self.board.owner(job)
-            if owner == self.name and job.uuid not in driven:
-                if job.uuid not in self._strays:
-                    strays.add(job.uuid)  # a drive may be settling it now
-                elif self.board.abandon(job, self.name):
-                    LOG.warning(
-                        "job %s: claimed here and driven by no one: given back",
-                        job.uuid,
-                    )
-                    freed.append(self.board.flow_of(job) or str(job.uuid))
-                continue
-            if owner is None or owner == self.name or self.board.is_live(owner, live):
-                continue
-            if self.board.abandon(job, owner):
+        """Give back the jobs of conductors that are gone, and this one's
+        that it drives no more (:func:`reap_owners`); the flows given back."""
+        return reap_owners(self)
+
+
+def reap_owners(conductor: Conductor) -> list[str]:
+    """Give back the jobs claimed by conductors that are gone (a claim
+    made without expiry, or by a process of this host that died), and
+    the jobs claimed by this one that it drives no more (a claim whose
+    answer was lost with the connection, or a job left to expire: on
+    ZooKeeper neither expires while this process lives), once two
+    reaps in a row saw them so; and re-post flows that lost their job.
+    The flows given back."""
+    live = conductor.board.conductors()
+    with conductor._lock:
+        driven = {job.uuid for job in conductor._held.values()}
+    freed = []
+    strays: set[str] = set()
+    for job in conductor.board.jobs():
+        owner = conductor.board.owner(job)
+        if owner == conductor.name and job.uuid not in driven:
+            if job.uuid not in conductor._strays:
+                strays.add(job.uuid)  # a drive may be settling it now
+            elif conductor.board.abandon(job, conductor.name):
                 LOG.warning(
-                    "job %s: its conductor %s is gone: given back", job.uuid, owner
+                    "job %s: claimed here and driven by no one: given back",
+                    job.uuid,
                 )
-                freed.append(self.board.flow_of(job) or str(job.uuid))
-        self._strays = strays
-        self.reap()
-        if freed:
-            self._list_again()
-        return freed
+                freed.append(conductor.board.flow_of(job) or str(job.uuid))
+            continue
+        if (
+            owner is None
+            or owner == conductor.name
+            or conductor.board.is_live(owner, live)
+        ):
+            continue
+        if conductor.board.abandon(job, owner):
+            LOG.warning("job %s: its conductor %s is gone: given back", job.uuid, owner)
+            freed.append(conductor.board.flow_of(job) or str(job.uuid))
+    conductor._strays = strays
+    conductor.reap()
+    if freed:
+        conductor._list_again()
+    return freed
 
 
 def status(
@@ -557,4 +576,4 @@ def active_watcher(conf: Any, store: Any) -> str:
         return f"unknown ({exc})"
 
 
-__all__ = ["ClaimLost", "Conductor", "Host", "active_watcher", "status"]
+__all__ = ["ClaimLost", "Conductor", "Host", "active_watcher", "reap_owners", "status"]

@@ -52,6 +52,8 @@ LOG = logging.getLogger(__name__)
 #: states of a waiting step that has not ended: a flow resumed with its wait
 #: in another state is past it or reverting, and is never parked again
 WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
+#: the states of a step left at work by a runner that stopped
+BUSY_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
 #: atom states a conductor's runner enters only while it holds the claim
 FENCED_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
 #: how long recording a flow's end (or its parking) is retried while the
@@ -179,6 +181,8 @@ class Driving(Results):
         drive.custom = custom
         drive.deployment_id = deployment_id
         drive.writes = writes
+        if writes is not None and custom:
+            writes.stops_on = flow_rows.is_cancel_note
         if self.jobs is not None:
             drive.fence = self.jobs.fence_for(flow_id)
         fence = write_fence(self.registry, self.owner, drive)
@@ -222,14 +226,17 @@ class Driving(Results):
             if not (drive.lost or self.stopping) and not (
                 drive.resumed and self._park_if_waiting(drive)
             ):
-                if drive.custom and self.registry.cancel_requested(drive.flow_id):
+                if drive.custom and cancelled_before_run(self.registry, drive):
                     drive.cancelling = True
                 while True:
                     if drive.cancelling and not drive.lost:
                         drive.parking = False
                         self._stop_for_cancel(drive)
                         drive.cancelling = False
-                    drive.engine.run()
+                    try:
+                        drive.engine.run()
+                    except logbook.CancelSeen:  # before a step: none runs
+                        drive.cancelling = True
                     if not drive.cancelling or drive.lost or self.stopping:
                         break
         except logbook.FlowFenced as exc:  # another runner holds it now
@@ -424,10 +431,12 @@ class Driving(Results):
                         ),
                     )
                     let_go_of_removed(self.services, drive.deployment_id)
-            if drive.custom:  # its outcome kept as its row goes
-                self._save_result(flow_id, self._outcome(drive, state, error), True)
-            else:
-                self._forget(flow_id)
+            # the end is the drive's last write, fenced as the others: its
+            # SUCCESS was held for it (logbook.Fenced.may_hold_flow)
+            outcome = self._outcome(drive, state, error) if drive.custom else None
+            if not self._record_end(flow_id, outcome):
+                drive.lost = True
+                return
             drive.settled = True
             self._finish(flow_id, error)
         elif state == tf_states.FAILURE:
@@ -513,13 +522,37 @@ class Driving(Results):
         return True
 
 
+def cancelled_before_run(registry: flow_rows.FlowRegistry, drive: _Drive) -> bool:
+    """Whether a custom flow about to run was asked to cancel.  Not read
+    when the write of its next step's RUNNING reads it (its logbook stops
+    on a cancel) and no step of it was left RUNNING (TaskFlow runs such a
+    step again without writing its RUNNING anew)."""
+    writes = drive.writes
+    if writes is not None and writes.stops_on is not None:
+        engine = drive.engine
+        engine.compile()
+        engine.prepare()
+        names = [
+            node.name
+            for node in engine.compilation.execution_graph
+            if isinstance(node, tf_atom.Atom)
+        ]
+        states = engine.storage.get_atoms_states(names)
+        if all(state not in BUSY_STATES for state, _ in states.values()):
+            return False
+    return registry.cancel_requested(drive.flow_id)
+
+
 def cancel_requested(registry: flow_rows.FlowRegistry, drive: _Drive) -> bool:
     """Whether a custom flow was asked to cancel, after a step: as the
     write that recorded the step read the flow's row, else read now."""
-    if drive.writes is not None:
-        fresh, note = drive.writes.take_note()
+    writes = drive.writes
+    if writes is not None:
+        fresh, note = writes.take_note()
         if fresh:
             return flow_rows.is_cancel_note(note)
+        if writes.stops_on is not None:
+            return False  # the write of its next step's RUNNING reads it
     return registry.cancel_requested(drive.flow_id)
 
 

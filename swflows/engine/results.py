@@ -19,6 +19,7 @@ from taskflow import storage
 
 from swflows import exceptions
 from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence import logbook
 from swflows.services import Services
 
 LOG = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ class Results:
     """The outcomes of the flows of one runner: their futures (those
     running here, and the last :data:`FINISHED_KEPT` that ended), and the
     stored results of custom flows."""
+
+    #: the runner's name, which its flows' rows name as their owner
+    owner: str
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -78,22 +82,49 @@ class Results:
         else:
             future.set_exception(error)
 
-    def _forget(self, flow_id: str, *, keep_book: bool = False) -> None:
+    def _forget(
+        self, flow_id: str, *, keep_book: bool = False, owner: str | None = None
+    ) -> None:
         """Remove an ended flow's row and logbook, in one transaction (a
-        custom flow's logbook stays, holding its result, without its steps)."""
+        custom flow's logbook stays, holding its result, without its steps);
+        ``owner``: only while its row names that owner (see
+        :func:`~swflows.persistence.flow_registry.end_flow`)."""
         self.backend.forget_book(flow_id)
-        flow_rows.end_flow(self.registry, flow_id, keep_book=keep_book)
+        flow_rows.end_flow(self.registry, flow_id, keep_book=keep_book, owner=owner)
+
+    def _record_end(self, flow_id: str, outcome: dict[str, Any] | None) -> bool:
+        """Remove an ended flow's row and logbook while its row names this
+        runner (:meth:`_forget`; a custom flow's ``outcome`` kept, see
+        :meth:`_save_result`); False, and nothing removed, once another
+        runner holds it."""
+        try:
+            if outcome is None:
+                self._forget(flow_id, owner=self.owner)
+            else:
+                self._save_result(flow_id, outcome, True, owner=self.owner)
+        except logbook.FlowFenced as exc:
+            LOG.warning("%s", exc)
+            return False
+        return True
 
     def _save_result(
-        self, flow_id: str, outcome: dict[str, Any], forget: bool = False
+        self,
+        flow_id: str,
+        outcome: dict[str, Any],
+        forget: bool = False,
+        owner: str | None = None,
     ) -> None:
         """Write a custom flow's outcome into its logbook's meta; with
         ``forget`` (it ended), in the transaction that removes its row and
-        its steps (:meth:`_forget`)."""
+        its steps (:meth:`_forget`, ``owner`` as there)."""
         if forget:
             self.backend.forget_book(flow_id)
             flow_rows.end_flow(
-                self.registry, flow_id, keep_book=True, result=(META_KEY, outcome)
+                self.registry,
+                flow_id,
+                keep_book=True,
+                result=(META_KEY, outcome),
+                owner=owner,
             )
             return
         with self._connection() as conn:

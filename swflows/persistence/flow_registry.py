@@ -661,6 +661,43 @@ def claim_statement(t: sa.Table, of_dead_owner: bool) -> Any:
     )
 
 
+def claim_unowned(
+    registry: FlowRegistry, flow_id: str, owner: str, *, lease_until: float, below: int
+) -> bool:
+    """Take a RUNNING flow nobody holds and whose takeovers are fewer than
+    ``below`` (a job just posted) for ``owner``, in one write; False for
+    any other flow (ended, parked, held, or taken over too often), which
+    :meth:`FlowRegistry.get` and :meth:`FlowRegistry.claim` then sort out."""
+    t = registry._table
+    query = registry._store._statement(
+        "claim an unowned flow",
+        lambda: (
+            t.update()
+            .where(
+                t.c.id == sa.bindparam("flow"),
+                t.c.state == RUNNING,
+                t.c.owner.is_(None),
+                t.c.takeovers < sa.bindparam("below"),
+            )
+            .values(
+                owner=sa.bindparam("claimer"),
+                lease_until=sa.bindparam("new_lease"),
+                updated_at=sa.bindparam("updated"),
+            )
+        ),
+    )
+    params = {
+        "flow": flow_id,
+        "below": below,
+        "claimer": owner,
+        "new_lease": lease_until,
+        "updated": _now(),
+    }
+    return registry._store._write(
+        "claim flow", lambda conn: bool(conn.execute(query, params).rowcount)
+    )
+
+
 def is_cancel_note(note: str | None) -> bool:
     """Whether a RUNNING or PARKED row's ``note`` asks it to cancel."""
     return bool(note) and str(note).startswith(CANCEL_NOTE)
@@ -672,6 +709,7 @@ def end_flow(
     *,
     keep_book: bool = False,
     result: tuple[str, Mapping[str, Any]] | None = None,
+    owner: str | None = None,
 ) -> bool:
     """Forget an ended flow in one transaction: its row, its logbook's
     steps and its logbook; with ``keep_book`` the logbook stays, and
@@ -679,6 +717,11 @@ def end_flow(
     developer's flow keeps its outcome there).  False when its row was
     already gone.  A crash leaves the flow whole or gone, never a row
     without its logbook or an outcome without the end of its row.
+
+    ``owner``: the runner whose drive ended the flow; its row is removed
+    only while it names that owner, else nothing is and
+    :class:`~swflows.persistence.logbook.FlowFenced` is raised (the end
+    is the drive's last write to the flow, fenced as the others).
     """
     t = registry._table
     tables = registry._store.tables
@@ -703,9 +746,27 @@ def end_flow(
         removal("the logbook", books, books.c.uuid),
     ]
     by_id = {"flow": flow_id}
+    owned = registry._store._statement(
+        "remove the row of a flow its owner ended",
+        lambda: t.delete().where(
+            t.c.id == flow_param, t.c.owner == sa.bindparam("owner")
+        ),
+    )
 
     def op(conn: sa.Connection) -> bool:
-        removed = conn.execute(removals[0], by_id).rowcount
+        if owner is None:
+            removed = conn.execute(removals[0], by_id).rowcount
+        else:
+            removed = conn.execute(owned, {**by_id, "owner": owner}).rowcount
+            if not removed:
+                holder = conn.execute(
+                    sa.select(t.c.owner).where(t.c.id == flow_id)
+                ).first()
+                if holder is not None:
+                    # taskflow's, loaded by then: not by every reader of rows
+                    from swflows.persistence import logbook
+
+                    raise logbook.FlowFenced(flow_id, owner, holder.owner)
         conn.execute(removals[1], by_id)
         conn.execute(removals[2], by_id)
         if not keep_book:

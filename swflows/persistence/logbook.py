@@ -44,6 +44,7 @@ from __future__ import annotations
 import collections
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -77,6 +78,21 @@ class FlowFenced(BaseException):
         self.holder = holder
 
 
+class CancelSeen(BaseException):
+    """A step's RUNNING not written: the flow's row asks it to cancel.
+
+    Raised by the write that would record a step of a drive that stops on
+    a cancel (:attr:`Fenced.stops_on`) as RUNNING, so the step does not
+    run and stays PENDING, in the logbook as in the engine's memory.  A
+    :class:`BaseException`, so TaskFlow records no failure: the runner
+    stops the engine and reverts the flow as it does any cancelled flow.
+    """
+
+    def __init__(self, flow_id: str, note: str | None) -> None:
+        super().__init__(f"flow {flow_id}: {note}: no further step")
+        self.flow_id = flow_id
+
+
 class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
     """A stock connection that reuses its backend's table objects."""
 
@@ -96,10 +112,13 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         #: engine's): only its writes carry its held-back progress
         self.drive: Fenced | None = None
 
-    def _check_fence(self, conn: sa.Connection) -> None:
+    def _check_fence(self, conn: sa.Connection, atom_detail: Any = None) -> None:
         """Raise :class:`FlowFenced` unless the fenced flow's row still names
         its owner; the row stays share-locked until the write commits, so a
-        claim by another runner comes before this write or after it."""
+        claim by another runner comes before this write or after it.
+
+        ``atom_detail``: the atom written; a task's RUNNING raises
+        :class:`CancelSeen` instead when the row's note stops the drive."""
         if self.fence is None:
             return
         flow_id, owner = self.fence
@@ -107,8 +126,19 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         holder = None if row is None else row.owner
         if holder != owner:
             raise FlowFenced(flow_id, owner, holder)
-        if self.drive is not None:
-            self.drive.saw_note(row.note if row is not None else None)
+        drive = self.drive
+        if drive is None:
+            return
+        note = row.note if row is not None else None
+        drive.saw_note(note)
+        stops_on = drive.stops_on
+        if (
+            stops_on is not None
+            and isinstance(atom_detail, tf_models.TaskDetail)
+            and atom_detail.state == tf_states.RUNNING
+            and stops_on(note)
+        ):
+            raise CancelSeen(flow_id, note)
 
     def update_atom_details(self, atom_detail: Any) -> Any:
         """Save an atom detail in one UPDATE; a change of its progress alone,
@@ -139,15 +169,19 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         ):
             drive.defer(atom_detail.uuid, values, fingerprint)
             return atom_detail
+        held = drive.take_held_flow() if drive else None
         deferred = drive.take_deferred(but=atom_detail.uuid) if drive else {}
         try:
             with self._engine.begin() as conn:
-                self._check_fence(conn)
+                self._check_fence(conn, atom_detail)
+                saved = None if held is None else self._write_flow(conn, held)
                 if not self._update_atom(conn, atom_detail.uuid, values):
                     raise tf_exc.NotFound(
                         f"No atom details found with uuid '{atom_detail.uuid}'"
                     )
                 self._flush(conn, deferred)
+            if held is not None and saved is not None:
+                self._backend.saved_atoms_are(held.uuid, saved)
             self._backend.written(atom_detail.uuid, fingerprint)
             self._remember(deferred)
             if drive is not None:
@@ -155,14 +189,14 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             return atom_detail
         except sa.exc.SQLAlchemyError:
             if drive is not None:
-                drive.restore_deferred(deferred)
+                drive.restore_deferred(deferred, held)
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure,
                 f"Failed updating atom details with uuid '{atom_detail.uuid}'",
             )
         except BaseException:
             if drive is not None:
-                drive.restore_deferred(deferred)
+                drive.restore_deferred(deferred, held)
             raise
 
     def _update_atom(
@@ -184,7 +218,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             self._backend.written(atom_id, fingerprint)
 
     def update_flow_details(self, flow_detail: Any) -> Any:
-        """Save a flow detail's own row, and insert its atoms not yet saved.
+        """Save a flow detail's own row, and insert its atoms not yet saved;
+        a drive's saves of a flow that starts, runs or succeeded are held.
 
         The stock method reads the flow's row back, and rewrites every saved
         atom of the flow (a SELECT of them all, then an UPDATE each) on
@@ -195,56 +230,68 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         only when one is not known to be saved yet.  Atoms are only ever
         added by the process holding the flow (swflows' flows have one
         owner), so the in-memory atoms are the saved ones.
+
+        A drive holds back (:meth:`Fenced.may_hold_flow`) the saves of its
+        flow's preparing and of its RUNNING: they go with its first step's
+        RUNNING, before which nothing of the flow has run.  Its SUCCESS is
+        never written: the runner records the end by removing the flow's
+        steps and detail, fenced on its row (:func:`~swflows.persistence.
+        flow_registry.end_flow`), and a drive stopped before that leaves
+        its last step RUNNING, which its next owner runs again.
         """
-        atomdetails = self._tables.atomdetails
         flow_id = flow_detail.uuid
         drive = self.drive
+        if drive is not None and drive.may_hold_flow(flow_detail):
+            drive.hold_flow(flow_detail)
+            return flow_detail
+        # a held save of the flow is superseded by this one
+        held = drive.take_held_flow() if drive else None
         deferred = drive.take_deferred() if drive else {}
         try:
             with self._engine.begin() as conn:
                 self._check_fence(conn)
+                saved = self._write_flow(conn, flow_detail)
                 self._flush(conn, deferred)
-                result = conn.execute(
-                    self._backend.statements.update_flow,
-                    {
-                        "state": flow_detail.state,
-                        "meta": flow_detail.meta,
-                        _FLOW_KEY: flow_id,
-                    },
-                )
-                if not result.rowcount:
-                    raise tf_exc.NotFound(
-                        f"No flow details found with uuid '{flow_id}'"
-                    )
-                atoms = {atom.uuid: atom for atom in flow_detail}
-                known = self._backend.saved_atoms(flow_id)
-                if not atoms.keys() <= known:
-                    known = set(
-                        conn.execute(
-                            sa.select(atomdetails.c.uuid).where(
-                                atomdetails.c.parent_uuid == flow_id
-                            )
-                        ).scalars()
-                    )
-                    self._insert_atoms(
-                        conn,
-                        flow_id,
-                        [a for uuid, a in atoms.items() if uuid not in known],
-                    )
-            self._backend.saved_atoms_are(flow_id, set(atoms) | known)
+            self._backend.saved_atoms_are(flow_id, saved)
             self._remember(deferred)
             return flow_detail
         except sa.exc.SQLAlchemyError:
             if drive is not None:
-                drive.restore_deferred(deferred)
+                drive.restore_deferred(deferred, held)
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure,
                 f"Failed updating flow details with uuid '{flow_id}'",
             )
         except BaseException:
             if drive is not None:
-                drive.restore_deferred(deferred)
+                drive.restore_deferred(deferred, held)
             raise
+
+    def _write_flow(self, conn: sa.Connection, flow_detail: Any) -> set[str]:
+        """Update a flow detail's row and insert its atoms not saved yet;
+        the uuids of its saved atoms (remembered once committed)."""
+        flow_id = flow_detail.uuid
+        result = conn.execute(
+            self._backend.statements.update_flow,
+            {"state": flow_detail.state, "meta": flow_detail.meta, _FLOW_KEY: flow_id},
+        )
+        if not result.rowcount:
+            raise tf_exc.NotFound(f"No flow details found with uuid '{flow_id}'")
+        atoms = {atom.uuid: atom for atom in flow_detail}
+        known = self._backend.saved_atoms(flow_id)
+        if not atoms.keys() <= known:
+            atomdetails = self._tables.atomdetails
+            known = set(
+                conn.execute(
+                    sa.select(atomdetails.c.uuid).where(
+                        atomdetails.c.parent_uuid == flow_id
+                    )
+                ).scalars()
+            )
+            self._insert_atoms(
+                conn, flow_id, [a for uuid, a in atoms.items() if uuid not in known]
+            )
+        return set(atoms) | known
 
     def _insert_atoms(
         self, conn: sa.Connection, flow_id: str, atoms: list[Any]
@@ -476,6 +523,13 @@ class Fenced:
         #: request), and whether it was read since last taken
         self._note: str | None = None
         self._note_fresh = False
+        #: the flow detail's save held back for this drive's next write
+        #: (:meth:`may_hold_flow`)
+        self._held_flow: Any = None
+        #: with it, each step is started only while the row's note does not
+        #: satisfy it: the write of the step's RUNNING, reading the note in
+        #: its transaction, raises :class:`CancelSeen` instead
+        self.stops_on: Callable[[str | None], bool] | None = None
         if flow_id is not None:
             # what this process remembers writing for the flow may be older
             # than its rows: another process may have driven it since
@@ -527,11 +581,33 @@ class Fenced:
             taken, self._deferred = self._deferred, {}
         return taken
 
-    def restore_deferred(self, deferred: Deferred) -> None:
-        """Put back held-back values a failed write did not save."""
+    def restore_deferred(self, deferred: Deferred, flow: Any = None) -> None:
+        """Put back held-back values (and the flow's held save, ``flow``)
+        a failed write did not save."""
         with self._lock:
             for atom_id, held in deferred.items():
                 self._deferred.setdefault(atom_id, held)
+            if flow is not None and self._held_flow is None:
+                self._held_flow = flow
+
+    def may_hold_flow(self, flow_detail: Any) -> bool:
+        """Whether a save of the flow's detail may wait: while the flow is
+        prepared and starts running (its first step's RUNNING carries it),
+        and its SUCCESS (the runner's record of the end supersedes it).
+        Any other state (suspended, reverting, reverted, failed) is
+        written at once: what it stops at is what its next owner reads."""
+        return self.fence is not None and flow_detail.state in _HELD_FLOW_STATES
+
+    def hold_flow(self, flow_detail: Any) -> None:
+        with self._lock:
+            self._held_flow = flow_detail
+            self._note_fresh = False
+
+    def take_held_flow(self) -> Any:
+        """The flow detail's held save to write now (None: none)."""
+        with self._lock:
+            held, self._held_flow = self._held_flow, None
+        return held
 
     def saw_note(self, note: str | None) -> None:
         """A fenced write read the flow row's ``note``."""
@@ -550,6 +626,11 @@ class Fenced:
         return getattr(self.backend, name)
 
 
+#: the states of a flow whose save a drive holds back (see
+#: :meth:`Fenced.may_hold_flow`)
+_HELD_FLOW_STATES = frozenset(
+    {None, tf_states.PENDING, tf_states.RESUMING, tf_states.RUNNING, tf_states.SUCCESS}
+)
 #: atom states in which an atom is at work
 _BUSY = frozenset({"RUNNING", "REVERTING"})
 

@@ -255,7 +255,7 @@ class LogbookContract:
         assert take_over(registry, fd.uuid, "runner-b")
         ad.results = "stale"
         ad.state = states.REVERTED
-        fd.state = states.SUCCESS
+        fd.state = states.REVERTED
         with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
             with pytest.raises(logbook.FlowFenced, match="runner-b"):
                 conn.update_atom_details(ad)
@@ -341,8 +341,9 @@ class LogbookContract:
 
         drive = run({"made": 1})
         assert stored() == (states.RUNNING, None)  # held back
+        fd.state = states.SUSPENDED
         with connection(drive) as conn:
-            conn.update_flow_details(fd)  # the flow's state carries it
+            conn.update_flow_details(fd)  # the flow's parking carries it
         assert stored() == (states.SUCCESS, {"made": 1})
 
         # held back again, then the drive loses the flow: never written
@@ -393,6 +394,125 @@ class LogbookContract:
         with connection(drive) as conn:
             conn.update_atom_details(step)
         assert drive.take_note() == (False, None)
+
+    def test_a_flows_start_rides_with_its_first_step_and_its_success_is_never_written(
+        self, store: Store, fast: Any
+    ) -> None:
+        """A drive holds back the saves of its flow's preparing (its atoms
+        added) and RUNNING: its first step's RUNNING carries them.  Its
+        SUCCESS is never written (the runner's end removes the flow); a
+        drive that loses the flow leaves what it held unwritten."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        fd = next(iter(book))
+        fd.state = states.PENDING
+        with connection(fast) as conn:
+            conn.update_flow_details(fd)
+        added = models.TaskDetail("task-c", uuid=models.uuidutils.generate_uuid())
+        added.state = states.PENDING
+        fd.add(added)
+
+        def stored() -> Any:
+            with connection(fast) as conn:
+                return next(iter(conn.get_logbook(book.uuid)))
+
+        drive = fast.fenced(fd.uuid, "runner-a")
+        fd.state = states.RUNNING
+        with connection(drive) as conn:
+            conn.update_flow_details(fd)  # prepared: task-c added, held
+        assert stored().state == states.PENDING
+        assert "task-c" not in {ad.name for ad in stored()}
+        added.state = states.RUNNING
+        with connection(drive) as conn:
+            conn.update_atom_details(added)
+        got = stored()
+        assert got.state == states.RUNNING
+        assert by_name(got, "task-c").state == states.RUNNING
+        fd.state = states.SUCCESS
+        with connection(drive) as conn:
+            conn.update_flow_details(fd)
+        assert stored().state == states.RUNNING  # the end is the runner's
+
+        # held, then the flow is another's: never written, by this drive
+        # nor by a later one of this process
+        fd.state = states.RUNNING
+        late = fast.fenced(fd.uuid, "runner-a")
+        with connection(late) as conn:
+            conn.update_flow_details(fd)
+        assert take_over(registry, fd.uuid, "runner-b")
+        with connection(late) as conn:
+            with pytest.raises(logbook.FlowFenced):
+                conn.update_atom_details(by_name(fd, "task-a"))
+        fd.state = states.REVERTED
+        with connection(fast.fenced(fd.uuid, "runner-b")) as conn:
+            conn.update_flow_details(fd)
+        assert stored().state == states.REVERTED
+
+    def test_a_drive_that_stops_on_a_cancel_starts_no_step_once_asked(
+        self, store: Store, fast: Any
+    ) -> None:
+        """The write of a step's RUNNING reads the flow's note in its
+        transaction: once the row asks the flow to cancel, it raises
+        :class:`CancelSeen` and writes nothing, so the step stays PENDING.
+        Other writes (a revert) go on; a drive that does not stop on a
+        cancel writes the RUNNING."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        fd = next(iter(book))
+        step = by_name(fd, "task-a")
+        step.state = states.PENDING
+        with connection(fast) as conn:
+            conn.update_atom_details(step)
+
+        def stored() -> str:
+            with connection(fast) as conn:
+                got = conn.get_logbook(book.uuid)
+            return str(by_name(next(iter(got)), "task-a").state)
+
+        drive = fast.fenced(fd.uuid, "runner-a")
+        drive.stops_on = flow_rows.is_cancel_note
+        step.state = states.RUNNING
+        with connection(drive) as conn:
+            conn.update_atom_details(step)  # no note yet: written
+        assert stored() == states.RUNNING
+        step.state = states.PENDING
+        with connection(fast) as conn:
+            conn.update_atom_details(step)
+        assert registry.request_cancel(fd.uuid, "cancelled: enough")
+        step.state = states.RUNNING
+        with connection(drive) as conn:
+            with pytest.raises(logbook.CancelSeen, match="enough"):
+                conn.update_atom_details(step)
+        assert stored() == states.PENDING
+        step.state = states.REVERTING
+        with connection(drive) as conn:
+            conn.update_atom_details(step)
+        assert stored() == states.REVERTING
+        step.state = states.RUNNING
+        with connection(fast.fenced(fd.uuid, "runner-a")) as conn:
+            conn.update_atom_details(step)
+        assert stored() == states.RUNNING
+
+    def test_the_end_of_a_flow_by_its_owner_is_fenced(
+        self, store: Store, fast: Any
+    ) -> None:
+        """The runner's end of a flow removes it only while its row names
+        the runner; else nothing is removed."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        fd = next(iter(book))
+        assert take_over(registry, fd.uuid, "runner-b")
+        with pytest.raises(logbook.FlowFenced, match="runner-b"):
+            flow_rows.end_flow(registry, fd.uuid, owner="runner-a")
+        assert registry.get(fd.uuid) is not None
+        with connection(fast) as conn:
+            assert [f.uuid for f in conn.get_logbook(book.uuid)] == [fd.uuid]
+        assert flow_rows.end_flow(registry, fd.uuid, owner="runner-b")
+        assert registry.get(fd.uuid) is None
+        with connection(fast) as conn:  # its steps and its detail gone
+            assert list(conn.get_logbook(book.uuid)) == []
+        # a flow already gone is not another's: nothing to fence
+        assert not flow_rows.end_flow(registry, fd.uuid, owner="runner-a")
 
     def test_busy_atoms_name_the_running_step(self, fast: Any) -> None:
         seen: list[Any] = []
