@@ -256,3 +256,36 @@ def test_a_fresh_look_reads_only_the_flows_asked_for(
     again = {row.id: row for row in registry.parked()}
     assert sorted(again) == ["f1", "f2", "f3"]
     assert again["f1"] is first["f1"] and again["f2"] is some[0]
+
+
+def test_a_posted_flow_is_taken_in_one_write_and_no_other_is(
+    registry: flow_rows.FlowRegistry,
+) -> None:
+    """A conductor takes a flow as posted (RUNNING, held by nobody) in one
+    write; a flow held by a runner, parked, or taken over too often is
+    left to the full claim."""
+
+    def take(flow_id: str, below: int = 3) -> bool:
+        return flow_rows.claim_unowned(
+            registry, flow_id, "c", lease_until=NOW + 60, below=below
+        )
+
+    add(registry, "posted", owner=None, lease_until=None)
+    add(registry, "held")
+    add(registry, "parked")
+    assert registry.park("parked", "a", {"deployment_id": "d1"})
+    add(registry, "poison", owner=None, lease_until=None)
+    for _ in range(3):
+        assert registry.claim("poison", "x", lease_until=NOW, now=NOW)
+        assert registry.release("poison", "x", failed=True)
+    assert take("posted")
+    row = registry.get("posted")
+    assert row is not None
+    assert (row.owner, row.lease_until, row.takeovers) == ("c", NOW + 60, 0)
+    assert not take("posted")  # held now, by "c"
+    assert not take("held")
+    assert registry.get("held").owner == "a"  # type: ignore[union-attr]
+    assert not take("parked")
+    assert not take("poison")
+    assert take("poison", below=4)
+    assert not take("gone")
