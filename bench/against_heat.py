@@ -266,6 +266,10 @@ def own_cpu() -> float:
 
 
 # -- driving heat-api ------------------------------------------------------
+#: how many times a GET heat-api answers 5xx is asked
+GET_ATTEMPTS = 3
+
+
 class Heat:
     """heat-api as the dev cloud's demo user (keystoneauth only)."""
 
@@ -277,9 +281,18 @@ class Heat:
         self.filter = {"service_type": "orchestration", "interface": "public"}
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = self.session.request(
-            path, method, endpoint_filter=self.filter, raise_exc=False, **kwargs
-        )
+        """heat-api's answer; a GET answered 5xx (an engine too busy to
+        answer heat-api's call in time) is asked again, up to
+        :data:`GET_ATTEMPTS` times: the bench's look is not the stack's
+        outcome."""
+        for attempt in range(1, GET_ATTEMPTS + 1 if method == "GET" else 2):
+            resp = self.session.request(
+                path, method, endpoint_filter=self.filter, raise_exc=False, **kwargs
+            )
+            if resp.status_code < 500 or method != "GET" or attempt == GET_ATTEMPTS:
+                break
+            print(f"... heat-api {method} {path}: {resp.status_code}, asked again")
+            time.sleep(1.0)
         if resp.status_code >= 400:
             raise RuntimeError(
                 f"heat-api {method} {path}: {resp.status_code} {resp.text}"
