@@ -52,8 +52,6 @@ LOG = logging.getLogger(__name__)
 #: states of a waiting step that has not ended: a flow resumed with its wait
 #: in another state is past it or reverting, and is never parked again
 WAIT_NOT_DONE = frozenset({tf_states.PENDING, tf_states.RUNNING})
-#: the states of a step left at work by a runner that stopped
-BUSY_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
 #: atom states a conductor's runner enters only while it holds the claim
 FENCED_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
 #: how long recording a flow's end (or its parking) is retried while the
@@ -538,7 +536,7 @@ def cancelled_before_run(registry: flow_rows.FlowRegistry, drive: _Drive) -> boo
             if isinstance(node, tf_atom.Atom)
         ]
         states = engine.storage.get_atoms_states(names)
-        if all(state not in BUSY_STATES for state, _ in states.values()):
+        if all(state not in logbook.BUSY_STATES for state, _ in states.values()):
             return False
     return registry.cancel_requested(drive.flow_id)
 

@@ -631,8 +631,9 @@ class Fenced:
 _HELD_FLOW_STATES = frozenset(
     {None, tf_states.PENDING, tf_states.RESUMING, tf_states.RUNNING, tf_states.SUCCESS}
 )
-#: atom states in which an atom is at work
-_BUSY = frozenset({"RUNNING", "REVERTING"})
+#: atom states in which an atom is at work (left so by a runner that
+#: stopped, a step that runs again once resumed)
+BUSY_STATES = frozenset({tf_states.RUNNING, tf_states.REVERTING})
 
 
 def busy_atoms(backend: Backend, flow_id: str) -> list[tuple[str, str]]:
@@ -643,7 +644,7 @@ def busy_atoms(backend: Backend, flow_id: str) -> list[tuple[str, str]]:
     """
     atoms = backend.tables.atomdetails
     query = sa.select(atoms.c.name, atoms.c.state).where(
-        atoms.c.parent_uuid == flow_id, atoms.c.state.in_(sorted(_BUSY))
+        atoms.c.parent_uuid == flow_id, atoms.c.state.in_(sorted(BUSY_STATES))
     )
     with backend.engine.connect() as conn:
         return [(row.name, row.state) for row in conn.execute(query)]
