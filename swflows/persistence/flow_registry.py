@@ -173,14 +173,8 @@ class FlowRegistry:
 
     def remove(self, flow_id: str) -> bool:
         """Forget a finished flow; False when it was already gone."""
-
-        def op(conn: sa.Connection) -> bool:
-            result = conn.execute(
-                self._table.delete().where(self._table.c.id == flow_id)
-            )
-            return bool(result.rowcount)
-
-        return self._store._write("remove flow", op)
+        query = self._table.delete().where(self._table.c.id == flow_id)
+        return changed_one(self, "remove flow", query)
 
     def get(self, flow_id: str) -> FlowRow | None:
         query = self._store._statement(
@@ -292,9 +286,7 @@ class FlowRegistry:
             "new_lease": lease_until,
             "updated": _now(),
         }
-        return self._store._write(
-            "claim flow", lambda conn: bool(conn.execute(query, params).rowcount)
-        )
+        return changed_one(self, "claim flow", query, params)
 
     def renew(
         self, owner: str, flow_ids: Iterable[str], lease_until: float
@@ -342,9 +334,7 @@ class FlowRegistry:
             params["deployment"] = deployment_id
         if server_id is not None:
             params["server"] = server_id
-        return self._store._write(
-            "park flow", lambda conn: bool(conn.execute(query, params).rowcount)
-        )
+        return changed_one(self, "park flow", query, params)
 
     def requeue(
         self,
@@ -371,9 +361,7 @@ class FlowRegistry:
                 state=RUNNING, owner=None, lease_until=lease_until, updated_at=_now()
             )
         )
-        return self._store._write(
-            "requeue flow", lambda conn: bool(conn.execute(query).rowcount)
-        )
+        return changed_one(self, "requeue flow", query)
 
     def release(self, flow_id: str, owner: str, *, failed: bool = False) -> bool:
         """Give up a RUNNING flow: any runner may resume it.
@@ -394,9 +382,7 @@ class FlowRegistry:
                 updated_at=_now(),
             )
         )
-        return self._store._write(
-            "release flow", lambda conn: bool(conn.execute(query).rowcount)
-        )
+        return changed_one(self, "release flow", query)
 
     def update_waiting(
         self, flow_id: str, waiting: Mapping[str, Any], *, expected: Mapping[str, Any]
@@ -450,9 +436,7 @@ class FlowRegistry:
             .where(t.c.id == flow_id, t.c.state.in_([RUNNING, PARKED]))
             .values(note=note[:2000], updated_at=_now())
         )
-        return self._store._write(
-            "cancel flow", lambda conn: bool(conn.execute(query).rowcount)
-        )
+        return changed_one(self, "cancel flow", query)
 
     def cancel_note(self, flow_id: str) -> str | None:
         """Why an unfinished flow was asked to cancel; None if it was not."""
@@ -626,6 +610,19 @@ class ParkedRows:
         )
 
 
+def changed_one(
+    registry: FlowRegistry,
+    what: str,
+    query: Any,
+    params: Mapping[str, Any] | None = None,
+) -> bool:
+    """Run ``query`` (bound with ``params``) in a write of its own: whether
+    it changed a row (a compare-and-set won)."""
+    return registry._store._write(
+        what, lambda conn: bool(conn.execute(query, params).rowcount)
+    )
+
+
 def claim_statement(t: sa.Table, of_dead_owner: bool) -> Any:
     """:meth:`FlowRegistry.claim`'s update, its values bound when it runs."""
     owner: Any = sa.bindparam("claimer")
@@ -693,9 +690,7 @@ def claim_unowned(
         "new_lease": lease_until,
         "updated": _now(),
     }
-    return registry._store._write(
-        "claim flow", lambda conn: bool(conn.execute(query, params).rowcount)
-    )
+    return changed_one(registry, "claim flow", query, params)
 
 
 def is_cancel_note(note: str | None) -> bool:
@@ -936,6 +931,7 @@ __all__ = [
     "RUNNING",
     "FlowRegistry",
     "FlowRow",
+    "changed_one",
     "claim_statement",
     "custom_running",
     "end_flow",
