@@ -285,11 +285,12 @@ class Heat:
         answer heat-api's call in time) is asked again, up to
         :data:`GET_ATTEMPTS` times: the bench's look is not the stack's
         outcome."""
-        for attempt in range(1, GET_ATTEMPTS + 1 if method == "GET" else 2):
+        attempts = GET_ATTEMPTS if method == "GET" else 1
+        for attempt in range(1, attempts + 1):
             resp = self.session.request(
                 path, method, endpoint_filter=self.filter, raise_exc=False, **kwargs
             )
-            if resp.status_code < 500 or method != "GET" or attempt == GET_ATTEMPTS:
+            if resp.status_code < 500 or attempt == attempts:
                 break
             print(f"... heat-api {method} {path}: {resp.status_code}, asked again")
             time.sleep(1.0)
