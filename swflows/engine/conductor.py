@@ -14,7 +14,10 @@ on ZooKeeper the claim is an ephemeral node of the conductor's session.  A
 conductor that is killed, paused or cut off loses its claims within that
 bound and another conductor takes the flows over.  It runs no further step
 of them: the claim is checked before each step (:class:`ClaimLost`), and
-the heartbeat stops the flows whose claim it could not extend.
+the heartbeat stops the flows whose claim it could not extend.  On Redis
+that check asks the board only once the claim may have run out: until
+:data:`SURE_SHARE` of the expiry has passed since the board last took or
+extended it, no other conductor can hold it (:class:`ClaimLeases`).
 
 Poison: each takeover of a flow and each failed run counts in its row
 (``takeovers``); past :data:`~swflows.engine.runner.MAX_TAKEOVERS` the
@@ -31,6 +34,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from swflows import failpoints
@@ -49,6 +53,10 @@ POLL_SECONDS: Final = 0.5
 #: runner's, leaving the election and the board share it (each backend
 #: call left unanswered gets at least a second)
 JOIN_SECONDS: Final = 10.0
+#: the share of a Redis claim's expiry during which, counted from the call
+#: that took or extended it, the claim is known to be this conductor's
+#: without asking the board (the rest is margin for the clocks' rates)
+SURE_SHARE: Final = 0.8
 
 
 class ClaimLost(BaseException):
@@ -61,6 +69,50 @@ class ClaimLost(BaseException):
     def __init__(self, flow_id: str) -> None:
         super().__init__(f"flow {flow_id}: claim lost, stopped before its next step")
         self.flow_id = flow_id
+
+
+class ClaimLeases:
+    """How long each Redis claim of a conductor is surely its own.
+
+    The board sets a claim's expiry when it takes the claim or extends it,
+    after the call was sent: a claim taken or extended by a call sent at
+    ``t`` (``time.monotonic``) cannot expire, nor be claimed by another,
+    before ``t + expiry``.  Until ``t + share * expiry`` the check before a
+    step needs no call.  An extension counts only while the claim was
+    still sure when it was sent: the board extends whoever's claim it
+    finds, and once ours may have run out, that may be another's.
+    """
+
+    def __init__(
+        self, seconds: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        #: 0: never sure without asking (a ZooKeeper board)
+        self.seconds = seconds
+        #: the clock ``sent`` times are read on
+        self.clock = clock
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def taken(self, job: Any, sent: float) -> None:
+        """The board gave ``job``'s claim to a call sent at ``sent``."""
+        if self.seconds:
+            with self._lock:
+                self._until[job.uuid] = sent + self.seconds
+
+    def extended(self, job: Any, sent: float) -> None:
+        """The board extended ``job``'s claim by a call sent at ``sent``."""
+        with self._lock:
+            if sent < self._until.get(job.uuid, 0.0):
+                self._until[job.uuid] = sent + self.seconds
+
+    def sure(self, job: Any) -> bool:
+        """Whether ``job``'s claim is surely still this conductor's."""
+        with self._lock:
+            return self.clock() < self._until.get(job.uuid, 0.0)
+
+    def drop(self, job: Any) -> None:
+        with self._lock:
+            self._until.pop(job.uuid, None)
 
 
 class Host(Protocol):
@@ -110,6 +162,9 @@ class Conductor(jobboard.Jobs):
         self._lock = threading.Lock()
         self._held: dict[str, Any] = {}
         self._lost: set[str] = set()
+        self.leases = ClaimLeases(
+            board.claim_expiry * SURE_SHARE if board.kind == "redis" else 0.0
+        )
         self._stop = threading.Event()
         #: the heartbeat outlives the claiming: it keeps the claims of the
         #: flows being stopped until they are given back
@@ -244,8 +299,10 @@ class Conductor(jobboard.Jobs):
             return len(self._held) >= self.capacity
 
     def _take(self, job: Any) -> str | None:
+        sent = self.leases.clock()
         if not self.board.claim(job, self.name):
             return None
+        self.leases.taken(job, sent)
         try:
             return self._start(job)
         except Exception:
@@ -360,7 +417,8 @@ class Conductor(jobboard.Jobs):
             self._lost.discard(flow_id)
 
     def _settle(self, job: Any, how: str) -> bool:
-        # the board's consume, abandon or trash
+        # the board's consume, abandon or trash: the claim ends either way
+        self.leases.drop(job)
         done = bool(getattr(self.board, how)(job, self.name))
         if done:
             self.settled[how] = self.settled.get(how, 0) + 1
@@ -377,7 +435,10 @@ class Conductor(jobboard.Jobs):
             lost = flow_id in self._lost
             self._lost.discard(flow_id)
         self._wake.set()
-        if job is None or lost:
+        if job is None:
+            return
+        if lost:
+            self.leases.drop(job)
             return
         if settled:
             self._settle(job, "consume")
@@ -407,7 +468,9 @@ class Conductor(jobboard.Jobs):
                 lost = flow_id in self._lost
             try:
                 held = (
-                    not lost and job is not None and self.board.owner(job) == self.name
+                    not lost
+                    and job is not None
+                    and (self.leases.sure(job) or self.board.owner(job) == self.name)
                 )
             except Exception as exc:  # unknown is not ours: stop
                 LOG.warning("flow %s: claim unknown: %s", flow_id, faults.describe(exc))
@@ -440,7 +503,9 @@ class Conductor(jobboard.Jobs):
         error: BaseException | None = None
         for flow_id, job in held.items():
             try:
+                sent = self.leases.clock()
                 if self.board.extend(job, self.name):
+                    self.leases.extended(job, sent)
                     continue
                 with self._lock:
                     if self._held.get(flow_id) is not job:

@@ -232,7 +232,7 @@ class Takeover(Driving):
             self._finish(flow_id, None)
             return False
         flow = engines.flow_from_detail(detail)
-        writes = self.backend.fenced(flow_id, self.owner)
+        writes = self.backend.fenced(flow_id, self.owner, loaded=detail)
         engine = engines.load(flow, flow_detail=detail, backend=writes)
         self._future(flow_id)
         self._submit(
@@ -275,7 +275,7 @@ class Takeover(Driving):
             return False
         # its id again if a runner died before storing it (stored again
         # each time, it would cost a write of the logbook each resume)
-        writes = self.backend.fenced(flow_id, self.owner)
+        writes = self.backend.fenced(flow_id, self.owner, loaded=detail)
         stored = _inputs_row(detail)
         if stored is not None and stored.results is None:
             # its row was added but its values never written (the runner

@@ -748,6 +748,19 @@ def end_flow(
         ),
     )
 
+    book_meta = registry._store._statement(
+        "the meta of a flow's logbook",
+        lambda: sa.select(books.c.meta).where(books.c.uuid == flow_param),
+    )
+    new_book_meta = registry._store._statement(
+        "write the meta of a flow's logbook",
+        lambda: (
+            books.update()
+            .where(books.c.uuid == flow_param)
+            .values(meta=sa.bindparam("book_meta", type_=books.c.meta.type))
+        ),
+    )
+
     def op(conn: sa.Connection) -> bool:
         if owner is None:
             removed = conn.execute(removals[0], by_id).rowcount
@@ -768,15 +781,11 @@ def end_flow(
             conn.execute(removals[3], by_id)
         elif result is not None:
             key, values = result
-            found = conn.execute(
-                sa.select(books.c.meta).where(books.c.uuid == flow_id)
-            ).first()
+            found = conn.execute(book_meta, by_id).first()
             if found is not None:
                 meta = dict(found.meta or {})
                 meta[key] = {**dict(meta.get(key) or {}), **values}
-                conn.execute(
-                    books.update().where(books.c.uuid == flow_id).values(meta=meta)
-                )
+                conn.execute(new_book_meta, {**by_id, "book_meta": meta})
         return bool(removed)
 
     return registry._store._write("end flow", op)

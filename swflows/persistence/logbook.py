@@ -279,15 +279,13 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             raise tf_exc.NotFound(f"No flow details found with uuid '{flow_id}'")
         atoms = {atom.uuid: atom for atom in flow_detail}
         known = self._backend.saved_atoms(flow_id)
-        if not atoms.keys() <= known:
-            atomdetails = self._tables.atomdetails
-            known = set(
-                conn.execute(
-                    sa.select(atomdetails.c.uuid).where(
-                        atomdetails.c.parent_uuid == flow_id
-                    )
-                ).scalars()
-            )
+        if known is None or not atoms.keys() <= known:
+            if known is None:  # not remembered: read which are saved
+                known = set(
+                    conn.execute(
+                        self._backend.statements.atom_ids_of, {_PARENT_KEY: flow_id}
+                    ).scalars()
+                )
             self._insert_atoms(
                 conn, flow_id, [a for uuid, a in atoms.items() if uuid not in known]
             )
@@ -387,6 +385,10 @@ class _Statements:
         self.atoms_of = sa.select(atoms).where(
             atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY)
         )
+        #: the uuids of a flow detail's saved atoms
+        self.atom_ids_of = sa.select(atoms.c.uuid).where(
+            atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+        )
 
 
 class _Converter(impl_sqlalchemy._Alchemist):  # type: ignore[misc]
@@ -463,9 +465,12 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
             while len(self._atoms_written) > REMEMBERED:
                 self._atoms_written.popitem(last=False)
 
-    def saved_atoms(self, flow_id: str) -> set[str]:
+    def saved_atoms(self, flow_id: str) -> set[str] | None:
+        """The uuids of a flow's saved atoms, as this backend knows them
+        (its writes, or the load of the flow by its owner); None: unknown."""
         with self._memo_lock:
-            return set(self._flow_atoms.get(flow_id, ()))
+            known = self._flow_atoms.get(flow_id)
+            return None if known is None else set(known)
 
     def saved_atoms_are(self, flow_id: str, atom_ids: set[str]) -> None:
         with self._memo_lock:
@@ -488,10 +493,18 @@ class Backend(impl_sqlalchemy.SQLAlchemyBackend):  # type: ignore[misc]
             self._validated = True
         return conn
 
-    def fenced(self, flow_id: str, owner: str) -> Fenced:
+    def fenced(self, flow_id: str, owner: str, loaded: Any = None) -> Fenced:
         """This backend as the engine ``owner`` drives ``flow_id`` with:
-        every write checks ``owner`` still holds the flow."""
-        return Fenced(self, flow_id, owner)
+        every write checks ``owner`` still holds the flow.
+
+        ``loaded``: the flow's detail as ``owner`` read it from its
+        logbook, once it held the flow: its atoms are the saved ones (only
+        the flow's owner adds atoms), so its first write need not read
+        them again."""
+        writes = Fenced(self, flow_id, owner)
+        if loaded is not None:
+            self.saved_atoms_are(flow_id, {atom.uuid for atom in loaded})
+        return writes
 
     def unfenced(self) -> Fenced:
         """This backend as one engine drives a flow nobody else may: its

@@ -448,6 +448,38 @@ class LogbookContract:
             conn.update_flow_details(fd)
         assert stored().state == states.REVERTED
 
+    def test_a_flow_loaded_by_its_owner_is_not_read_again_to_add_its_atoms(
+        self, store: Store, fast: Any
+    ) -> None:
+        """The owner that loaded a flow knows its saved atoms: the first
+        write adding one inserts it without reading which are saved, and
+        the saved ones are not inserted twice."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        with connection(fast) as conn:
+            fd = next(iter(conn.get_logbook(book.uuid)))
+        drive = fast.fenced(fd.uuid, "runner-a", loaded=fd)  # as loaded
+        added = models.TaskDetail("task-c", uuid=models.uuidutils.generate_uuid())
+        added.state = states.PENDING
+        fd.add(added)
+        statements: list[str] = []
+
+        def seen(*args: Any) -> None:
+            statements.append(str(args[2]))
+
+        sa.event.listen(fast.engine, "before_cursor_execute", seen)
+        try:
+            fd.state = states.REVERTED  # a state written at once
+            with connection(drive) as conn:
+                conn.update_flow_details(fd)
+        finally:
+            sa.event.remove(fast.engine, "before_cursor_execute", seen)
+        reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert len(reads) == 1 and "owner" in reads[0]  # the fence alone
+        with connection(fast) as conn:
+            got = next(iter(conn.get_logbook(book.uuid)))
+        assert sorted(ad.name for ad in got) == ["retry-b", "task-a", "task-c"]
+
     def test_a_drive_that_stops_on_a_cancel_starts_no_step_once_asked(
         self, store: Store, fast: Any
     ) -> None:
