@@ -410,6 +410,31 @@ database_opts: Final[list[cfg.Opt]] = [
         min=0,
         help="Seconds between the tries of max_retries.",
     ),
+    cfg.IntOpt(
+        "max_pool_size",
+        default=5,
+        min=1,
+        help="PostgreSQL and MySQL: connections a process keeps open to the "
+        "store.  With max_overflow, the most it holds at once: size the "
+        "server's own limit (PostgreSQL's max_connections) for every "
+        "process, a Heat plugin's once per heat-engine worker.",
+    ),
+    cfg.IntOpt(
+        "max_overflow",
+        default=10,
+        min=0,
+        help="PostgreSQL and MySQL: connections a process may open past "
+        "max_pool_size while all of those are in use; closed once given back.",
+    ),
+    cfg.FloatOpt(
+        "pool_timeout",
+        default=30.0,
+        min=0.1,
+        help="Seconds a thread waits for one of the process's store "
+        "connections once max_pool_size + max_overflow are in use, before "
+        "its transaction fails with SQLAlchemy's TimeoutError (which a "
+        "runner takes for an outage and tries again).",
+    ),
 ]
 
 stack_user_group: Final = cfg.OptGroup(

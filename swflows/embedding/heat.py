@@ -117,6 +117,22 @@ opts = [
         secret=True,
         help="SQLAlchemy URL of swflows' own database.",
     ),
+    cfg.IntOpt(
+        "database_max_pool_size",
+        min=1,
+        help="Connections to database_url each heat-engine worker keeps open "
+        "(unset: swflows' [database] max_pool_size, 5).  Each worker has "
+        "its own: with database_max_overflow, workers times both is the "
+        "most swflows asks of the database server, beside Heat's own "
+        "[database] pool.",
+    ),
+    cfg.IntOpt(
+        "database_max_overflow",
+        min=0,
+        help="Connections each worker may open past database_max_pool_size "
+        "while all of those are in use (unset: swflows' [database] "
+        "max_overflow, 10).",
+    ),
     cfg.StrOpt(
         "secret_key",
         secret=True,
@@ -232,12 +248,16 @@ def build(conf: cfg.ConfigOpts, *, start: bool = True) -> Swflows:
 
 def swflows_conf(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     """swflows' own options, from what ``[swflows]`` of heat.conf sets
-    (``coordination_url``); every other one at its default."""
+    (``coordination_url``, the database pool's limits); every other one
+    at its default."""
     options = swconf.get_conf()
-    if conf[GROUP].coordination_url:
-        options.set_override(
-            "backend_url", conf[GROUP].coordination_url, group="coordination"
-        )
+    ours = conf[GROUP]
+    if ours.coordination_url:
+        options.set_override("backend_url", ours.coordination_url, group="coordination")
+    for name in ("max_pool_size", "max_overflow"):
+        value = ours[f"database_{name}"]
+        if value is not None:
+            options.set_override(name, value, group="database")
     return options
 
 

@@ -152,12 +152,14 @@ def from_session(
     named ``<table_prefix>...``, plus TaskFlow's logbook tables, and never
     disposes of the engine).  A server database needs ``secret_key``, the
     Fernet key encrypting secrets at rest, the same on every host.
-    ``conf`` carries swflows' other options (timeouts, transports, runner);
-    by default every option has its default.  With ``start=False`` no
+    ``conf`` carries swflows' other options (timeouts, transports, runner,
+    the ``[database]`` pool's limits for ``database_url``); by default
+    every option has its default.  With ``start=False`` no
     runner starts until a flow is started from this instance (a process
     that only reads, or serves an API).  ``clients`` are passed to
     :func:`session_clients`.  Close the instance with ``close()``.
     """
+    from swflows.persistence.database import PoolLimits
     from swflows.persistence.store import Store
 
     if database_url is not None and engine is not None:
@@ -174,6 +176,7 @@ def from_session(
         table_prefix=table_prefix,
         secret_key=secret_key,
         engine=engine,
+        pool_limits=PoolLimits.from_conf(options),
     )
     try:
         instance = Swflows(store, made_clients, options, start=start)

@@ -15,6 +15,7 @@ they are written (:meth:`Database._seal_values`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import functools
 import itertools
@@ -216,7 +217,31 @@ def _ping_when_idle(engine: sa.Engine, idle: float = PING_IDLE_SECONDS) -> None:
             ) from None
 
 
-def create_engine(url: str | sa.URL) -> sa.Engine:
+@dataclasses.dataclass(frozen=True)
+class PoolLimits:
+    """How many connections a process keeps to a server database
+    (``[database] max_pool_size``, ``max_overflow``, ``pool_timeout``)."""
+
+    size: int = 5
+    overflow: int = 10
+    timeout: float = 30.0
+
+    @classmethod
+    def from_conf(cls, conf: Any) -> PoolLimits:
+        group = conf.database
+        return cls(group.max_pool_size, group.max_overflow, group.pool_timeout)
+
+    def engine_args(self) -> dict[str, Any]:
+        return {
+            "pool_size": self.size,
+            "max_overflow": self.overflow,
+            "pool_timeout": self.timeout,
+        }
+
+
+def create_engine(
+    url: str | sa.URL, pool_limits: PoolLimits | None = None
+) -> sa.Engine:
     """An engine set up for the store.
 
     SQLite files get WAL, a 30 s busy timeout and ``BEGIN IMMEDIATE``
@@ -224,9 +249,11 @@ def create_engine(url: str | sa.URL) -> sa.Engine:
     for tests and single-threaded use.  ``postgresql://`` uses psycopg2 when
     psycopg 3 is not installed; PostgreSQL runs at READ COMMITTED.  A
     server's connections are pinged when they come out of a long rest in
-    the pool (:func:`_ping_when_idle`).
+    the pool (:func:`_ping_when_idle`); ``pool_limits`` bounds how many it
+    keeps (default: :class:`PoolLimits`' defaults).
     """
     u = sa.make_url(url)
+    limits = (pool_limits or PoolLimits()).engine_args()
     backend = u.get_backend_name()
     if backend == "sqlite":
         if _is_memory_sqlite(u):
@@ -245,10 +272,10 @@ def create_engine(url: str | sa.URL) -> sa.Engine:
         if u.drivername == "postgresql" and not _importable("psycopg"):
             u = u.set(drivername="postgresql+psycopg2")
         _require_driver(u)
-        engine = sa.create_engine(u, isolation_level="READ COMMITTED")
+        engine = sa.create_engine(u, isolation_level="READ COMMITTED", **limits)
     else:
         _require_driver(u)
-        engine = sa.create_engine(u)
+        engine = sa.create_engine(u, **limits)
     _ping_when_idle(engine)
     return engine
 
@@ -293,6 +320,8 @@ class Database:
     ``engine`` lets an embedder share its own engine (then ``url`` is
     ignored and ``close()`` leaves the engine open).  A SQLite engine gets
     the store's transaction hooks; connections it made before are unchanged.
+    ``pool_limits`` bounds the connections to a server database the engine
+    made here keeps (:class:`PoolLimits`).
     """
 
     def __init__(
@@ -305,6 +334,7 @@ class Database:
         engine: sa.Engine | None = None,
         max_retries: int = 0,
         retry_interval: float = 2.0,
+        pool_limits: PoolLimits | None = None,
     ) -> None:
         self._tables = _tables.tables(table_prefix)
         if engine is not None:
@@ -325,7 +355,7 @@ class Database:
                 crypto.ensure_private_dir(
                     pathlib.Path(parsed.database).expanduser().absolute().parent
                 )
-            self._engine = create_engine(parsed)
+            self._engine = create_engine(parsed, pool_limits)
             self._owns_engine = True
         # SQLite: a write begins IMMEDIATE, a read DEFERRED (set here once:
         # setting it on each connection cost a transaction a tenth of its CPU)
@@ -406,8 +436,8 @@ class Database:
         """Open the store ``conf``'s ``[database]`` options describe.
 
         Reads ``connection``, ``table_prefix``, ``secret_key``,
-        ``secret_key_file``, ``max_retries`` and ``retry_interval`` (see
-        :mod:`swflows.conf`).
+        ``secret_key_file``, ``max_retries``, ``retry_interval`` and the
+        pool's limits (see :mod:`swflows.conf`).
         """
         from swflows import conf as swconf
 
@@ -422,6 +452,7 @@ class Database:
             secret_key_file=group.secret_key_file or None,
             max_retries=group.max_retries,
             retry_interval=group.retry_interval,
+            pool_limits=PoolLimits.from_conf(conf),
         )
 
     # -- lifecycle ---------------------------------------------------------

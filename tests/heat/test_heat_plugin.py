@@ -94,6 +94,8 @@ def test_its_options_are_registered() -> None:
 
     assert {o.dest for o in plugin.opts} == {
         "database_url",
+        "database_max_pool_size",
+        "database_max_overflow",
         "secret_key",
         "signal_transport",
         "config_transport",
@@ -152,3 +154,24 @@ def test_a_coordination_url_elects_one_watcher_among_the_engines() -> None:
     conf = trustee_conf(**login)
     conf.set_override("coordination_url", url, plugin.GROUP)
     assert plugin.swflows_conf(conf).coordination.backend_url == url
+
+
+def test_the_pool_of_each_worker_is_bounded_as_heat_conf_says() -> None:
+    """[swflows] database_max_pool_size and database_max_overflow become
+    swflows' [database] options, which bound the engine it opens on
+    database_url; unset, swflows' defaults hold."""
+    from swflows.persistence import database
+
+    login = {"auth_url": "http://keystone.example/v3", "username": "heat"}
+    default = database.PoolLimits.from_conf(plugin.swflows_conf(trustee_conf(**login)))
+    assert (default.size, default.overflow) == (5, 10)
+    conf = trustee_conf(**login)
+    conf.set_override("database_max_pool_size", 2, plugin.GROUP)
+    conf.set_override("database_max_overflow", 1, plugin.GROUP)
+    limits = database.PoolLimits.from_conf(plugin.swflows_conf(conf))
+    assert (limits.size, limits.overflow) == (2, 1)
+    engine = database.create_engine("postgresql://u@127.0.0.1:1/db", limits)
+    try:
+        assert (engine.pool.size(), engine.pool._max_overflow) == (2, 1)  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()

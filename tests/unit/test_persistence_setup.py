@@ -141,6 +141,24 @@ def test_postgresql_url_uses_psycopg2_when_psycopg_is_absent() -> None:
         engine.dispose()
 
 
+def test_the_pool_of_a_server_database_is_bounded_by_the_options() -> None:
+    from swflows import conf as sw_conf
+
+    conf = sw_conf.get_conf(config_files=[])
+    assert database.PoolLimits.from_conf(conf) == database.PoolLimits(5, 10, 30.0)
+    conf.set_override("max_pool_size", 2, "database")
+    conf.set_override("max_overflow", 0, "database")
+    conf.set_override("pool_timeout", 1.5, "database")
+    limits = database.PoolLimits.from_conf(conf)
+    for url in ("postgresql://u@127.0.0.1/db", "mysql+pymysql://u@127.0.0.1/db"):
+        engine = database.create_engine(url, limits)
+        try:
+            pool: Any = engine.pool
+            assert (pool.size(), pool._max_overflow, pool._timeout) == (2, 0, 1.5)
+        finally:
+            engine.dispose()
+
+
 # -- prefixes and migrations ---------------------------------------------------
 
 

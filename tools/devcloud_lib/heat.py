@@ -117,6 +117,14 @@ def plugin_dir() -> str:
     return res.stdout.strip()
 
 
+#: heat.conf's ``rpc_response_timeout``, seconds
+RPC_RESPONSE_TIMEOUT = 300
+#: (max_pool_size, max_overflow) of Heat's own database, per process
+HEAT_POOL = (5, 5)
+#: the same of swflows' store, per heat-engine worker
+PLUGIN_POOL = (3, 2)
+
+
 def heat_conf(
     cloud: dict[str, Any],
     *,
@@ -155,9 +163,17 @@ heat_waitcondition_server_url = http://127.0.0.1:{api_port}/v1/waitcondition
 periodic_interval = 5
 use_stderr = true
 debug = false
+# a stack of a hundred deployments keeps every engine worker busy past
+# the 60 s default, and a deployment's own call to its engine then fails
+rpc_response_timeout = {RPC_RESPONSE_TIMEOUT}
 
 [database]
 connection = {urls["heat"]}
+# each heat-engine worker and heat-api: at most 10 connections (oslo.db's
+# default allows 55), so Heat's and swflows' pools fit the dev cloud's
+# PostgreSQL (max_connections 100) together
+max_pool_size = {HEAT_POOL[0]}
+max_overflow = {HEAT_POOL[1]}
 
 [paste_deploy]
 api_paste_config = {VENV / "etc" / "heat" / "api-paste.ini"}
@@ -181,6 +197,8 @@ auth_uri = {auth_url}
 [swflows]
 database_url = {urls["swflows"]}
 secret_key = {secret_key}
+database_max_pool_size = {PLUGIN_POOL[0]}
+database_max_overflow = {PLUGIN_POOL[1]}
 {coordination}
 """
 
