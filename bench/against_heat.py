@@ -211,6 +211,24 @@ class LogTail:
 AGENTS_UA = "python-requests/"
 
 
+def metadata_puts(lines: list[dict[str, Any]]) -> list[float]:
+    """When each write of a server's metadata object ended: a PUT of an
+    object the agents read (they only read it: the writer is Heat or
+    swflows, whichever client it uses)."""
+    read = {
+        line["path"]
+        for line in lines
+        if line["method"] in ("GET", "HEAD") and line["agent"].startswith(AGENTS_UA)
+    }
+    return [
+        line["end"]
+        for line in lines
+        if line["method"] == "PUT"
+        and line["path"] in read
+        and line["status"].startswith("2")
+    ]
+
+
 def signal_puts(lines: list[dict[str, Any]]) -> list[float]:
     """When each signal landed: the end of each PUT of an object by the
     agents (heat-config-notify), except to an object they also read (the
@@ -496,12 +514,21 @@ def run_complete(
         seconds = time.monotonic() - started
         done_at = time.time()
         cpu = side.cpu() - cpu0
-        signals = signal_puts(swift.since(wall0))
+        lines = swift.since(wall0)
+        signals = signal_puts(lines)
+        published = [t for t in metadata_puts(lines) if not signals or t < max(signals)]
     finally:
         side.stop()
     return {
         "seconds": seconds,
         "per_s": count / seconds,
+        # the phases, from the create: the servers' metadata written (the
+        # first and the last write before the last signal), the agents'
+        # first and last signals
+        "first_metadata_put_s": min(published) - wall0 if published else None,
+        "last_metadata_put_s": max(published) - wall0 if published else None,
+        "first_signal_s": min(signals) - wall0 if signals else None,
+        "last_signal_s": max(signals) - wall0 if signals else None,
         "last_signal_to_complete_s": done_at - max(signals) if signals else None,
         "signals_seen": len(signals),
         "cpu_s": cpu,

@@ -24,6 +24,7 @@ Heat's stack domain admin, in Heat's stack user domain.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from typing import Any
@@ -178,6 +179,7 @@ cfg.CONF.register_opts(opts, group=GROUP)
 _lock = threading.Lock()
 _instance: list[Swflows] = []
 _completions: list[embedding.Completions] = []
+_started_with_workers = False
 
 
 def service_auth(conf: cfg.ConfigOpts) -> Any:
@@ -267,6 +269,47 @@ def instance() -> Swflows:
         if not _instance:
             _instance.append(build(cfg.CONF))
         return _instance[0]
+
+
+def start_with_workers() -> None:
+    """Have every heat-engine worker forked from now on make its swflows as
+    it starts (:func:`start_in_worker`), not when a resource first needs it.
+
+    Called once, by the plugin module Heat loads (its parent process loads
+    plugins, then forks its workers).  A worker's runner then resumes the
+    flows a stopped heat-engine left, and its watcher (or its standby, with
+    ``coordination_url``) looks for signals, from the worker's start: after
+    a restart, deployments waiting on their agents go on though no stack
+    touches them; and the first stack does not pay each worker's start.
+    """
+    global _started_with_workers
+    with _lock:
+        if _started_with_workers:
+            return
+        _started_with_workers = True
+    os.register_at_fork(after_in_child=start_in_worker)
+
+
+def start_in_worker() -> None:
+    """In a worker just forked: make its swflows (:func:`instance`) in a
+    thread of its own, if ``[swflows] database_url`` is set; a failure (the
+    database or Keystone down) is logged, and the first resource that
+    needs swflows tries again."""
+    if not cfg.CONF[GROUP].database_url:
+        return
+
+    def start() -> None:
+        try:
+            instance()
+        except Exception as exc:
+            LOG.warning(
+                "swflows did not start with this heat-engine worker (%s: %s); "
+                "the first resource that needs it starts it",
+                type(exc).__name__,
+                exc,
+            )
+
+    threading.Thread(target=start, name="swflows-start", daemon=True).start()
 
 
 def completions() -> embedding.Completions:

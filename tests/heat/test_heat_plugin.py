@@ -175,3 +175,46 @@ def test_the_pool_of_each_worker_is_bounded_as_heat_conf_says() -> None:
         assert (engine.pool.size(), engine.pool._max_overflow) == (2, 1)  # type: ignore[attr-defined]
     finally:
         engine.dispose()
+
+
+def test_each_forked_worker_starts_its_swflows_without_waiting_for_a_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Heat loads plugins, then forks its engine workers: the plugin module
+    has every worker forked after it make its swflows at once, in a thread
+    of its own (its runner resumes flows, its watcher looks for signals),
+    when [swflows] database_url is set; a failure is logged, not raised."""
+    import os
+    import threading
+
+    from oslo_config import cfg
+
+    started: list[int] = []
+    done = threading.Event()
+
+    def made() -> Any:
+        started.append(os.getpid())
+        done.set()
+        raise RuntimeError("the database is down")
+
+    monkeypatch.setattr(plugin, "instance", made)
+    cfg.CONF.set_override("database_url", None, plugin.GROUP)
+    try:
+        plugin.start_in_worker()
+        assert not done.wait(0.3) and started == []  # not configured
+        cfg.CONF.set_override("database_url", "sqlite://", plugin.GROUP)
+        # registered once, whoever calls it (loading the plugin did)
+        plugin.start_with_workers()
+        plugin.start_with_workers()
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # a worker: its hook has run; report what it did
+            ok = done.wait(10) and started == [os.getpid()]
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(child, 0)
+        assert started == []  # not in the process that forked
+    finally:
+        cfg.CONF.clear_override("database_url", plugin.GROUP)
