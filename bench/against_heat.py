@@ -211,15 +211,20 @@ class LogTail:
 AGENTS_UA = "python-requests/"
 
 
-def metadata_puts(lines: list[dict[str, Any]]) -> list[float]:
-    """When each write of a server's metadata object ended: a PUT of an
-    object the agents read (they only read it: the writer is Heat or
-    swflows, whichever client it uses)."""
-    read = {
+def agents_read(lines: list[dict[str, Any]]) -> set[str]:
+    """The objects the agents read: the servers' metadata."""
+    return {
         line["path"]
         for line in lines
         if line["method"] in ("GET", "HEAD") and line["agent"].startswith(AGENTS_UA)
     }
+
+
+def metadata_puts(lines: list[dict[str, Any]]) -> list[float]:
+    """When each write of a server's metadata object ended: a PUT of an
+    object the agents read (they only read it: the writer is Heat or
+    swflows, whichever client it uses)."""
+    read = agents_read(lines)
     return [
         line["end"]
         for line in lines
@@ -234,11 +239,7 @@ def signal_puts(lines: list[dict[str, Any]]) -> list[float]:
     agents (heat-config-notify), except to an object they also read (the
     server's metadata, which the Heat plugin writes with the same client
     and os-collect-config polls)."""
-    read = {
-        line["path"]
-        for line in lines
-        if line["method"] in ("GET", "HEAD") and line["agent"].startswith(AGENTS_UA)
-    }
+    read = agents_read(lines)
     return [
         line["end"]
         for line in lines

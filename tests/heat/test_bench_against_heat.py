@@ -23,6 +23,10 @@ def test_the_bench_against_heat_runs_each_side(
         # every deployment's signal came back through Swift, then COMPLETE
         assert complete["signals_seen"] >= 2, (name, complete)
         assert complete["last_signal_to_complete_s"] is not None, name
+        # the phases: the metadata written before the agents signalled
+        assert complete["first_signal_s"] <= complete["last_signal_s"], name
+        if name != "library":  # Heat's server resource writes its object
+            assert complete["first_metadata_put_s"] < complete["last_signal_s"]
         assert complete["cpu_s"] > 0, (name, complete)
         # while waiting, the waiting side asks Swift something: Heat its
         # objects, swflows its container listing

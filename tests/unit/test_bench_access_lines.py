@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bench.against_heat import parse_swift_line
+from typing import Any
+
+from bench.against_heat import metadata_puts, parse_swift_line, signal_puts
 
 #: as the dev cloud's proxy sends it (token shortened as Swift logs it)
 LINE = (
@@ -48,3 +50,31 @@ def test_a_subrequest_and_other_messages_are_not_counted() -> None:
         parse_swift_line("<134>proxy-server: 127.0.0.1 127.0.0.1 x GET /healthcheck")
         is None
     )
+
+
+def test_metadata_writes_and_signals_are_told_apart() -> None:
+    """The servers' metadata is the object the agents read; whoever PUTs
+    it writes metadata, while an agent's PUT of another object is a
+    signal."""
+
+    def line(method: str, path: str, agent: str, end: float) -> dict[str, Any]:
+        return {
+            "method": method,
+            "kind": "object",
+            "path": path,
+            "status": "201" if method == "PUT" else "200",
+            "agent": agent,
+            "start": end - 0.01,
+            "end": end,
+        }
+
+    agent = "python-requests/2.32.3"
+    lines = [
+        line("PUT", "/v1/a/meta/s1", "python-swiftclient-4.11.0", 1.0),
+        line("GET", "/v1/a/meta/s1", agent, 2.0),
+        line("PUT", "/v1/a/meta/s1", agent, 3.0),  # the plugin's own client
+        line("PUT", "/v1/a/signals/d1", agent, 4.0),
+        line("PUT", "/v1/a/other/x", "python-swiftclient-4.11.0", 5.0),
+    ]
+    assert metadata_puts(lines) == [1.0, 3.0]
+    assert signal_puts(lines) == [4.0]
