@@ -30,6 +30,12 @@ HEAT_RECORDS = REPO / ".devcloud" / "heat-state" / "servers.json"
 TEMPLATE_VERSION = "2021-04-16"
 
 
+def engine_workers() -> int:
+    """The heat-engine workers the tests run with (as ``tools/devcloud
+    heat-up`` reads them)."""
+    return int(os.environ.get("SWFLOWS_HEAT_ENGINE_WORKERS", "").strip() or "1")
+
+
 def run_devcloud(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(DEVCLOUD), *args],
@@ -41,9 +47,13 @@ def run_devcloud(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="session")
 def heat(devcloud: dict[str, Any]) -> Iterator[dict[str, Any]]:  # noqa: F811
-    """heat.json of a running Heat: started here unless it already runs,
+    """heat.json of a running Heat: started here unless it already runs
+    with the engine workers asked for (``SWFLOWS_HEAT_ENGINE_WORKERS``, 1:
+    a Heat left with more by ``tox -e bench-heat`` is started again),
     stopped at the end if started here.  Fails when Heat cannot start."""
-    was_up = run_devcloud("heat-status").returncode == 0
+    was_up = run_devcloud("heat-status").returncode == 0 and (
+        json.loads(HEAT_JSON.read_text()).get("engine_workers") == engine_workers()
+    )
     if not was_up:
         res = run_devcloud("heat-up")
         if res.returncode != 0:
