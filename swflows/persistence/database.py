@@ -222,9 +222,9 @@ class PoolLimits:
     """How many connections a process keeps to a server database
     (``[database] max_pool_size``, ``max_overflow``, ``pool_timeout``)."""
 
-    size: int = 5
-    overflow: int = 10
-    timeout: float = 30.0
+    size: int
+    overflow: int
+    timeout: float
 
     @classmethod
     def from_conf(cls, conf: Any) -> PoolLimits:
@@ -250,10 +250,10 @@ def create_engine(
     psycopg 3 is not installed; PostgreSQL runs at READ COMMITTED.  A
     server's connections are pinged when they come out of a long rest in
     the pool (:func:`_ping_when_idle`); ``pool_limits`` bounds how many it
-    keeps (default: :class:`PoolLimits`' defaults).
+    keeps (None: SQLAlchemy's own bounds, which the options' defaults are).
     """
     u = sa.make_url(url)
-    limits = (pool_limits or PoolLimits()).engine_args()
+    limits = pool_limits.engine_args() if pool_limits is not None else {}
     backend = u.get_backend_name()
     if backend == "sqlite":
         if _is_memory_sqlite(u):

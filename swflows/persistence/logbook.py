@@ -279,16 +279,15 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             raise tf_exc.NotFound(f"No flow details found with uuid '{flow_id}'")
         atoms = {atom.uuid: atom for atom in flow_detail}
         known = self._backend.saved_atoms(flow_id)
-        if known is None or not atoms.keys() <= known:
-            if known is None:  # not remembered: read which are saved
-                known = set(
-                    conn.execute(
-                        self._backend.statements.atom_ids_of, {_PARENT_KEY: flow_id}
-                    ).scalars()
-                )
-            self._insert_atoms(
-                conn, flow_id, [a for uuid, a in atoms.items() if uuid not in known]
+        if known is None:  # not remembered: read which are saved
+            known = set(
+                conn.execute(
+                    self._backend.statements.atom_ids_of, {_PARENT_KEY: flow_id}
+                ).scalars()
             )
+        missing = [atom for uuid, atom in atoms.items() if uuid not in known]
+        if missing:
+            self._insert_atoms(conn, flow_id, missing)
         return set(atoms) | known
 
     def _insert_atoms(

@@ -22,18 +22,13 @@ import pytest
 from swflows.api import Swflows
 from tests.functional import flowkit
 from tests.functional.conftest import devcloud  # noqa: F401  (a fixture)
+from tools.devcloud_lib import heat as devcloud_heat
 
 REPO = Path(__file__).resolve().parents[2]
 DEVCLOUD = REPO / "tools" / "devcloud"
 HEAT_JSON = REPO / ".devcloud" / "heat.json"
 HEAT_RECORDS = REPO / ".devcloud" / "heat-state" / "servers.json"
 TEMPLATE_VERSION = "2021-04-16"
-
-
-def engine_workers() -> int:
-    """The heat-engine workers the tests run with (as ``tools/devcloud
-    heat-up`` reads them)."""
-    return int(os.environ.get("SWFLOWS_HEAT_ENGINE_WORKERS", "").strip() or "1")
 
 
 def run_devcloud(*args: str) -> subprocess.CompletedProcess[str]:
@@ -52,7 +47,8 @@ def heat(devcloud: dict[str, Any]) -> Iterator[dict[str, Any]]:  # noqa: F811
     a Heat left with more by ``tox -e bench-heat`` is started again),
     stopped at the end if started here.  Fails when Heat cannot start."""
     was_up = run_devcloud("heat-status").returncode == 0 and (
-        json.loads(HEAT_JSON.read_text()).get("engine_workers") == engine_workers()
+        json.loads(HEAT_JSON.read_text()).get("engine_workers")
+        == devcloud_heat.engine_workers()
     )
     if not was_up:
         res = run_devcloud("heat-up")
