@@ -92,12 +92,11 @@ def park_recorded(
                 continue
             for atom in detail:
                 if atom.state != "PENDING":
-                    conn.execute(
-                        statements.update_atom,
-                        {**atom.to_dict(), logbook.ATOM_KEY: atom.uuid},
+                    statements.update_atom.run(
+                        conn, {**atom.to_dict(), logbook.ATOM_KEY: atom.uuid}
                     )
-            conn.execute(
-                statements.update_flow,
+            statements.update_flow.run(
+                conn,
                 {
                     "state": detail.state,
                     "meta": detail.meta,

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlalchemy as sa
 
 from swflows import model
+from swflows.persistence import direct
 
 if TYPE_CHECKING:
     from swflows.persistence.store import Store
@@ -616,8 +617,13 @@ def changed_one(
     query: Any,
     params: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Run ``query`` (bound with ``params``) in a write of its own: whether
-    it changed a row (a compare-and-set won)."""
+    """Run ``query`` (bound with ``params``; a statement, or one run
+    :class:`~swflows.persistence.direct.Direct`) in a write of its own:
+    whether it changed a row (a compare-and-set won)."""
+    if isinstance(query, direct.Direct):
+        return registry._store._write(
+            what, lambda conn: bool(query.run(conn, params or {}).rowcount)
+        )
     return registry._store._write(
         what, lambda conn: bool(conn.execute(query, params).rowcount)
     )
@@ -668,7 +674,7 @@ def claim_unowned(
     t = registry._table
     query = registry._store._statement(
         "claim an unowned flow",
-        lambda: (
+        lambda: direct.Direct(
             t.update()
             .where(
                 t.c.id == sa.bindparam("flow"),
@@ -730,7 +736,7 @@ def end_flow(
     def removal(name: str, table: sa.Table, column: Any) -> Any:
         return registry._store._statement(
             f"remove {name} of a flow",
-            lambda: table.delete().where(column == flow_param),
+            lambda: direct.Direct(table.delete().where(column == flow_param)),
         )
 
     removals = [
@@ -743,18 +749,20 @@ def end_flow(
     by_id = {"flow": flow_id}
     owned = registry._store._statement(
         "remove the row of a flow its owner ended",
-        lambda: t.delete().where(
-            t.c.id == flow_param, t.c.owner == sa.bindparam("owner")
+        lambda: direct.Direct(
+            t.delete().where(t.c.id == flow_param, t.c.owner == sa.bindparam("owner"))
         ),
     )
 
     book_meta = registry._store._statement(
         "the meta of a flow's logbook",
-        lambda: sa.select(books.c.meta).where(books.c.uuid == flow_param),
+        lambda: direct.Direct(
+            sa.select(books.c.meta).where(books.c.uuid == flow_param)
+        ),
     )
     new_book_meta = registry._store._statement(
         "write the meta of a flow's logbook",
-        lambda: (
+        lambda: direct.Direct(
             books.update()
             .where(books.c.uuid == flow_param)
             .values(meta=sa.bindparam("book_meta", type_=books.c.meta.type))
@@ -763,9 +771,9 @@ def end_flow(
 
     def op(conn: sa.Connection) -> bool:
         if owner is None:
-            removed = conn.execute(removals[0], by_id).rowcount
+            removed = removals[0].run(conn, by_id).rowcount
         else:
-            removed = conn.execute(owned, {**by_id, "owner": owner}).rowcount
+            removed = owned.run(conn, {**by_id, "owner": owner}).rowcount
             if not removed:
                 holder = conn.execute(
                     sa.select(t.c.owner).where(t.c.id == flow_id)
@@ -775,17 +783,21 @@ def end_flow(
                     from swflows.persistence import logbook
 
                     raise logbook.FlowFenced(flow_id, owner, holder.owner)
-        conn.execute(removals[1], by_id)
-        conn.execute(removals[2], by_id)
+        if conn.dialect.name == "sqlite":
+            # a server database removes the steps with their detail (their
+            # key cascades); SQLite only on connections enforcing foreign
+            # keys, which an embedder's may have opened before the hooks
+            removals[1].run(conn, by_id)
+        removals[2].run(conn, by_id)
         if not keep_book:
-            conn.execute(removals[3], by_id)
+            removals[3].run(conn, by_id)
         elif result is not None:
             key, values = result
-            found = conn.execute(book_meta, by_id).first()
+            found = book_meta.run(conn, by_id).first()
             if found is not None:
                 meta = dict(found.meta or {})
                 meta[key] = {**dict(meta.get(key) or {}), **values}
-                conn.execute(new_book_meta, {**by_id, "book_meta": meta})
+                new_book_meta.run(conn, {**by_id, "book_meta": meta})
         return bool(removed)
 
     return registry._store._write("end flow", op)

@@ -45,7 +45,7 @@ import collections
 import json
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from taskflow import exceptions as tf_exc
@@ -54,6 +54,7 @@ from taskflow.persistence import models as tf_models
 from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.persistence.backends.sqlalchemy import tables as tf_tables
 
+from swflows.persistence import direct
 from swflows.persistence import tables as store_tables
 
 #: TaskFlow's own table names (the store's carry its prefix and ``tf_``)
@@ -93,6 +94,13 @@ class CancelSeen(BaseException):
         self.flow_id = flow_id
 
 
+class _Saved(NamedTuple):
+    """What a flow detail's save wrote: its saved atoms, those inserted."""
+
+    atoms: set[str]
+    inserted: set[str]
+
+
 class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
     """A stock connection that reuses its backend's table objects."""
 
@@ -122,7 +130,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         if self.fence is None:
             return
         flow_id, owner = self.fence
-        row = conn.execute(self._backend.statements.fence, {_FLOW_KEY: flow_id}).first()
+        row = self._backend.statements.fence.run(conn, {_FLOW_KEY: flow_id}).first()
         holder = None if row is None else row.owner
         if holder != owner:
             raise FlowFenced(flow_id, owner, holder)
@@ -174,14 +182,22 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         try:
             with self._engine.begin() as conn:
                 self._check_fence(conn, atom_detail)
-                saved = None if held is None else self._write_flow(conn, held)
-                if not self._update_atom(conn, atom_detail.uuid, values):
+                saved = (
+                    None
+                    if held is None
+                    else self._write_flow(conn, held, {atom_detail.uuid: values})
+                )
+                # an atom the held flow's save just inserted has these values
+                inserted = saved is not None and atom_detail.uuid in saved.inserted
+                if not inserted and not self._update_atom(
+                    conn, atom_detail.uuid, values
+                ):
                     raise tf_exc.NotFound(
                         f"No atom details found with uuid '{atom_detail.uuid}'"
                     )
                 self._flush(conn, deferred)
             if held is not None and saved is not None:
-                self._backend.saved_atoms_are(held.uuid, saved)
+                self._backend.saved_atoms_are(held.uuid, saved.atoms)
             self._backend.written(atom_detail.uuid, fingerprint)
             self._remember(deferred)
             if drive is not None:
@@ -202,8 +218,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
     def _update_atom(
         self, conn: sa.Connection, atom_id: str, values: dict[str, Any]
     ) -> bool:
-        result = conn.execute(
-            self._backend.statements.update_atom, {**values, _ATOM_KEY: atom_id}
+        result = self._backend.statements.update_atom.run(
+            conn, {**values, _ATOM_KEY: atom_id}
         )
         return bool(result.rowcount)
 
@@ -252,7 +268,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
                 self._check_fence(conn)
                 saved = self._write_flow(conn, flow_detail)
                 self._flush(conn, deferred)
-            self._backend.saved_atoms_are(flow_id, saved)
+            self._backend.saved_atoms_are(flow_id, saved.atoms)
             self._remember(deferred)
             return flow_detail
         except sa.exc.SQLAlchemyError:
@@ -267,12 +283,19 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
                 drive.restore_deferred(deferred, held)
             raise
 
-    def _write_flow(self, conn: sa.Connection, flow_detail: Any) -> set[str]:
-        """Update a flow detail's row and insert its atoms not saved yet;
-        the uuids of its saved atoms (remembered once committed)."""
+    def _write_flow(
+        self,
+        conn: sa.Connection,
+        flow_detail: Any,
+        newer: dict[str, dict[str, Any]] | None = None,
+    ) -> _Saved:
+        """Update a flow detail's row and insert its atoms not saved yet
+        (an atom in ``newer`` with the values given there: the save that
+        carries the flow's writes its new state); the uuids of its saved
+        atoms (remembered once committed) and of those inserted."""
         flow_id = flow_detail.uuid
-        result = conn.execute(
-            self._backend.statements.update_flow,
+        result = self._backend.statements.update_flow.run(
+            conn,
             {"state": flow_detail.state, "meta": flow_detail.meta, _FLOW_KEY: flow_id},
         )
         if not result.rowcount:
@@ -287,19 +310,24 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             )
         missing = [atom for uuid, atom in atoms.items() if uuid not in known]
         if missing:
-            self._insert_atoms(conn, flow_id, missing)
-        return set(atoms) | known
+            self._insert_atoms(conn, flow_id, missing, newer or {})
+        return _Saved(set(atoms) | known, {atom.uuid for atom in missing})
 
     def _insert_atoms(
-        self, conn: sa.Connection, flow_id: str, atoms: list[Any]
+        self,
+        conn: sa.Connection,
+        flow_id: str,
+        atoms: list[Any],
+        newer: dict[str, dict[str, Any]],
     ) -> None:
         """Insert atom details as the stock backend does, one statement
         for all those of the same columns (an INSERT each, built anew, was
-        a new flow's costliest write)."""
+        a new flow's costliest write); an atom in ``newer`` with its
+        values there."""
         rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for atom in atoms:
             value = {
-                **atom.to_dict(),
+                **(newer.get(atom.uuid) or atom.to_dict()),
                 "parent_uuid": flow_id,
                 "atom_type": tf_models.atom_detail_type(atom),
             }
@@ -359,19 +387,19 @@ class _Statements:
 
     def __init__(self, flows: sa.Table, tables: Any) -> None:
         #: a flow row's owner and note, share-locked (the fence)
-        self.fence = (
+        self.fence = direct.Direct(
             sa.select(flows.c.owner, flows.c.note)
             .where(flows.c.id == sa.bindparam(_FLOW_KEY))
             .with_for_update(read=True)
         )
         atoms, details = tables.atomdetails, tables.flowdetails
         #: an atom detail's row (its columns: the parameters given)
-        self.update_atom = sa.update(atoms).where(
-            atoms.c.uuid == sa.bindparam(_ATOM_KEY)
+        self.update_atom = direct.Direct(
+            sa.update(atoms).where(atoms.c.uuid == sa.bindparam(_ATOM_KEY))
         )
         #: a flow detail's row
-        self.update_flow = sa.update(details).where(
-            details.c.uuid == sa.bindparam(_FLOW_KEY)
+        self.update_flow = direct.Direct(
+            sa.update(details).where(details.c.uuid == sa.bindparam(_FLOW_KEY))
         )
         #: new atom details (their columns: the parameters given)
         self.insert_atom = sa.insert(atoms)

@@ -448,6 +448,45 @@ class LogbookContract:
             conn.update_flow_details(fd)
         assert stored().state == states.REVERTED
 
+    def test_a_step_added_with_its_flows_start_is_inserted_as_it_starts(
+        self, store: Store, fast: Any
+    ) -> None:
+        """The first step's RUNNING carries its flow's held start, which
+        adds the step: the row is inserted RUNNING, as the engine's copy
+        of the step says (its flow's copy still PENDING), and not updated
+        after."""
+        registry = flow_rows.FlowRegistry(store)
+        book = saved_book(registry, fast, "book", "runner-a")
+        fd = next(iter(book))
+        added = models.TaskDetail("task-c", uuid=models.uuidutils.generate_uuid())
+        added.state = states.PENDING
+        fd.add(added)
+        drive = fast.fenced(fd.uuid, "runner-a")
+        fd.state = states.RUNNING
+        with connection(drive) as conn:
+            conn.update_flow_details(fd)  # held
+        running = added.copy()  # as the engine's storage passes it
+        running.state = states.RUNNING
+        running.intention = states.EXECUTE
+        statements: list[str] = []
+
+        def seen(*args: Any) -> None:
+            statements.append(str(args[2]).lstrip().upper())
+
+        sa.event.listen(fast.engine, "before_cursor_execute", seen)
+        try:
+            with connection(drive) as conn:
+                conn.update_atom_details(running)
+        finally:
+            sa.event.remove(fast.engine, "before_cursor_execute", seen)
+        atoms = store.tables.tf_atomdetails.name.upper()
+        assert [s for s in statements if s.startswith(f"UPDATE {atoms}")] == []
+        assert len([s for s in statements if s.startswith(f"INSERT INTO {atoms}")]) == 1
+        with connection(fast) as conn:
+            got = by_name(next(iter(conn.get_logbook(book.uuid))), "task-c")
+        assert (got.state, got.intention) == (states.RUNNING, states.EXECUTE)
+        assert by_name(fd, "task-c").state == states.PENDING  # not touched
+
     def test_a_flow_loaded_by_its_owner_is_not_read_again_to_add_its_atoms(
         self, store: Store, fast: Any
     ) -> None:
@@ -539,10 +578,16 @@ class LogbookContract:
         assert registry.get(fd.uuid) is not None
         with connection(fast) as conn:
             assert [f.uuid for f in conn.get_logbook(book.uuid)] == [fd.uuid]
+        atoms = store.tables.tf_atomdetails
+        steps = sa.select(sa.func.count()).where(atoms.c.parent_uuid == fd.uuid)
+        with store.engine.connect() as db:
+            assert db.execute(steps).scalar_one() == len(fd)
         assert flow_rows.end_flow(registry, fd.uuid, owner="runner-b")
         assert registry.get(fd.uuid) is None
         with connection(fast) as conn:  # its steps and its detail gone
             assert list(conn.get_logbook(book.uuid)) == []
+        with store.engine.connect() as db:  # no step's row left behind
+            assert db.execute(steps).scalar_one() == 0
         # a flow already gone is not another's: nothing to fence
         assert not flow_rows.end_flow(registry, fd.uuid, owner="runner-a")
 
