@@ -13,17 +13,18 @@ connection's dialect; it runs the text on a cursor of the SQLAlchemy
 connection in hand, inside its transaction, through the connection's own
 cursor execution (its events, its logging, and its error handling, which
 wraps a driver error as SQLAlchemy's own and invalidates a connection
-the database dropped).  A statement it cannot reproduce faithfully
-(expanding or literal parameters, values computed by the database or
-Python defaults other than a plain callable or scalar, results whose
-types convert values) runs through SQLAlchemy as before.
+the database dropped); the rows it fetches are converted by their
+columns' types, as SQLAlchemy converts them.  A statement it cannot
+reproduce faithfully (expanding or literal parameters, values computed
+by the database, Python defaults other than a plain callable or scalar)
+runs through SQLAlchemy as before.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,19 +45,26 @@ class Ran:
         self.rowcount = rowcount
         self._rows = rows
 
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
     def first(self) -> Any:
-        """The first row (a tuple with the selected columns' names as
-        attributes), or None."""
+        """The first row, or None.  A row is a tuple with the selected
+        columns' names as attributes, and ``_mapping``, as SQLAlchemy's."""
         return self._rows[0] if self._rows else None
 
     def all(self) -> list[Any]:
         return list(self._rows)
 
+    def scalars(self) -> list[Any]:
+        """The first column of each row."""
+        return [row[0] for row in self._rows]
+
 
 class _Compiled:
     """One statement compiled for one dialect and set of parameter names."""
 
-    __slots__ = ("binds", "computed", "positional", "row", "sql")
+    __slots__ = ("binds", "computed", "positional", "processors", "row", "sql", "types")
 
     def __init__(
         self,
@@ -65,6 +73,7 @@ class _Compiled:
         positional: bool,
         row: Callable[..., Any] | None,
         computed: list[tuple[str, Callable[[], Any]]],
+        types: list[Any],
     ) -> None:
         self.sql = sql
         #: (name in the SQL, key in the parameters, whether it must be
@@ -76,6 +85,30 @@ class _Compiled:
         self.row = row
         #: parameters a Python default computes (``onupdate``), by key
         self.computed = computed
+        #: the selected columns' types, for this dialect
+        self.types = types
+        #: their result processors, known once the driver described them
+        self.processors: list[Callable[[Any], Any] | None] | None = None
+
+    def rows(self, cursor: Any, dialect: sa.Dialect) -> list[Any]:
+        """The fetched rows, their values converted by their types."""
+        assert self.row is not None
+        fetched = cursor.fetchall()
+        processors = self.processors
+        if processors is None:
+            processors = self.processors = [
+                typ.result_processor(dialect, described[1])
+                for typ, described in zip(self.types, cursor.description, strict=True)
+            ]
+        if not any(processors):
+            return [self.row(values) for values in fetched]
+        return [
+            self.row(
+                value if process is None else process(value)
+                for process, value in zip(processors, values, strict=True)
+            )
+            for values in fetched
+        ]
 
     def parameters(self, given: Mapping[str, Any]) -> Any:
         values = dict(given)
@@ -139,14 +172,14 @@ def _compile(statement: Any, dialect: sa.Dialect, keys: Sequence[str]) -> Any:
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
         binds.append((name, bind.key, bind.required, bind.value, process))
     row = None
+    types: list[Any] = []
     if isinstance(statement, sa.Select):
         names: list[str] = []
         for column in statement.selected_columns:
-            if column.type.dialect_impl(dialect).result_processor(dialect, None):
-                return _UNSUPPORTED
+            types.append(column.type.dialect_impl(dialect))
             names.append(str(column.key))
         row = _row_type(tuple(names))
-    return _Compiled(compiled.string, binds, compiled.positional, row, computed)
+    return _Compiled(compiled.string, binds, compiled.positional, row, computed, types)
 
 
 def _python_default(default: Any) -> Callable[[], Any] | None:
@@ -168,7 +201,12 @@ _ROW_TYPES: dict[tuple[str, ...], Any] = {}
 def _row_type(names: tuple[str, ...]) -> Any:
     found: Any = _ROW_TYPES.get(names)
     if found is None:
-        found = _ROW_TYPES[names] = collections.namedtuple("Row", names, rename=True)
+        plain = collections.namedtuple("Row", names, rename=True)  # type: ignore[misc]
+        found = _ROW_TYPES[names] = type(
+            "Row",
+            (plain,),
+            {"__slots__": (), "_mapping": property(plain._asdict)},
+        )
     return found._make
 
 
@@ -202,11 +240,7 @@ class Direct:
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             _CURSOR_EXECUTE(conn, cursor, compiled.sql, parameters)
-            rows = (
-                [compiled.row(found) for found in cursor.fetchall()]
-                if compiled.row is not None
-                else []
-            )
+            rows = [] if compiled.row is None else compiled.rows(cursor, conn.dialect)
             return Ran(cursor.rowcount, rows)
         finally:
             cursor.close()

@@ -304,8 +304,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         known = self._backend.saved_atoms(flow_id)
         if known is None:  # not remembered: read which are saved
             known = set(
-                conn.execute(
-                    self._backend.statements.atom_ids_of, {_PARENT_KEY: flow_id}
+                self._backend.statements.atom_ids_of.run(
+                    conn, {_PARENT_KEY: flow_id}
                 ).scalars()
             )
         missing = [atom for uuid, atom in atoms.items() if uuid not in known]
@@ -339,8 +339,8 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
         """The stock read, with the backend's prebuilt statements."""
         try:
             with self._engine.connect() as conn:
-                row = conn.execute(
-                    self._backend.statements.book, {_BOOK_KEY: book_uuid}
+                row = self._backend.statements.book.run(
+                    conn, {_BOOK_KEY: book_uuid}
                 ).first()
                 if row is None:
                     raise tf_exc.NotFound(f"No logbook found with uuid '{book_uuid}'")
@@ -405,16 +405,20 @@ class _Statements:
         self.insert_atom = sa.insert(atoms)
         books = tables.logbooks
         #: a logbook's row, its flows' and their atoms' (as the stock reads)
-        self.book = sa.select(books).where(books.c.uuid == sa.bindparam(_BOOK_KEY))
-        self.flows_of = sa.select(details).where(
-            details.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+        self.book = direct.Direct(
+            sa.select(books).where(books.c.uuid == sa.bindparam(_BOOK_KEY))
         )
-        self.atoms_of = sa.select(atoms).where(
-            atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+        self.flows_of = direct.Direct(
+            sa.select(details).where(details.c.parent_uuid == sa.bindparam(_PARENT_KEY))
+        )
+        self.atoms_of = direct.Direct(
+            sa.select(atoms).where(atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY))
         )
         #: the uuids of a flow detail's saved atoms
-        self.atom_ids_of = sa.select(atoms.c.uuid).where(
-            atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+        self.atom_ids_of = direct.Direct(
+            sa.select(atoms.c.uuid).where(
+                atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY)
+            )
         )
 
 
@@ -428,12 +432,12 @@ class _Converter(impl_sqlalchemy._Alchemist):  # type: ignore[misc]
         self._statements = statements
 
     def atom_query_iter(self, conn: sa.Connection, parent_uuid: str) -> Any:
-        rows = conn.execute(self._statements.atoms_of, {_PARENT_KEY: parent_uuid})
+        rows = self._statements.atoms_of.run(conn, {_PARENT_KEY: parent_uuid})
         for row in rows:
             yield self.convert_atom_detail(row._mapping)
 
     def flow_query_iter(self, conn: sa.Connection, parent_uuid: str) -> Any:
-        rows = conn.execute(self._statements.flows_of, {_PARENT_KEY: parent_uuid})
+        rows = self._statements.flows_of.run(conn, {_PARENT_KEY: parent_uuid})
         for row in rows:
             yield self.convert_flow_detail(row._mapping)
 
