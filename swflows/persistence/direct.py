@@ -244,3 +244,71 @@ class Direct:
             return Ran(cursor.rowcount, rows)
         finally:
             cursor.close()
+
+
+class Inserts:
+    """Rows of the same columns inserted into ``table`` in one statement
+    (a multi-row VALUES, at most ``most`` rows each), run :class:`Direct`.
+
+    SQLAlchemy's own many-row insert batches the rows into one statement
+    too, at more cost than running it; a column the rows leave out gets
+    its Python default (a plain callable or scalar) for each row, as
+    SQLAlchemy gives it."""
+
+    def __init__(self, table: sa.Table, most: int = 100) -> None:
+        self.table = table
+        self.most = most
+        self._statements: dict[tuple[int, tuple[str, ...]], Direct] = {}
+        self._defaults: dict[tuple[str, ...], list[tuple[str, Callable[[], Any]]]] = {}
+
+    def _filled(self, keys: tuple[str, ...]) -> list[tuple[str, Callable[[], Any]]]:
+        found = self._defaults.get(keys)
+        if found is None:
+            found = []
+            for column in self.table.columns:
+                made = None if column.key in keys else _python_default(column.default)
+                if made is not None:
+                    found.append((column.key, made))
+            self._defaults[keys] = found
+        return found
+
+    def _statement(self, count: int, keys: tuple[str, ...]) -> Direct:
+        found = self._statements.get((count, keys))
+        if found is None:
+            columns = self.table.c
+            found = Direct(
+                sa.insert(self.table).values(
+                    [
+                        {
+                            key: sa.bindparam(f"r{i}_{key}", type_=columns[key].type)
+                            for key in keys
+                        }
+                        for i in range(count)
+                    ]
+                )
+            )
+            self._statements[(count, keys)] = found
+        return found
+
+    def run(self, conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``rows`` (each with the same keys) in ``conn``'s
+        transaction."""
+        if not rows:
+            return
+        given = tuple(sorted(rows[0]))
+        filled = self._filled(given)
+        keys = given + tuple(key for key, _ in filled)
+        for start in range(0, len(rows), self.most):
+            chunk = rows[start : start + self.most]
+            params: dict[str, Any] = {}
+            for i, row in enumerate(chunk):
+                if len(row) != len(given) or any(key not in row for key in given):
+                    raise sa.exc.ArgumentError(
+                        f"rows inserted into {self.table.name} together must "
+                        f"have the same columns: {sorted(row)} against {list(given)}"
+                    )
+                for key in given:
+                    params[f"r{i}_{key}"] = row[key]
+                for key, make in filled:
+                    params[f"r{i}_{key}"] = make()
+            self._statement(len(chunk), keys).run(conn, params)

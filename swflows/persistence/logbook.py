@@ -333,7 +333,7 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             }
             rows.setdefault(tuple(sorted(value)), []).append(value)
         for same in rows.values():
-            conn.execute(self._backend.statements.insert_atom, same)
+            self._backend.statements.insert_atoms.run(conn, same)
 
     def get_logbook(self, book_uuid: str, lazy: bool = False) -> Any:
         """The stock read, with the backend's prebuilt statements."""
@@ -403,6 +403,8 @@ class _Statements:
         )
         #: new atom details (their columns: the parameters given)
         self.insert_atom = sa.insert(atoms)
+        #: a flow's new atom details, of the same columns, in one statement
+        self.insert_atoms = direct.Inserts(atoms)
         books = tables.logbooks
         #: a logbook's row, its flows' and their atoms' (as the stock reads)
         self.book = direct.Direct(

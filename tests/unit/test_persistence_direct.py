@@ -166,6 +166,41 @@ class DirectContract:
             assert not isinstance(ran, direct.Ran)
             assert ran.rowcount == 2
 
+    def test_rows_are_inserted_together_with_their_defaults(
+        self, engine: sa.Engine, table: sa.Table
+    ) -> None:
+        """Five rows, at most two a statement: three INSERTs; a column the
+        rows leave out gets its default; rows of other columns are refused
+        before anything is written."""
+        inserts = direct.Inserts(table, most=2)
+        rows = [{"id": f"n{i}", "meta": {"i": i}, "owner": None} for i in range(5)]
+        seen: list[str] = []
+
+        def before(*args: Any) -> None:
+            seen.append(str(args[2]).upper())
+
+        sa.event.listen(engine, "before_cursor_execute", before)
+        try:
+            with engine.begin() as conn:
+                inserts.run(conn, rows)
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", before)
+        assert len(seen) == 3 and all(s.startswith("INSERT") for s in seen)
+        with engine.connect() as conn:
+            got = {
+                r.id: (r.meta, r.hits)
+                for r in conn.execute(sa.select(table).where(table.c.id.like("n%")))
+            }
+        assert got == {f"n{i}": ({"i": i}, 0) for i in range(5)}
+        with pytest.raises(sa.exc.ArgumentError, match="same columns"):
+            with engine.begin() as conn:
+                inserts.run(conn, [{"id": "m1"}, {"id": "m2", "owner": "z"}])
+        with engine.connect() as conn:
+            assert (
+                conn.execute(sa.select(table.c.id).where(table.c.id.like("m%"))).all()
+                == []
+            )
+
 
 class TestDirect(DirectContract):
     @pytest.fixture
