@@ -30,6 +30,18 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 CLOUD_JSON = REPO / ".devcloud" / "cloud.json"
 
 
+def process_env() -> dict[str, str]:
+    """The environment of a Python process the bench starts (a conductor,
+    a command): this checkout on its path, and its bytecode cached, as an
+    installed package has it (a shell or a CI may turn the cache off with
+    ``PYTHONDONTWRITEBYTECODE``: each process would then compile every
+    module it imports, and a conductor the engine TaskFlow imports at its
+    first job)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def load_cloud(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The dev cloud's cloud.json (``$SWFLOWS_DEVCLOUD`` or .devcloud/)."""
     where = pathlib.Path(path or os.environ.get("SWFLOWS_DEVCLOUD") or CLOUD_JSON)

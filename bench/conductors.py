@@ -132,7 +132,7 @@ class Board:
                 "conductor",
             ],
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=bcloud.process_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -276,7 +276,7 @@ def stock_drain(
                 subprocess.Popen(
                     [sys.executable, "-m", "bench.stock", database, url, kind],
                     cwd=REPO,
-                    env={**os.environ, "PYTHONPATH": str(REPO)},
+                    env=bcloud.process_env(),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                     text=True,

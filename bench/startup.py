@@ -10,7 +10,6 @@ warm-up, so the figure is the start-up and one read, not a migration.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import statistics
 import subprocess
@@ -19,6 +18,7 @@ import time
 import uuid
 from typing import Any
 
+from bench import cloud as bcloud
 from swflows import model, states
 from swflows.persistence import Store
 
@@ -26,14 +26,8 @@ from swflows.persistence import Store
 FLOOR_IMPORTS = "import sqlalchemy, oslo_config.cfg, cliff.app, keystoneauth1.session"
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
 def _time(argv: list[str], runs: int) -> list[float]:
-    env = _env()
+    env = bcloud.process_env()
     subprocess.run(argv, env=env, check=True, capture_output=True)  # warm-up
     took = []
     for _ in range(runs):
