@@ -53,9 +53,6 @@ class Ran:
         columns' names as attributes, and ``_mapping``, as SQLAlchemy's."""
         return self._rows[0] if self._rows else None
 
-    def all(self) -> list[Any]:
-        return list(self._rows)
-
     def scalars(self) -> list[Any]:
         """The first column of each row."""
         return [row[0] for row in self._rows]
@@ -111,10 +108,9 @@ class _Compiled:
         ]
 
     def parameters(self, given: Mapping[str, Any]) -> Any:
-        values = dict(given)
-        for key, make in self.computed:
-            if key not in values:
-                values[key] = make()
+        values = given
+        if self.computed:
+            values = {key: make() for key, make in self.computed} | dict(given)
         bound = []
         for name, key, required, default, process in self.binds:
             if key in values:

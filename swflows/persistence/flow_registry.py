@@ -620,13 +620,13 @@ def changed_one(
     """Run ``query`` (bound with ``params``; a statement, or one run
     :class:`~swflows.persistence.direct.Direct`) in a write of its own:
     whether it changed a row (a compare-and-set won)."""
-    if isinstance(query, direct.Direct):
-        return registry._store._write(
-            what, lambda conn: bool(query.run(conn, params or {}).rowcount)
-        )
-    return registry._store._write(
-        what, lambda conn: bool(conn.execute(query, params).rowcount)
-    )
+
+    def run(conn: sa.Connection) -> Any:
+        if isinstance(query, direct.Direct):
+            return query.run(conn, params or {})
+        return conn.execute(query, params)
+
+    return registry._store._write(what, lambda conn: bool(run(conn).rowcount))
 
 
 def claim_statement(t: sa.Table, of_dead_owner: bool) -> Any:
