@@ -232,7 +232,8 @@ class WaitTimeout(SwflowsError, TimeoutError):
         if not started:
             message = (
                 f"{what} not started after {seconds:g} s: its flow is queued "
-                "and runs later; wait for it or show it by this id"
+                "and runs later; wait for it by this id (it shows once "
+                "started)"
             )
         super().__init__(
             message,

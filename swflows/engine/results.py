@@ -182,15 +182,18 @@ class Results:
         started = time.monotonic()
         interval = float(self.conf.watcher.poll_interval)
         while True:
+            rest = interval
+            if timeout is not None:  # never past the caller's bound
+                rest = max(0.0, min(interval, started + timeout - time.monotonic()))
             future = self._known_future(flow_id)
             if future is not None:
                 try:
-                    future.result(interval)
+                    future.result(rest)
                     return
                 except concurrent.futures.TimeoutError:
                     pass
             else:
-                time.sleep(interval)
+                time.sleep(rest)
             row = self.registry.get(flow_id)
             if row is None and self._unrecorded(flow_id):  # launched, not yet written
                 if timeout is not None and time.monotonic() - started >= timeout:

@@ -26,6 +26,7 @@ from tests.functional import flowkit
 from tests.functional.fakeserver import FakeServer
 from tests.functional.flowkit import leftovers
 from tests.functional.test_flows import component_config, script_config
+from tests.functional.test_runner import until
 
 NAMES = [
     "swflows.cancel",
@@ -290,21 +291,31 @@ def test_cancel_and_wait_timeout(
 ) -> None:
     config = script_config(sw)
     server = str(uuid.uuid4())  # nothing answers it
-    _, result = run(
-        descriptors,
-        "swflows.deploy",
-        {
-            "server_id": server,
-            "config_id": config.id,
-            "timeout": 120,
-            "wait_timeout": 1,
-            "config_file": config_file,
-        },
+    inputs = {
+        "server_id": server,
+        "config_id": config.id,
+        "timeout": 120,
+        "config_file": config_file,
+    }
+    # a wait shorter than the flow's first steps (a stack user, a
+    # container): queued, not shown until it starts, waited for again
+    queued = error(
+        run(descriptors, "swflows.deploy", {**inputs, "wait_timeout": 0.001})[1]
     )
-    late = error(result)
-    assert late["kind"] == "wait_timeout"
-    deployment_id = late["deployment_id"]
-    assert sw.show(deployment_id).status == states.IN_PROGRESS  # left running
+    assert (queued["kind"], queued["started"]) == ("wait_timeout", False), queued
+    deployment_id = queued["deployment_id"]
+    show = {"deployment_id": deployment_id, "config_file": config_file}
+    assert error(run(descriptors, "swflows.show", show)[1])["kind"] == "not_found"
+    until(lambda: sw.list_deployments(server_id=server), what="its start")
+
+    again = {**inputs, "deployment_id": deployment_id, "wait_timeout": 1}
+    late = error(run(descriptors, "swflows.deploy", again)[1])
+    assert (late["kind"], late["started"]) == ("wait_timeout", True), late
+    assert late["deployment_id"] == deployment_id
+    assert ok(run(descriptors, "swflows.show", show)[1])["status"] == (
+        states.IN_PROGRESS  # left running, deployed once
+    )
+    assert [d.id for d in sw.list_deployments(server_id=server)] == [deployment_id]
 
     cancelled = ok(
         run(

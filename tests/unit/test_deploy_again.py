@@ -10,6 +10,7 @@ from __future__ import annotations
 import pathlib
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,6 +70,23 @@ def test_a_wait_that_ends_before_the_deployment_is_written_names_it(
     assert sw.deploy(server, config.id, deployment_id=chosen).id == chosen
     assert sw.wait(blocking.value.deployment_id, timeout=30).status == states.COMPLETE
     assert len(local.agent.ran) == 2  # each deployment ran once
+
+
+def test_a_blocking_wait_ends_at_its_bound_not_at_the_next_look(
+    held: threading.Event,
+) -> None:
+    """A wait shorter than the watcher's poll interval ends when asked: it
+    had slept a whole interval, by which time the flow could have started
+    and the error said "still running" of a deployment never shown."""
+    with LocalSwflows(overrides={"watcher": {"poll_interval": 5}}) as local:
+        config = local.sw.create_config("app", "#!/bin/sh\n", group="script")
+        begun = time.monotonic()
+        with pytest.raises(exceptions.WaitTimeout) as caught:
+            local.sw.deploy(local.new_server(), config.id, wait_timeout=0.05)
+        assert time.monotonic() - begun < 2
+        assert caught.value.started is False
+        held.set()
+        assert local.sw.wait(caught.value.deployment_id, timeout=30).is_terminal
 
 
 def test_a_deploy_made_again_returns_the_deployment_it_made(

@@ -51,7 +51,9 @@ def test_error_fields() -> None:
         "field": "timeout",
     }
     waited = mistral.error_of(exceptions.WaitTimeout("d1", 5))
-    assert waited["deployment_id"] == "d1"
+    assert (waited["deployment_id"], waited["started"]) == ("d1", True)
+    queued = mistral.error_of(exceptions.WaitTimeout("d1", 5, started=False))
+    assert (queued["deployment_id"], queued["started"]) == ("d1", False)
     assert mistral.error_of(exceptions.CloudError("x", "y", retryable=True))[
         "retryable"
     ]

@@ -40,6 +40,10 @@ def error_of(exc: BaseException) -> dict[str, Any]:
         value = exc.fields.get(name)
         if isinstance(value, str):
             out[name] = value
+    if isinstance(exc, exceptions.WaitTimeout):
+        # false: no flow wrote the deployment yet (it is queued); a show
+        # of it says not_found until it starts
+        out["started"] = exc.started
     return out
 
 
