@@ -92,10 +92,19 @@ class CountingRedisBoard(MemoryBoard):
         return super().owner(job)
 
 
+#: the instances :func:`drive` made, closed after each test (their group
+#: driver runs beside the conductor's runner until then)
+MADE: list[Swflows] = []
+
+
 @pytest.fixture
 def local() -> Iterator[LocalSwflows]:
     with LocalSwflows() as made:
-        yield made
+        try:
+            yield made
+        finally:
+            while MADE:
+                MADE.pop().close()
 
 
 def drive(local: LocalSwflows, clock: Clock, gate: str, *, paused: bool) -> Any:
@@ -104,6 +113,7 @@ def drive(local: LocalSwflows, clock: Clock, gate: str, *, paused: bool) -> Any:
     board gives the claim to another meanwhile."""
     STARTED[gate], GATES[gate] = threading.Event(), threading.Event()
     sw = Swflows(local.store, Clients(), local.conf, start=False)
+    MADE.append(sw)
     board = CountingRedisBoard()
     driver = conductor.Conductor(sw, board=board, workers=2)  # type: ignore[arg-type]
     driver.leases.clock = clock
