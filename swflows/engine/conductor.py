@@ -47,8 +47,12 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-#: how often the board is looked at for jobs to claim, in seconds
+#: how often the board is listed for jobs to claim, in seconds
 POLL_SECONDS: Final = 0.5
+#: how often a conductor with room asks a Redis board whether a job was
+#: posted since its last listing (one GET), in seconds: a new job is
+#: claimed within this rather than at the next listing
+PROBE_SECONDS: Final = 0.05
 #: how long a closing conductor may take, in all: its threads, the
 #: runner's, leaving the election and the board share it (each backend
 #: call left unanswered gets at least a second)
@@ -181,6 +185,9 @@ class Conductor(jobboard.Jobs):
         #: was taken (``time.monotonic``)
         self._listing: collections.deque[Any] = collections.deque()
         self._listed_at = 0.0
+        #: how many jobs the board had seen posted before that listing
+        #: (:meth:`Board.posted`; None: the board tells, or not probed yet)
+        self._listed_posted: int | None = None
         self._last_announce = 0.0
         self.started_at = time.time()
         #: jobs settled, by how (consumed, abandoned, trashed)
@@ -189,6 +196,7 @@ class Conductor(jobboard.Jobs):
     # -- lifecycle --------------------------------------------------------
     def start(self) -> Conductor:
         self._announce()
+        self.board.on_posted(self.wake)
         self.sw.adopt_runner(self.runner)
         for target, name in (
             (self._claim_forever, "swflows-conductor"),
@@ -250,8 +258,30 @@ class Conductor(jobboard.Jobs):
             while not self._stop.is_set():
                 if not loop.run(self._claim_once):
                     self.runner.failures["claim jobs"] += 1
-                self._wake.wait(POLL_SECONDS)
-                self._wake.clear()
+                self._rest()
+
+    def _rest(self) -> None:
+        """Wait for the next pass: until woken (a drive ended, a job was
+        given back, a ZooKeeper board saw a job posted), until a job was
+        posted to a Redis board since the last listing (probed every
+        :data:`PROBE_SECONDS` while there is room), or :data:`POLL_SECONDS`."""
+        until = time.monotonic() + POLL_SECONDS
+        while not self._stop.is_set():
+            left = until - time.monotonic()
+            probing = self._listed_posted is not None and not self._full()
+            if left <= 0 or self._wake.wait(
+                min(left, PROBE_SECONDS) if probing else left
+            ):
+                break
+            if probing and self._posted_since_listing():
+                break  # with room, the listing is spent: the pass lists anew
+        self._wake.clear()
+
+    def _posted_since_listing(self) -> bool:
+        try:
+            return self.board.posted() != self._listed_posted
+        except Exception:  # the next pass meets it, and counts it
+            return False
 
     def _claim_once(self) -> None:
         failpoints.hit("conductor.claim")
@@ -279,6 +309,9 @@ class Conductor(jobboard.Jobs):
             if not listed and (
                 not self._listing or time.monotonic() - self._listed_at >= POLL_SECONDS
             ):
+                # read before the listing: a job posted in between is
+                # listed again, never missed
+                self._listed_posted = self.board.posted()
                 self._listing = collections.deque(self.board.claimable())
                 self._listed_at = time.monotonic()
                 listed = True

@@ -20,11 +20,12 @@ import json
 import logging
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from taskflow import exceptions as tf_exceptions
 from taskflow.jobs import backends as job_backends
+from taskflow.jobs import base as tf_jobs_base
 
 from swflows import exceptions, extras
 from swflows.persistence import flow_registry as flow_rows
@@ -162,6 +163,26 @@ class Board:
         if self.kind != "redis":
             return self.jobs(only_unclaimed=True)
         return sorted(self._board._fetch_jobs(), key=lambda job: job.sequence)
+
+    def posted(self) -> int | None:
+        """How many jobs were ever posted to a Redis board (its sequence,
+        one GET): a conductor with room probes it to claim a new job at
+        once rather than at its next listing.  None on ZooKeeper, whose
+        board tells of a new job itself (:meth:`on_posted`)."""
+        if self.kind != "redis":
+            return None
+        board = self._board
+        return int(board._client.get(board.sequence_key) or 0)
+
+    def on_posted(self, callback: Callable[[], None]) -> bool:
+        """Have ``callback`` called (in a thread of the board) when the
+        board sees a job posted; False where it cannot tell (Redis)."""
+        if self.kind == "redis":
+            return False
+        self._board.notifier.register(
+            tf_jobs_base.POSTED, lambda _event, details=None: callback()
+        )
+        return True
 
     @staticmethod
     def flow_of(job: Any) -> str | None:

@@ -5,6 +5,7 @@ parked flows that hold no job, poison jobs set aside."""
 from __future__ import annotations
 
 import collections
+import threading
 import contextlib
 import json
 import os
@@ -501,3 +502,27 @@ def test_jobs_are_listed_oldest_first_so_none_starves(
     finally:
         board.close()
         made.close()  # removes the board's namespace
+
+
+@pytest.mark.parametrize("kind", BOARDS)
+def test_a_board_makes_a_post_known_without_a_listing(
+    kind: str, devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    """What a resting conductor learns a new job by: a Redis board's count
+    of posts moves with each post; a ZooKeeper board calls back."""
+    made = Setup(kind, devcloud, "sqlite://", tmp_path)
+    board = made.board()
+    told = threading.Event()
+    try:
+        tells = board.on_posted(told.set)
+        before = board.posted()
+        board.post("flow-1", "job-1")
+        if kind == "redis":
+            assert not tells
+            assert before is not None and board.posted() == before + 1
+        else:
+            assert tells and board.posted() is None
+            assert told.wait(30), "the board never told of the post"
+    finally:
+        board.close()
+        made.close()

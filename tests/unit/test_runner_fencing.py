@@ -115,12 +115,25 @@ class MemoryBoard:
         self._claims: dict[str, str] = {}
         self._live: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self.sequence = 0
+        #: calls of :meth:`posted`
+        self.probes = 0
 
     def post(self, flow_id: str, name: str) -> str:
         job = types.SimpleNamespace(uuid=uuid.uuid4().hex, flow_id=flow_id, name=name)
         with self._lock:
             self._jobs[job.uuid] = job
+            self.sequence += 1
         return str(job.uuid)
+
+    def posted(self) -> int | None:
+        """The jobs ever posted, as a Redis board's sequence counts them."""
+        with self._lock:
+            self.probes += 1
+            return self.sequence
+
+    def on_posted(self, callback: Any) -> bool:
+        return False
 
     def jobs(self, *, only_unclaimed: bool = False) -> list[Any]:
         with self._lock:

@@ -1,0 +1,115 @@
+"""An idle conductor claims a job posted while it rests at once, not at its
+next listing: on a Redis board it probes the board's count of posts, on a
+ZooKeeper board the board tells it.  Counted in calls, not timed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from swflows.api import Swflows
+from swflows.clients.cloud import Clients
+from swflows.engine import conductor
+from swflows.fixture import LocalSwflows
+from tests.unit.test_runner_fencing import MemoryBoard
+
+REST_PROBES = round(conductor.POLL_SECONDS / conductor.PROBE_SECONDS)
+
+
+class TellingBoard(MemoryBoard):
+    """A board that tells of each job posted, as ZooKeeper's does, and has
+    no count of posts to probe."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.told: list[Any] = []
+
+    def posted(self) -> int | None:
+        return None
+
+    def on_posted(self, callback: Any) -> bool:
+        self.told.append(callback)
+        return True
+
+    def post(self, flow_id: str, name: str) -> str:
+        made = super().post(flow_id, name)
+        for callback in self.told:
+            callback()
+        return made
+
+
+@pytest.fixture
+def sw() -> Iterator[Swflows]:
+    with LocalSwflows() as local:
+        made = Swflows(local.store, Clients(), local.conf, start=False)
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+def resting(sw: Swflows, board: MemoryBoard, **kwargs: Any) -> conductor.Conductor:
+    """A conductor on ``board`` whose last pass found nothing to claim (its
+    threads not started: each rest is called here)."""
+    driver = conductor.Conductor(sw, board=board, **kwargs)  # type: ignore[arg-type]
+    assert driver.claim_some() == []
+    board.probes = 0
+    return driver
+
+
+class PostingOnProbe(MemoryBoard):
+    """Posts a job as the ``at``-th probe is made."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+
+    def posted(self) -> int | None:
+        if self.probes + 1 == self.at:
+            self.post("flow", "job")
+        return super().posted()
+
+
+def test_a_rest_with_nothing_posted_probes_until_the_next_listing(
+    sw: Swflows,
+) -> None:
+    board = MemoryBoard()
+    resting(sw, board, workers=2)._rest()
+    # every PROBE_SECONDS of POLL_SECONDS (the last slice may be cut short)
+    assert REST_PROBES - 2 <= board.probes <= REST_PROBES
+
+
+def test_a_job_posted_during_a_rest_ends_it_at_the_next_probe(sw: Swflows) -> None:
+    board = PostingOnProbe(at=3)
+    resting(sw, board, workers=2)._rest()
+    assert board.probes == 3  # not the rest's whole count
+
+
+def test_a_full_conductor_does_not_probe(sw: Swflows) -> None:
+    board = MemoryBoard()
+    driver = resting(sw, board, workers=1)
+    driver._held["job"] = object()  # its one slot taken
+    driver._rest()
+    assert board.probes == 0
+
+
+def test_a_board_that_tells_wakes_the_rest(sw: Swflows) -> None:
+    board = TellingBoard()
+    driver = resting(sw, board, workers=2)
+    board.on_posted(driver.wake)  # as start() registers it
+    board.post("flow", "job")
+    assert driver._wake.is_set()
+    driver._rest()  # returns at once: woken, nothing probed
+    assert board.probes == 0 and not driver._wake.is_set()
+
+
+def test_a_started_conductor_is_told_of_posts(sw: Swflows) -> None:
+    board = TellingBoard()
+    driver = conductor.Conductor(sw, board=board, workers=2)  # type: ignore[arg-type]
+    driver.start()
+    try:
+        assert board.told == [driver.wake]
+    finally:
+        driver.close()
