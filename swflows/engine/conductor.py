@@ -587,8 +587,7 @@ def reap_owners(conductor: Conductor) -> list[str]:
         driven = {job.uuid for job in conductor._held.values()}
     freed = []
     strays: set[str] = set()
-    for job in conductor.board.jobs():
-        owner = conductor.board.owner(job)
+    for job, owner in conductor.board.owned():
         if owner == conductor.name and job.uuid not in driven:
             if job.uuid not in conductor._strays:
                 strays.add(job.uuid)  # a drive may be settling it now

@@ -5,13 +5,13 @@ parked flows that hold no job, poison jobs set aside."""
 from __future__ import annotations
 
 import collections
-import threading
 import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -483,6 +483,20 @@ def test_a_flow_whose_job_was_never_posted_is_posted_again(
     assert starts(record, "a") == {flow_id: 1}
 
 
+def counted(board: Any) -> list[str]:
+    """The commands the Redis board's client sends from now on."""
+    client = board._board._client
+    sent: list[str] = []
+    send = client.execute_command
+
+    def execute(*args: Any, **kwargs: Any) -> Any:
+        sent.append(str(args[0]))
+        return send(*args, **kwargs)
+
+    client.execute_command = execute
+    return sent
+
+
 @pytest.mark.parametrize("kind", BOARDS)
 def test_jobs_are_listed_oldest_first_so_none_starves(
     kind: str, devcloud: dict[str, Any], tmp_path: Path
@@ -499,6 +513,12 @@ def test_jobs_are_listed_oldest_first_so_none_starves(
         board.claim(board.jobs()[0], "someone")
         unclaimed = [str(job.uuid) for job in board.jobs(only_unclaimed=True)]
         assert unclaimed == posted[1:]
+        assert [str(job.uuid) for job in board.listed()] == posted
+        calls = counted(board) if kind == "redis" else []
+        owned = [(str(job.uuid), owner) for job, owner in board.owned()]
+        assert owned == [(posted[0], "someone")] + [(j, None) for j in posted[1:]]
+        if kind == "redis":  # the listing and every claim, whatever the jobs
+            assert calls == ["HGETALL", "MGET"], calls
     finally:
         board.close()
         made.close()  # removes the board's namespace

@@ -147,6 +147,12 @@ class MemoryBoard:
         """Every job, claimed or not, as Redis lists them for a claim."""
         return self.jobs()
 
+    def listed(self) -> list[Any]:
+        return self.jobs()
+
+    def owned(self) -> list[tuple[Any, str | None]]:
+        return [(job, self.owner(job)) for job in self.jobs()]
+
     @staticmethod
     def flow_of(job: Any) -> str | None:
         return str(job.flow_id)
