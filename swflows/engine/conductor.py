@@ -119,6 +119,53 @@ class ClaimLeases:
             self._until.pop(job.uuid, None)
 
 
+class Resting:
+    """How a conductor waits between two passes of claiming: until woken (a
+    drive ended, a job was given back, a ZooKeeper board saw a job posted),
+    until a job was posted to a Redis board since the last listing (probed
+    every :data:`PROBE_SECONDS` while the conductor has room), or for
+    :data:`POLL_SECONDS`."""
+
+    def __init__(
+        self,
+        board: jobboard.Board,
+        stop: threading.Event,
+        wake: threading.Event,
+        full: Callable[[], bool],
+    ) -> None:
+        self.board = board
+        self._stop = stop
+        self._wake = wake
+        self._full = full
+        #: how many jobs the board had seen posted before the last listing
+        #: (:meth:`Board.posted`; None: the board tells, or none listed yet)
+        self.listed_posted: int | None = None
+
+    def listing(self) -> None:
+        """A listing of the board follows: what it covers is read first,
+        so a job posted in between is seen as new, never missed."""
+        self.listed_posted = self.board.posted()
+
+    def rest(self) -> None:
+        until = time.monotonic() + POLL_SECONDS
+        while not self._stop.is_set():
+            left = until - time.monotonic()
+            probing = self.listed_posted is not None and not self._full()
+            if left <= 0 or self._wake.wait(
+                min(left, PROBE_SECONDS) if probing else left
+            ):
+                break
+            if probing and self._posted_since_listing():
+                break  # with room, the listing is spent: the pass lists anew
+        self._wake.clear()
+
+    def _posted_since_listing(self) -> bool:
+        try:
+            return self.board.posted() != self.listed_posted
+        except Exception:  # the next pass meets it, and counts it
+            return False
+
+
 class Host(Protocol):
     """What a conductor needs of the instance it serves (a
     :class:`swflows.Swflows`): its options and services, and to adopt the
@@ -185,9 +232,7 @@ class Conductor(jobboard.Jobs):
         #: was taken (``time.monotonic``)
         self._listing: collections.deque[Any] = collections.deque()
         self._listed_at = 0.0
-        #: how many jobs the board had seen posted before that listing
-        #: (:meth:`Board.posted`; None: the board tells, or not probed yet)
-        self._listed_posted: int | None = None
+        self.resting = Resting(board, self._stop, self._wake, self._full)
         self._last_announce = 0.0
         self.started_at = time.time()
         #: jobs settled, by how (consumed, abandoned, trashed)
@@ -258,30 +303,7 @@ class Conductor(jobboard.Jobs):
             while not self._stop.is_set():
                 if not loop.run(self._claim_once):
                     self.runner.failures["claim jobs"] += 1
-                self._rest()
-
-    def _rest(self) -> None:
-        """Wait for the next pass: until woken (a drive ended, a job was
-        given back, a ZooKeeper board saw a job posted), until a job was
-        posted to a Redis board since the last listing (probed every
-        :data:`PROBE_SECONDS` while there is room), or :data:`POLL_SECONDS`."""
-        until = time.monotonic() + POLL_SECONDS
-        while not self._stop.is_set():
-            left = until - time.monotonic()
-            probing = self._listed_posted is not None and not self._full()
-            if left <= 0 or self._wake.wait(
-                min(left, PROBE_SECONDS) if probing else left
-            ):
-                break
-            if probing and self._posted_since_listing():
-                break  # with room, the listing is spent: the pass lists anew
-        self._wake.clear()
-
-    def _posted_since_listing(self) -> bool:
-        try:
-            return self.board.posted() != self._listed_posted
-        except Exception:  # the next pass meets it, and counts it
-            return False
+                self.resting.rest()
 
     def _claim_once(self) -> None:
         failpoints.hit("conductor.claim")
@@ -309,9 +331,7 @@ class Conductor(jobboard.Jobs):
             if not listed and (
                 not self._listing or time.monotonic() - self._listed_at >= POLL_SECONDS
             ):
-                # read before the listing: a job posted in between is
-                # listed again, never missed
-                self._listed_posted = self.board.posted()
+                self.resting.listing()
                 self._listing = collections.deque(self.board.claimable())
                 self._listed_at = time.monotonic()
                 listed = True

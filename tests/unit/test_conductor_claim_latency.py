@@ -76,14 +76,14 @@ def test_a_rest_with_nothing_posted_probes_until_the_next_listing(
     sw: Swflows,
 ) -> None:
     board = MemoryBoard()
-    resting(sw, board, workers=2)._rest()
+    resting(sw, board, workers=2).resting.rest()
     # every PROBE_SECONDS of POLL_SECONDS (the last slice may be cut short)
     assert REST_PROBES - 2 <= board.probes <= REST_PROBES
 
 
 def test_a_job_posted_during_a_rest_ends_it_at_the_next_probe(sw: Swflows) -> None:
     board = PostingOnProbe(at=3)
-    resting(sw, board, workers=2)._rest()
+    resting(sw, board, workers=2).resting.rest()
     assert board.probes == 3  # not the rest's whole count
 
 
@@ -91,7 +91,7 @@ def test_a_full_conductor_does_not_probe(sw: Swflows) -> None:
     board = MemoryBoard()
     driver = resting(sw, board, workers=1)
     driver._held["job"] = object()  # its one slot taken
-    driver._rest()
+    driver.resting.rest()
     assert board.probes == 0
 
 
@@ -101,7 +101,7 @@ def test_a_board_that_tells_wakes_the_rest(sw: Swflows) -> None:
     board.on_posted(driver.wake)  # as start() registers it
     board.post("flow", "job")
     assert driver._wake.is_set()
-    driver._rest()  # returns at once: woken, nothing probed
+    driver.resting.rest()  # returns at once: woken, nothing probed
     assert board.probes == 0 and not driver._wake.is_set()
 
 
