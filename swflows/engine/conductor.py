@@ -200,7 +200,10 @@ class Conductor(jobboard.Jobs):
         if board is None:
             if not conf.jobboard.enabled:
                 raise ValueError("a conductor needs [jobboard] enabled = true")
-            board = jobboard.Board.from_conf(conf).connect()
+            # a conductor starts through a blip of its board's connections
+            board = jobboard.Board.from_conf(conf).connect(
+                patience=float(conf.jobboard.claim_expiry)
+            )
         self.sw = sw
         self.board = board
         self.runner: engine_runner.Runner = engine_runner.Runner(

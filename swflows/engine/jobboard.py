@@ -44,6 +44,10 @@ DEFAULT_NAMESPACE: Final = "swflows"
 #: errors of a board operation that lost a race (the job is gone or owned
 #: by another): not failures of the board itself
 RACES: Final = (tf_exceptions.NotFound, tf_exceptions.UnclaimableJob)
+#: the first and the longest pause between two attempts to connect to a
+#: board (:meth:`Board.connect` with patience), in seconds
+CONNECT_PAUSE: Final = 0.5
+CONNECT_PAUSE_MOST: Final = 4.0
 #: the claims a Redis board is asked for in one call (:meth:`Board.owned`)
 OWNERS_AT_ONCE: Final = 1000
 
@@ -111,6 +115,7 @@ class Board:
         self.kind = str(self.conf["board"])
         self.claim_expiry = float(claim_expiry)
         extras.require(self.kind, f"a {self.kind} jobboard ([jobboard] backend_url)")
+        self._name = name
         self._board: Any = job_backends.fetch(name, dict(self.conf))
         self._presence: Any = None
 
@@ -118,15 +123,34 @@ class Board:
     def from_conf(cls, conf: cfg.ConfigOpts) -> Board:
         return cls(conf.jobboard.backend_url, conf.jobboard.claim_expiry)
 
-    def connect(self) -> Board:
-        try:
-            self._board.connect()
-        except Exception as exc:
-            where = self.conf.get("hosts") or f"{self.conf['host']}:{self.conf['port']}"
-            raise exceptions.SwflowsError(
-                f"jobboard {self.kind} at {where} unreachable: {exc}"
-            ) from None
-        return self
+    def connect(self, patience: float = 0.0) -> Board:
+        """Connect; SwflowsError naming the board if it cannot be reached.
+
+        With ``patience`` (seconds), a failed attempt is made again, on a
+        new client, until that much time has passed: a conductor started
+        while its board's connections are being reset (ZooKeeper losing
+        the connection during TaskFlow's set-up after it) starts all the
+        same instead of exiting."""
+        deadline = time.monotonic() + patience
+        pause = CONNECT_PAUSE
+        while True:
+            try:
+                self._board.connect()
+                return self
+            except Exception as exc:
+                where = (
+                    self.conf.get("hosts") or f"{self.conf['host']}:{self.conf['port']}"
+                )
+                failed = f"jobboard {self.kind} at {where} unreachable: {exc}"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise exceptions.SwflowsError(failed) from None
+            LOG.warning("%s; trying again (for %.0f s more)", failed, left)
+            with contextlib.suppress(Exception):
+                self._board.close()
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, CONNECT_PAUSE_MOST)
+            self._board = job_backends.fetch(self._name, dict(self.conf))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
