@@ -145,7 +145,7 @@ class Board:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise exceptions.SwflowsError(failed) from None
-            LOG.warning("%s; trying again (for %.0f s more)", failed, left)
+            LOG.warning("trying again for %.0f s more: %s", left, failed)
             with contextlib.suppress(Exception):
                 self._board.close()
             time.sleep(min(pause, left))

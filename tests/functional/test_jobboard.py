@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -545,4 +546,90 @@ def test_a_board_makes_a_post_known_without_a_listing(
             assert told.wait(30), "the board never told of the post"
     finally:
         board.close()
+        made.close()
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def unreached_setup(
+    devcloud: dict[str, Any], pg_url: str, folder: Path, claim_expiry: int
+) -> tuple[Setup, int]:
+    """A configuration whose Redis board is at a port nobody listens on."""
+    made = Setup("redis", devcloud, pg_url, folder, claim_expiry=claim_expiry)
+    port = free_port()
+    text = made.conf_path.read_text().replace(
+        f"{REDIS_URL}?", f"redis://127.0.0.1:{port}/0?"
+    )
+    made.conf_path.write_text(text)
+    return made, port
+
+
+def test_a_conductor_started_before_its_board_starts_once_it_is_up(
+    devcloud: dict[str, Any], pg_url: str, tmp_path: Path
+) -> None:
+    made, port = unreached_setup(devcloud, pg_url, tmp_path, claim_expiry=60)
+    server = None
+    try:
+        conducting = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swflows.cli",
+                "--config-file",
+                str(made.conf_path),
+                "conductor",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        made.procs.append(conducting)
+        assert conducting.stderr is not None and conducting.stdout is not None
+        first = conducting.stderr.readline()
+        assert "unreachable" in first and "trying again" in first, first
+        server = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        line = conducting.stdout.readline()  # within the patience: 60 s
+        assert line.startswith("conductor "), line
+    finally:
+        made.close()
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def test_a_conductor_whose_board_never_comes_exits_after_its_patience(
+    devcloud: dict[str, Any], pg_url: str, tmp_path: Path
+) -> None:
+    made, port = unreached_setup(devcloud, pg_url, tmp_path, claim_expiry=6)
+    try:
+        ran = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "swflows.cli",
+                "--config-file",
+                str(made.conf_path),
+                "conductor",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode != 0 and not ran.stdout
+        lines = ran.stderr.strip().splitlines()
+        assert any("trying again" in line for line in lines), ran.stderr
+        (error,) = [line for line in lines if line.startswith("swflows: error:")]
+        assert f"jobboard redis at 127.0.0.1:{port} unreachable" in error, lines
+    finally:
         made.close()
