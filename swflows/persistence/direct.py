@@ -109,8 +109,11 @@ class _Compiled:
 
     def parameters(self, given: Mapping[str, Any]) -> Any:
         values = given
-        if self.computed:
-            values = {key: make() for key, make in self.computed} | dict(given)
+        if self.computed:  # a Python default made only where none was given
+            values = dict(given)
+            for key, make in self.computed:
+                if key not in values:
+                    values[key] = make()
         bound = []
         for name, key, required, default, process in self.binds:
             if key in values:

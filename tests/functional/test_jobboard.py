@@ -66,6 +66,11 @@ def board_url(
     return f"zookeeper://{hosts}/{namespace}?timeout={claim_expiry}"
 
 
+def child_env() -> dict[str, str]:
+    """The environment of the ``swflows`` processes the tests start."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 class Setup:
     """One test's configuration: its own tables, its own board namespace."""
 
@@ -100,20 +105,23 @@ class Setup:
     def board(self) -> jobboard.Board:
         return jobboard.Board.from_conf(self.conf()).connect()
 
+    def argv(self, *args: str) -> list[str]:
+        """The command line of ``swflows`` on this configuration."""
+        return [
+            sys.executable,
+            "-m",
+            "swflows.cli",
+            "--config-file",
+            str(self.conf_path),
+            *args,
+        ]
+
     def conductor(self) -> subprocess.Popen[str]:
         """Start a conductor process; returned once it runs."""
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "swflows.cli",
-                "--config-file",
-                str(self.conf_path),
-                "conductor",
-            ],
+            self.argv("conductor"),
             cwd=ROOT,
-            env=env,
+            env=child_env(),
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -124,18 +132,10 @@ class Setup:
         return proc
 
     def cli(self, *args: str) -> str:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "swflows.cli",
-                "--config-file",
-                str(self.conf_path),
-                *args,
-            ],
+            self.argv(*args),
             cwd=ROOT,
-            env=env,
+            env=child_env(),
             capture_output=True,
             text=True,
             check=True,
@@ -575,16 +575,9 @@ def test_a_conductor_started_before_its_board_starts_once_it_is_up(
     server = None
     try:
         conducting = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "swflows.cli",
-                "--config-file",
-                str(made.conf_path),
-                "conductor",
-            ],
+            made.argv("conductor"),
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=child_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -612,16 +605,9 @@ def test_a_conductor_whose_board_never_comes_exits_after_its_patience(
     made, port = unreached_setup(devcloud, pg_url, tmp_path, claim_expiry=6)
     try:
         ran = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "swflows.cli",
-                "--config-file",
-                str(made.conf_path),
-                "conductor",
-            ],
+            made.argv("conductor"),
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=child_env(),
             capture_output=True,
             text=True,
             timeout=120,
