@@ -98,9 +98,18 @@ class Results(Base):
         return self.show(deployment_id)
 
     def _wait_outcome(self, deployment_id: str, timeout: float | None) -> None:
+        interval = float(self.conf.watcher.poll_interval)
+        started = time.monotonic()
+
+        def rest(_: tenacity.RetryCallState) -> float:
+            if timeout is None:
+                return interval
+            # never past the caller's bound: the last look comes at it
+            return max(0.0, min(interval, started + timeout - time.monotonic()))
+
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda status: status == states.IN_PROGRESS),
-            wait=tenacity.wait_fixed(float(self.conf.watcher.poll_interval)),
+            wait=rest,
             stop=(
                 tenacity.stop_after_delay(timeout)
                 if timeout is not None

@@ -89,6 +89,31 @@ def test_a_blocking_wait_ends_at_its_bound_not_at_the_next_look(
         assert local.sw.wait(caught.value.deployment_id, timeout=30).is_terminal
 
 
+def test_a_wait_for_a_custom_flows_outcome_ends_at_its_bound() -> None:
+    """A deployment a custom flow works on is waited for by looking at its
+    status every poll interval; the last look comes at the bound, not one
+    whole interval after it."""
+    from types import SimpleNamespace
+
+    from swflows.api import results
+
+    waiter = object.__new__(results.Results)
+    waiter.conf = SimpleNamespace(watcher=SimpleNamespace(poll_interval=5))
+    looks: list[float] = []
+
+    def show(deployment_id: str) -> Any:
+        looks.append(time.monotonic())
+        return SimpleNamespace(status=states.IN_PROGRESS)
+
+    waiter.show = show  # type: ignore[method-assign,assignment]
+    begun = time.monotonic()
+    with pytest.raises(exceptions.WaitTimeout):
+        waiter._wait_outcome("deployment", 0.3)
+    assert time.monotonic() - begun < 2
+    assert len(looks) >= 2  # the first at once, the last at the bound
+    assert looks[-1] - begun >= 0.3
+
+
 def test_a_deploy_made_again_returns_the_deployment_it_made(
     local: LocalSwflows,
 ) -> None:
