@@ -141,6 +141,10 @@ class Driving(Results):
                 return False if flow_id in self._recording else None
             return not drive.lost
 
+    def _ending_here(self, flow_id: str) -> bool:
+        with self._lock:
+            return flow_id in self._drives or flow_id in self._recording
+
     def progress_of(self, flow_id: str) -> threading.Event | None:
         """An event set each time a step of ``flow_id``, driven here, that
         writes its deployment's row succeeds (a task whose ``writes_row``

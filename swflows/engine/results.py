@@ -202,8 +202,7 @@ class Results:
             if row is None:
                 future = self._known_future(flow_id)
                 if future is not None:  # ended here: its outcome is being set
-                    with contextlib.suppress(concurrent.futures.TimeoutError):
-                        future.result(interval)
+                    self._outcome_once_set(flow_id, future, interval)
                 return
             if row.state == flow_rows.BROKEN:
                 raise exceptions.FlowError(None, f"flow {flow_id}: {row.note}")
@@ -213,6 +212,31 @@ class Results:
                     timeout,
                     flow_id=flow_id if row.kind == CUSTOM else None,
                 )
+
+    def _outcome_once_set(
+        self,
+        flow_id: str,
+        future: concurrent.futures.Future[str],
+        interval: float,
+    ) -> None:
+        """Return (or raise the flow's error) once the outcome of a flow
+        whose row is gone is set.  Its row goes before its outcome is set
+        (:meth:`_record_end`, then :meth:`_finish`): on a busy machine the
+        drive may be held between the two for longer than ``interval``,
+        and a wait that gave up then returned as if the flow had succeeded.
+        It gives up only once no drive here is ending the flow (another
+        runner ended it, after this one lost it)."""
+        while True:
+            try:
+                future.result(interval)
+                return
+            except concurrent.futures.TimeoutError:
+                if not (future.done() or self._ending_here(flow_id)):
+                    return
+
+    def _ending_here(self, flow_id: str) -> bool:
+        """Whether a drive here runs ``flow_id`` or records how it ended."""
+        return False
 
     def _unrecorded(self, flow_id: str) -> bool:
         """Whether ``flow_id`` was launched here and its row is not written

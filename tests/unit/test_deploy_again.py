@@ -114,6 +114,31 @@ def test_a_wait_for_a_custom_flows_outcome_ends_at_its_bound() -> None:
     assert looks[-1] - begun >= 0.3
 
 
+def test_a_failed_flow_whose_outcome_comes_late_still_fails_its_waiter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flow's row goes before its outcome is set: a drive held between
+    the two for longer than the poll interval (a busy machine) had a
+    blocking deploy return the deployment FAILED, as if its flow had
+    succeeded, instead of raising the flow's error."""
+    with LocalSwflows(overrides={"watcher": {"poll_interval": 0.1}}) as local:
+        runner = local.sw.runner
+        finish = runner._finish
+
+        def late(flow_id: str, error: BaseException | None) -> None:
+            time.sleep(1.0)
+            finish(flow_id, error)
+
+        monkeypatch.setattr(runner, "_finish", late)
+        config = local.sw.create_config("app", "#!/bin/sh\n", group="script")
+        unpublishable = exceptions.SwflowsError("the metadata could not be published")
+        with (
+            failpoints.armed("metadata.publish", failpoints.fail(unpublishable)),
+            pytest.raises(exceptions.SwflowsError, match="could not be published"),
+        ):
+            local.sw.deploy(local.new_server(), config.id, wait_timeout=30)
+
+
 def test_a_deploy_made_again_returns_the_deployment_it_made(
     local: LocalSwflows,
 ) -> None:
