@@ -163,6 +163,11 @@ class Results(Base):
             except exceptions.DeploymentNotFound:
                 if ended:
                     raise
+                if progressed is None and self.runner.registry.get(flow_id) is None:
+                    # it ended in another process without writing the row
+                    kept = self.runner.kept_error(flow_id)
+                    if kept is not None:
+                        raise kept from None
                 return None
             if found.generation < generation and not ended:
                 return None  # the row as it was before this action

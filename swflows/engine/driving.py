@@ -415,27 +415,16 @@ class Driving(Results):
             )
             return
         if state in (tf_states.SUCCESS, tf_states.REVERTED):
-            if state == tf_states.REVERTED:
-                LOG.warning(
-                    "flow %s reverted: %s",
-                    flow_id,
-                    faults.describe(error) if error is not None else "cancelled",
-                )
-                if drive.deployment_id:
-                    # before its row goes: its deployment is never left
-                    # IN_PROGRESS with nothing to end it
-                    end_left_running(
-                        self.services,
-                        drive,
-                        signals.orphaned_outcome(
-                            f"flow {flow_id} reverted without ending it: "
-                            + (faults.describe(error) if error else "cancelled")
-                        ),
-                    )
-                    let_go_of_removed(self.services, drive.deployment_id)
+            removed = state == tf_states.REVERTED and after_revert(
+                self.services, drive, error
+            )
             # the end is the drive's last write, fenced as the others: its
             # SUCCESS was held for it (logbook.Fenced.may_hold_flow)
             outcome = self._outcome(drive, state, error) if drive.custom else None
+            if removed and error is not None:
+                # a new deployment whose creation reverted leaves no row:
+                # why it failed is kept for a waiter in another process
+                outcome = kept_failure(error)
             if not self._record_end(flow_id, outcome):
                 drive.lost = True
                 return
@@ -673,14 +662,36 @@ def still_waiting(services: Services, waiting: dict[str, Any]) -> Deployment | N
     return row
 
 
-def let_go_of_removed(services: Services, deployment_id: str) -> None:
+def after_revert(
+    services: Services, drive: _Drive, error: BaseException | None
+) -> bool:
+    """What follows a flow's revert, before its row goes: its deployment
+    is never left IN_PROGRESS with nothing to end it, and a new one the
+    revert removed lets go of its trust.  Whether that deployment is gone
+    (False for a flow of no deployment)."""
+    why = faults.describe(error) if error is not None else "cancelled"
+    LOG.warning("flow %s reverted: %s", drive.flow_id, why)
+    if not drive.deployment_id:
+        return False
+    end_left_running(
+        services,
+        drive,
+        signals.orphaned_outcome(
+            f"flow {drive.flow_id} reverted without ending it: {why}"
+        ),
+    )
+    return let_go_of_removed(services, drive.deployment_id)
+
+
+def let_go_of_removed(services: Services, deployment_id: str) -> bool:
     """After a revert removed a new deployment: its owner row and its
     trust, which the revert's last steps still needed, go too.  What
-    fails here is left to the sweeper (:mod:`swflows.engine.sweeper`)."""
+    fails here is left to the sweeper (:mod:`swflows.engine.sweeper`).
+    Whether the deployment is gone."""
     store = services.store
     try:
         store.get_deployment(deployment_id)
-        return  # it stays (an action on it reverted, not its creation)
+        return False  # it stays (an action on it reverted, not its creation)
     except exceptions.DeploymentNotFound:
         pass
     try:
@@ -691,6 +702,18 @@ def let_go_of_removed(services: Services, deployment_id: str) -> None:
             deployment_id,
             faults.describe(exc),
         )
+    return True
+
+
+def kept_failure(error: BaseException) -> dict[str, Any]:
+    """What the store keeps of a flow that reverted the creation of its
+    deployment, in place of its logbook's steps (see
+    :meth:`~swflows.engine.results.Results.kept_error`)."""
+    return {
+        "state": tf_states.REVERTED,
+        "error": faults.describe(error),
+        "ended_at": time.time(),
+    }
 
 
 def end_left_running(

@@ -25,7 +25,7 @@ from swflows.services import Services
 LOG = logging.getLogger(__name__)
 
 #: the logbook meta key holding swflows' own description of a flow
-META_KEY = "swflows"
+META_KEY = flow_rows.META_KEY
 #: how many ended flows' outcomes a runner keeps for a wait() that comes late
 FINISHED_KEPT = 1024
 #: the flows-table kind of a developer's own flow
@@ -134,15 +134,30 @@ class Results:
             book.meta = meta
             conn.save_logbook(book)
 
-    def result_of(self, flow_id: str) -> dict[str, Any] | None:
-        """A custom flow's stored outcome (``state``, ``result``, ``error``,
-        ``factory``); None while it has none (not ended, or unknown)."""
+    def _kept(self, flow_id: str) -> dict[str, Any]:
+        """What the store keeps of an ended flow in its logbook's meta
+        (empty when there is nothing)."""
         try:
             with self._connection() as conn:
                 book = conn.get_logbook(flow_id, lazy=True)
         except Exception:
+            return {}
+        return dict((book.meta or {}).get(META_KEY) or {})
+
+    def kept_error(self, flow_id: str) -> exceptions.FlowError | None:
+        """The error a deploy flow that reverted the creation of its
+        deployment ended with, as kept in the store for a caller in another
+        process (an hour, :data:`~swflows.persistence.flow_registry.
+        KEPT_FAILURE_SECONDS`); None when none is kept."""
+        meta = self._kept(flow_id)
+        if meta.get("kind") == CUSTOM or "state" not in meta:
             return None
-        meta = dict((book.meta or {}).get(META_KEY) or {})
+        return stored_error(flow_id, meta)
+
+    def result_of(self, flow_id: str) -> dict[str, Any] | None:
+        """A custom flow's stored outcome (``state``, ``result``, ``error``,
+        ``factory``); None while it has none (not ended, or unknown)."""
+        meta = self._kept(flow_id)
         if meta.get("kind") != CUSTOM or "state" not in meta:
             return None
         return {
@@ -203,6 +218,10 @@ class Results:
                 future = self._known_future(flow_id)
                 if future is not None:  # ended here: its outcome is being set
                     self._outcome_once_set(flow_id, future, interval)
+                    return
+                kept = self.kept_error(flow_id)  # ended in another process
+                if kept is not None:
+                    raise kept
                 return
             if row.state == flow_rows.BROKEN:
                 raise exceptions.FlowError(None, f"flow {flow_id}: {row.note}")

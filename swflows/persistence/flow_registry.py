@@ -59,6 +59,12 @@ CUSTOM: Final = "custom"
 ACTION_FLOWS: Final = frozenset({"deploy", "redeploy", "undeploy", "trigger"})
 #: how the ``note`` of an unfinished flow says it was asked to cancel
 CANCEL_NOTE: Final = "cancelled"
+#: how long the failure of a flow that reverted its deployment's creation
+#: is kept in its logbook for a caller in another process, in seconds
+#: (:func:`forget_kept_failures`)
+KEPT_FAILURE_SECONDS: Final = 3600.0
+#: the logbook meta key holding swflows' own description of a flow
+META_KEY: Final = "swflows"
 
 
 def new_owner(token: str) -> str:
@@ -801,6 +807,40 @@ def end_flow(
         return bool(removed)
 
     return registry._store._write("end flow", op)
+
+
+def forget_kept_failures(
+    registry: FlowRegistry, now: _dt.datetime | None = None
+) -> int:
+    """Remove the failures kept longer than :data:`KEPT_FAILURE_SECONDS`
+    (:func:`end_flow` with ``keep_book`` and a ``state``, for a flow other
+    than a developer's, whose outcome stays until it is asked to go);
+    how many.  Only a logbook with no flow row, last written before the
+    cutoff, whose meta holds an ended state, is removed."""
+    t = registry._table
+    books = registry._store.tables.tf_logbooks
+    cutoff = (now or model.utcnow()) - _dt.timedelta(seconds=KEPT_FAILURE_SECONDS)
+    candidates = (
+        sa.select(books.c.uuid, books.c.meta)
+        .where(
+            sa.func.coalesce(books.c.updated_at, books.c.created_at) < cutoff,
+            sa.not_(books.c.name.like(f"swflows-{CUSTOM}-%")),
+            sa.not_(sa.exists().where(t.c.id == books.c.uuid)),
+        )
+        .limit(1000)
+    )
+
+    def op(conn: sa.Connection) -> int:
+        kept = [
+            row.uuid
+            for row in conn.execute(candidates)
+            if "state" in dict((row.meta or {}).get(META_KEY) or {})
+        ]
+        if kept:
+            conn.execute(books.delete().where(books.c.uuid.in_(kept)))
+        return len(kept)
+
+    return registry._store._write("forget kept failures", op)
 
 
 def park_statement(t: sa.Table) -> Any:

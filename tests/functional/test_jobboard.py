@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ import redis
 import requests
 
 from swflows import conf as sw_conf
-from swflows import exceptions, states
+from swflows import exceptions, model, states
 from swflows.api import Swflows
 from swflows.engine import conductor, jobboard
 from swflows.persistence import flow_registry as flow_rows
@@ -619,3 +620,36 @@ def test_a_conductor_whose_board_never_comes_exits_after_its_patience(
         assert f"jobboard redis at 127.0.0.1:{port} unreachable" in error, lines
     finally:
         made.close()
+
+
+def test_a_deploy_that_fails_before_its_row_tells_its_caller_why(
+    setup: Setup, sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conductor's deploy that reverts before writing its deployment
+    keeps why in the store: the caller in the posting process, blocking or
+    not, gets that error, not "deployment not found" (the error had died
+    with the conductor's process).  What is kept goes after an hour."""
+    monkeypatch.setenv("SWFLOWS_FAILPOINTS", "deployment.create=fail")
+    setup.conductor()
+    config = sw.create_config("app", "#!/bin/sh\necho hi\n", group="script")
+    for wait in (True, False):
+        deployment_id = str(uuid.uuid4())
+        with pytest.raises(exceptions.FlowError, match=r"failpoint deployment\.create"):
+            sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                deployment_id=deployment_id,
+                wait=wait,
+                wait_timeout=60,
+            )
+        with pytest.raises(exceptions.DeploymentNotFound):
+            sw.show(deployment_id)
+        assert sw.list_flows(deployment_id=deployment_id) == []
+        assert leftovers(sw, deployment_id) == {}
+    registry = sw.runner.registry
+    assert flow_rows.forget_kept_failures(registry) == 0  # kept for now
+    hour_on = model.utcnow() + datetime.timedelta(
+        seconds=flow_rows.KEPT_FAILURE_SECONDS + 60
+    )
+    assert flow_rows.forget_kept_failures(registry, now=hour_on) == 2
+    assert flow_rows.forget_kept_failures(registry, now=hour_on) == 0

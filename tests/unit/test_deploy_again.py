@@ -7,6 +7,7 @@ busy installation with no conductor free would hold it)."""
 
 from __future__ import annotations
 
+import datetime
 import pathlib
 import re
 import threading
@@ -137,6 +138,48 @@ def test_a_failed_flow_whose_outcome_comes_late_still_fails_its_waiter(
             pytest.raises(exceptions.SwflowsError, match="could not be published"),
         ):
             local.sw.deploy(local.new_server(), config.id, wait_timeout=30)
+
+
+def test_only_a_kept_failure_past_its_hour_is_forgotten() -> None:
+    """A deploy that reverts before writing its deployment keeps why in
+    its logbook; the sweep forgets it after an hour, never the logbook of
+    a flow still running, nor a failure kept less than the hour."""
+    from swflows.persistence import flow_registry as flow_rows
+
+    failing, release = threading.Event(), threading.Event()
+
+    def create(name: str) -> None:
+        if failing.is_set():
+            raise failpoints.FailpointError(name)
+        release.wait(30)
+
+    # an engine each: a round held in one flow's step would hold the other
+    rounds_off = {"runner": {"launch_batch": 0}}
+    with (
+        LocalSwflows(overrides=rounds_off) as local,
+        failpoints.armed("deployment.create", create),
+    ):
+        sw = local.sw
+        registry = sw.runner.registry
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+        hour_on = model.utcnow() + datetime.timedelta(
+            seconds=flow_rows.KEPT_FAILURE_SECONDS + 60
+        )
+        with pytest.raises(exceptions.WaitTimeout) as queued:
+            sw.deploy(local.new_server(), config.id, wait=False, wait_timeout=0.01)
+        running = queued.value.deployment_id
+        while failpoints.hits("deployment.create") < 1:
+            time.sleep(0.01)
+        failing.set()
+        with pytest.raises(failpoints.FailpointError):  # its own error, here
+            sw.deploy(local.new_server(), config.id, wait_timeout=30)
+        assert flow_rows.forget_kept_failures(registry) == 0
+        assert flow_rows.forget_kept_failures(registry, now=hour_on) == 1
+        assert flow_rows.forget_kept_failures(registry, now=hour_on) == 0
+        assert sw.list_flows(deployment_id=running) != []  # still running
+        failing.clear()
+        release.set()
+        assert sw.wait(running, timeout=30).is_terminal
 
 
 def test_a_deploy_made_again_returns_the_deployment_it_made(
