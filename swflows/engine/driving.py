@@ -421,7 +421,7 @@ class Driving(Results):
             # the end is the drive's last write, fenced as the others: its
             # SUCCESS was held for it (logbook.Fenced.may_hold_flow)
             outcome = self._outcome(drive, state, error) if drive.custom else None
-            if removed and error is not None:
+            if removed and error is not None and kind_of(drive) == "deploy":
                 # a new deployment whose creation reverted leaves no row:
                 # why it failed is kept for a waiter in another process
                 outcome = kept_failure(error)
@@ -703,6 +703,14 @@ def let_go_of_removed(services: Services, deployment_id: str) -> bool:
             faults.describe(exc),
         )
     return True
+
+
+def kind_of(drive: _Drive) -> str | None:
+    """The kind of flow a drive runs (``deploy``, ``undeploy``...), as
+    its logbook's detail says."""
+    meta = drive.engine.storage.flow_meta.get(flow_rows.META_KEY) or {}
+    kind = meta.get("kind")
+    return None if kind is None else str(kind)
 
 
 def kept_failure(error: BaseException) -> dict[str, Any]:
