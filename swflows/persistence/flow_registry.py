@@ -813,10 +813,10 @@ def forget_kept_failures(
     registry: FlowRegistry, now: _dt.datetime | None = None
 ) -> int:
     """Remove the failures kept longer than :data:`KEPT_FAILURE_SECONDS`
-    (:func:`end_flow` with ``keep_book`` and a ``state``, for a flow other
-    than a developer's, whose outcome stays until it is asked to go);
-    how many.  Only a logbook with no flow row, last written before the
-    cutoff, whose meta holds an ended state, is removed."""
+    (a deploy's, kept by :func:`end_flow` with ``keep_book``); how many.
+    Only a logbook with no flow row, last written before the cutoff, not
+    a developer's flow's (its outcome stays until it is asked to go), and
+    whose meta holds an ended state, is removed."""
     t = registry._table
     books = registry._store.tables.tf_logbooks
     cutoff = (now or model.utcnow()) - _dt.timedelta(seconds=KEPT_FAILURE_SECONDS)
