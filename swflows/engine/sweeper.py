@@ -109,7 +109,10 @@ class Sweeper:
             ("sweeping trusts", self.sweep_trusts),
             ("forgetting the deleted", self.services.store.forget_deleted),
             ("forgetting sent results", self.outbox.forget_expired),
-            ("forgetting kept failures", self._forget_kept_failures),
+            (
+                "forgetting kept failures",
+                lambda: flow_rows.forget_kept_failures(self.registry),
+            ),
         ):
             try:
                 failpoints.hit(f"sweeper.{step.rpartition(' ')[2]}")
@@ -121,9 +124,6 @@ class Sweeper:
                 self.contain(step, exc)
         if not failed:
             self.loop.ok()
-
-    def _forget_kept_failures(self) -> None:
-        flow_rows.forget_kept_failures(flow_rows.FlowRegistry(self.services.store))
 
     def send_results(self) -> None:
         """Send the results of the deployments that ended (every cycle:
