@@ -45,6 +45,18 @@ def _until_set(event: threading.Event) -> Callable[[float], None]:
     return sleep
 
 
+def _is_outage(exc: BaseException) -> bool:
+    from swflows.engine import faults  # not at import: a CLI reading rows
+
+    return faults.is_outage(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    from swflows.engine import faults
+
+    return faults.describe(exc)
+
+
 class Results(Base):
     """Deployments as stored, and waiting until no flow works on them."""
 
@@ -128,6 +140,10 @@ class Results(Base):
             return self.show(deployment_id).generation >= generation
         except exceptions.DeploymentNotFound:
             return False
+        except Exception as exc:
+            if _is_outage(exc):
+                return True  # not known: the store is out of reach
+            raise
 
     def _result(
         self,
@@ -147,7 +163,8 @@ class Results(Base):
             try:
                 self.runner.wait(flow_id, wait_timeout)
             except exceptions.WaitTimeout as exc:
-                if self._started(deployment_id, generation):
+                self._withdraw(deployment_id, flow_id, wait_timeout or 0)
+                if exc.started and self._started(deployment_id, generation):
                     raise
                 raise exceptions.WaitTimeout(
                     deployment_id, wait_timeout or 0, started=False
@@ -158,6 +175,14 @@ class Results(Base):
             ended = future.done()
             if ended:
                 future.result()  # raise the flow's error, if any
+            try:
+                return look_stored(ended)
+            except Exception as exc:
+                if ended or not _is_outage(exc):
+                    raise
+                return None  # looked at again: its flow goes on
+
+        def look_stored(ended: bool) -> model.Deployment | None:
             try:
                 found = self.show(deployment_id)
             except exceptions.DeploymentNotFound:
@@ -191,7 +216,28 @@ class Results(Base):
         )
         found: model.Deployment | None = retrying(look)
         if found is None:
+            self._withdraw(deployment_id, flow_id, limit)
             # its flow is recorded (a job posted) and runs later: never
             # NotFound, which would have the caller deploy it again
             raise exceptions.WaitTimeout(deployment_id, limit, started=False)
         return found
+
+    def _withdraw(self, deployment_id: str, flow_id: str, seconds: float) -> None:
+        """Raise why a new flow whose caller gives up was dropped, when it
+        could be (it waits for a round here, and each try to write it
+        failed before it could commit): nothing of it is kept, and it never
+        runs.  Else it is recorded, or may be, or runs later."""
+
+        def error(failure: BaseException) -> BaseException:
+            made = exceptions.FlowError(
+                None,
+                f"deployment {deployment_id} not recorded after {seconds:g} s: "
+                f"the database was unreachable ({_describe(failure)}); "
+                "nothing of it is kept and it does not run: deploy it again",
+            )
+            made.__cause__ = failure
+            return made
+
+        withdrawn = self.runner.withdraw(flow_id, error)
+        if withdrawn is not None:
+            raise withdrawn

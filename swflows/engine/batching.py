@@ -39,6 +39,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from oslo_utils import uuidutils
@@ -48,8 +49,8 @@ from taskflow import storage as tf_storage
 from taskflow.persistence import models
 from taskflow.utils import misc as tf_misc
 
-from swflows import exceptions, flows
-from swflows.engine.driving import Driving
+from swflows import exceptions, failpoints, flows
+from swflows.engine.driving import RECORD_RETRY_SECONDS, Driving
 from swflows.engine.results import META_KEY
 from swflows.engine.watcher import waiting_of
 from swflows.flows import deploy
@@ -87,6 +88,14 @@ class _Item:
     services: Services | None = None
     #: its row and logbook are written
     recorded: bool = False
+    #: a try to write them is under way
+    recording: bool = False
+    #: a try to write them failed as it committed (it may have)
+    committing: bool = False
+    #: its caller gave up on it after tries none of which could commit
+    withdrawn: bool = False
+    #: why the last try to write them failed
+    failure: BaseException | None = None
     #: the step that publishes the metadata, and the one waiting after it
     publish: Any = None
     wait: Any = None
@@ -180,6 +189,30 @@ class Batcher:
                 item.deployment_id == deployment_id and not item.recorded
                 for item in self._items.values()
             )
+
+    def withdraw(
+        self, flow_id: str, error: Callable[[BaseException], BaseException]
+    ) -> BaseException | None:
+        """Drop a flow whose tries to record it failed, none as it committed
+        (its caller gives up on it through an outage): it ends with
+        ``error(why the last try failed)``, returned, and is never recorded.
+        None when it may be recorded (a try is under way, or one failed as
+        it committed), when it waits for its first try (it runs later), or
+        when it is not launched here."""
+        with self._lock:
+            item = self._items.get(flow_id)
+            if (
+                item is None
+                or item.failure is None
+                or item.recorded
+                or item.recording
+                or item.committing
+            ):
+                return None
+            item.withdrawn = True
+        made = error(item.failure)
+        self._fail(item, made)
+        return made
 
     def stop(self, by: float | None = None) -> None:
         """Finish the rounds under way; fail the flows not yet recorded."""
@@ -298,19 +331,25 @@ class Batcher:
                     lease_until=lease_until,
                 )
             )
+        entries = list(zip(items, rows, books, strict=True))
         try:
-            runner.through_outage(
-                lambda: batches.record_new(
-                    runner.registry, runner.backend, rows, books
-                ),
-                "record new flows",
+            items = runner.through_outage(
+                lambda: _record(runner, self._lock, entries), "record new flows"
             )
         except Exception as exc:
-            for item in items:
-                self._fail(item, exc)
+            for item, _row, _book in entries:
+                if item.withdrawn:
+                    continue
+                if item.committing:  # it may be recorded: taken over if so
+                    self._fail(
+                        item,
+                        exceptions.WaitTimeout(
+                            item.deployment_id, RECORD_RETRY_SECONDS, started=False
+                        ),
+                    )
+                else:
+                    self._fail(item, exc)
             return []
-        for item in items:
-            item.recorded = True
         return [item for item in items if self._run_before_publish(item)]
 
     def _items_now(self) -> set[str]:
@@ -482,6 +521,49 @@ class Batcher:
                 self._items.pop(item.flow_id, None)
             with runner._lock:
                 runner._launching.discard(item.flow_id)
+
+
+def _record(
+    runner: Driving, lock: threading.Lock, entries: list[tuple[_Item, Any, Any]]
+) -> list[_Item]:
+    """One try to write the rows and logbooks of a round's flows not
+    withdrawn (``lock`` held to read that); those recorded.  A try after
+    one that failed as it committed first looks whether that one did."""
+    lease_until = time.time() + runner.lease_seconds
+    with lock:
+        live = [entry for entry in entries if not entry[0].withdrawn]
+        for item, row, _book in live:
+            item.recording = True
+            row["lease_until"] = lease_until
+    items = [item for item, _row, _book in live]
+    maybe_written = any(item.committing for item in items)
+
+    def committing() -> None:
+        for item in items:
+            item.committing = True
+
+    try:
+        if items:
+            failpoints.hit("launch.record")
+            batches.record_new(
+                runner.registry,
+                runner.backend,
+                [row for _item, row, _book in live],
+                [book for _item, _row, book in live],
+                committing=committing,
+                maybe_written=maybe_written,
+            )
+        for item in items:
+            item.recorded = True
+    except Exception as exc:
+        for item in items:
+            item.failure = exc
+        raise
+    finally:
+        with lock:
+            for item in items:
+                item.recording = False
+    return items
 
 
 def _new_logbook(item: _Item) -> None:

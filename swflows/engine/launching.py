@@ -22,7 +22,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from taskflow import engines
@@ -198,6 +198,17 @@ class Launching(Driving):
         that finds neither the flow's row nor the deployment's does not
         launch it again."""
         return self._batching is not None and self._batching.launching(deployment_id)
+
+    def withdraw(
+        self, flow_id: str, error: Callable[[BaseException], BaseException]
+    ) -> BaseException | None:
+        """Drop a new flow whose row could not be written and cannot have
+        been (its caller gives up on it through a database outage): it ends
+        with ``error(why its last write failed)``, returned, and never runs.
+        None when it may be recorded, or waits for its first try."""
+        if self._batching is None:
+            return None
+        return self._batching.withdraw(flow_id, error)
 
     def _unrecorded(self, flow_id: str) -> bool:
         return self._batching is not None and self._batching.unrecorded(flow_id)

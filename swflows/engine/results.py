@@ -18,6 +18,7 @@ from taskflow import states as tf_states
 from taskflow import storage
 
 from swflows import exceptions
+from swflows.engine import faults
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence import logbook
 from swflows.services import Services
@@ -193,6 +194,8 @@ class Results:
         """Block until flow ``flow_id`` ended (raising its error, if any).
 
         A flow finished by another runner is seen by its row going away.
+        The wait goes on through a database outage (its flow cannot end in
+        the store meanwhile), to ``timeout``.
         """
         started = time.monotonic()
         interval = float(self.conf.watcher.poll_interval)
@@ -209,7 +212,16 @@ class Results:
                     pass
             else:
                 time.sleep(rest)
-            row = self.registry.get(flow_id)
+            try:
+                row = self.registry.get(flow_id)
+            except Exception as exc:
+                if not faults.is_outage(exc):
+                    raise
+                if timeout is not None and time.monotonic() - started >= timeout:
+                    raise exceptions.WaitTimeout(
+                        "", timeout, started=not self._unrecorded(flow_id)
+                    ) from exc
+                continue
             if row is None and self._unrecorded(flow_id):  # launched, not yet written
                 if timeout is not None and time.monotonic() - started >= timeout:
                     raise exceptions.WaitTimeout("", timeout, started=False)

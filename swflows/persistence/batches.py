@@ -8,7 +8,7 @@ each row handed to the watcher only if it still names its owner.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,10 +24,18 @@ def record_new(
     backend: logbook.Backend,
     rows: list[dict[str, Any]],  # flow_registry.new_row's each
     books: list[Any],
+    *,
+    committing: Callable[[], None] | None = None,
+    maybe_written: bool = False,
 ) -> None:
     """Insert flows' rows (:func:`~swflows.persistence.flow_registry.
-    new_row`) and their
-    new logbooks, with their flows and atoms, in one transaction."""
+    new_row`) and their new logbooks, with their flows and atoms, in one
+    transaction.
+
+    ``committing`` is called as the transaction is about to commit (a try
+    failing before committed nothing).  ``maybe_written``: an earlier try
+    failed as it committed, perhaps after the commit; nothing is written if
+    the first row is there already (all are: one transaction wrote them)."""
     store = registry._store
     tables = backend.tables
     insert_row = store._statement("add flow", registry._table.insert)
@@ -52,6 +60,8 @@ def record_new(
                 saved[detail.uuid].add(atom.uuid)
 
     def op(conn: sa.Connection) -> None:
+        if maybe_written and rows and _written(conn, registry, rows[0]["id"]):
+            return
         if rows:
             conn.execute(insert_row, rows)
         if book_values:
@@ -59,10 +69,20 @@ def record_new(
             conn.execute(insert_detail, detail_values)
         for same in atom_values.values():
             conn.execute(backend.statements.insert_atom, same)
+        if committing is not None:
+            committing()
 
     store._write("add flows", op)
     for flow_id, atom_ids in saved.items():
         backend.saved_atoms_are(flow_id, atom_ids)
+
+
+def _written(
+    conn: sa.Connection, registry: flow_rows.FlowRegistry, flow_id: str
+) -> bool:
+    table = registry._table
+    found = conn.execute(sa.select(table.c.id).where(table.c.id == flow_id)).first()
+    return found is not None
 
 
 def park_recorded(

@@ -30,7 +30,7 @@ import pytest
 import requests
 
 from swflows import conf as sw_conf
-from swflows import metadata, model, states
+from swflows import failpoints, metadata, model, states
 from swflows.api import Swflows
 from tests.functional import flowkit
 from tests.functional.db_fixtures import SECRET_KEY
@@ -157,33 +157,81 @@ def test_a_database_outage_loses_no_flow(
                     server.read_metadata()
                     time.sleep(0.1)
                 assert server.metadata_url, "the server's metadata was not published"
-            # these are being launched as the database stops: a deploy()
-            # refused by the outage leaves nothing, one accepted ends
+            # these are being launched as the database stops: a deploy() that
+            # returns ends, one that raises leaves nothing, ever
             servers = {str(uuid.uuid4()): model.new_id() for _ in range(4)}
             first_accepted = threading.Event()
+            stopping = threading.Event()
+            refused: dict[str, str] = {}
 
-            def launch() -> None:
-                for server_id, deployment_id in servers.items():
-                    with contextlib.suppress(Exception):
+            def launch(items: dict[str, str], **kwargs: Any) -> None:
+                for server_id, deployment_id in items.items():
+                    try:
                         sw.deploy(
                             server_id,
                             config.id,
                             timeout=600,
                             wait=False,
                             deployment_id=deployment_id,
+                            **kwargs,
                         )
+                    except Exception as exc:
+                        refused[deployment_id] = repr(exc)
                     first_accepted.set()
+                    stopping.wait(30)
 
-            launcher = threading.Thread(target=launch)
-            launcher.start()
-            first_accepted.wait(30)
-            cluster.stop("fast")  # while the next ones are on their way
-            stopped = time.monotonic()
-            launcher.join(60)
-            for server in waiting.values():
-                server.resume()  # its signal lands in Swift meanwhile
-            time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))
-            cluster.start()
+            # and these two are past their reads, their rows not written, as it
+            # stops: the one bound to 10 s gives up and leaves nothing; the
+            # other (60 s) waits for the database with its caller
+            given_up, ridden = model.new_id(), model.new_id()
+            caught = {str(uuid.uuid4()): given_up, str(uuid.uuid4()): ridden}
+            held = threading.Event()
+            batcher = sw.runner._batcher()
+            assert batcher is not None
+
+            def hold_first_record(name: str) -> None:
+                if not held.is_set():
+                    held.set()
+                    stopping.wait(30)
+                    time.sleep(1.0)  # the database is stopped by now
+
+            launchers = [threading.Thread(target=launch, args=(servers,))]
+            launchers[0].start()
+            assert first_accepted.wait(30)
+            with failpoints.armed("launch.record", hold_first_record):
+                for server_id, deployment_id in caught.items():
+                    bound = {"wait_timeout": 10} if deployment_id == given_up else {}
+                    launchers.append(
+                        threading.Thread(
+                            target=launch,
+                            args=({server_id: deployment_id},),
+                            kwargs=bound,
+                        )
+                    )
+                    launchers[-1].start()
+                    assert held.wait(30)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and not all(
+                    map(batcher.launching, caught.values())
+                ):
+                    time.sleep(0.05)
+                stopping.set()
+                cluster.stop("fast")  # while the next ones are on their way
+                stopped = time.monotonic()
+                for server in waiting.values():
+                    server.resume()  # its signal lands in Swift meanwhile
+                time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))
+                cluster.start()
+            for thread in launchers:
+                thread.join(120)
+                assert not thread.is_alive()
+            print(f"deploy() refused: {refused}")
+            assert (
+                "not recorded after 10 s: the database was unreachable"
+                in refused[given_up]
+            ), refused
+            assert ridden not in refused, refused[ridden]
+            servers.update(caught)
             for server_id in servers:
                 stack.enter_context(CachingServer(sw, server_id, ok_responder))
 
@@ -208,6 +256,8 @@ def test_a_database_outage_loses_no_flow(
             )
             assert set(waiting) <= set(every)
             assert len(every) > len(waiting), "no deploy() was accepted"
+            # each one launched either ended or left nothing
+            assert set(every) == set(waiting) | (set(servers.values()) - set(refused))
             for deployment_id, (status, reason) in report.items():
                 assert status == states.COMPLETE, (deployment_id, reason)
             assert sw.list_flows() == []
