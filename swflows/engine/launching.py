@@ -5,9 +5,9 @@ Each flow gets its own logbook, holding the factory's dotted name, its JSON
 arguments, the flow's version and the deployment it serves, so any process
 can rebuild the flow later.  The run-time services are injected as a
 transient value and never written to the logbook.  A row in the flows
-table (:mod:`swflows.persistence.flow_registry`) is written before the
-logbook and names the runner holding the flow, under a lease the runner
-renews.
+table (:mod:`swflows.persistence.flow_registry`), written with the logbook
+in one transaction, names the runner holding the flow, under a lease the
+runner renews.
 
 A custom flow's factory is checked here (:func:`factory_path`), before
 anything is written: another process must be able to import it by name.
@@ -33,7 +33,7 @@ from swflows.engine import batching
 from swflows.engine.driving import Driving
 from swflows.engine.results import CUSTOM, META_KEY
 from swflows.flows import compose
-from swflows.persistence import logbook
+from swflows.persistence import batches, flow_registry, logbook
 
 
 class Launching(Driving):
@@ -130,7 +130,15 @@ class Launching(Driving):
     ) -> tuple[str, concurrent.futures.Future[str]]:
         with self._launching_here(flow_id):
             kind = str(meta["kind"])
-            self.registry.add(
+            # one logbook per flow, sharing the flow's id, so it is found by it
+            book = models.LogBook(book_name, uuid=flow_id)
+            if kind == CUSTOM:  # its outcome joins this once it ended
+                book.meta = {META_KEY: {"kind": kind, "factory": meta["factory"]}}
+            detail = models.FlowDetail(flow.name, uuid=flow_id)
+            book.add(detail)
+            engines.save_factory_details(detail, factory, [], factory_kwargs)
+            detail.meta[META_KEY] = meta
+            row = flow_registry.new_row(
                 flow_id,
                 kind=kind,
                 deployment_id=str(meta.get("deployment_id") or ""),
@@ -140,17 +148,9 @@ class Launching(Driving):
                 if self.jobs is not None
                 else time.time() + self.lease_seconds,
             )
+            # its row and its logbook in one transaction: never one alone
+            batches.record_new(self.registry, self.backend, [row], [book])
             try:
-                # one logbook per flow, sharing the flow's id, so it is found by it
-                book = models.LogBook(book_name, uuid=flow_id)
-                if kind == CUSTOM:  # its outcome joins this once it ended
-                    book.meta = {META_KEY: {"kind": kind, "factory": meta["factory"]}}
-                detail = models.FlowDetail(flow.name, uuid=flow_id)
-                book.add(detail)
-                engines.save_factory_details(detail, factory, [], factory_kwargs)
-                detail.meta[META_KEY] = meta
-                with self._connection() as conn:
-                    conn.save_logbook(book)
                 # the engine driving it here writes only while this runner holds
                 # it; a poster's engine only stores the inputs, for a conductor
                 backend = (

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy.exc
+from sqlalchemy import event
 
 from swflows import exceptions, model, states
 from swflows.engine import batching
@@ -177,3 +178,39 @@ def test_a_record_that_committed_though_its_connection_dropped_is_not_made_twice
     assert [t["maybe_written"] for t in tries] == [False, True]
     assert len(local.agent.ran) == 1
     until(lambda: not sw.list_flows(), 30)
+
+
+def test_a_flow_never_has_its_row_without_its_logbook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flow launched in an engine of its own (here an undeploy) has its
+    row and its logbook written in one transaction: the database going
+    away as the logbook is written, the clean-up failing too, leaves
+    neither (a row alone was taken over later, from no logbook)."""
+    with LocalSwflows(overrides={"runner": {"launch_batch": 0}}) as local:
+        sw = local.sw
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+        dep = sw.deploy(local.new_server(), config.id, wait_timeout=30)
+        engine = sw.store._engine
+        gone = threading.Event()
+
+        def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            text = statement.lstrip().upper()
+            if text.startswith("INSERT INTO") and "FLOWDETAILS" in text.split("(")[0]:
+                gone.set()
+            if gone.is_set() and text.startswith(("INSERT", "DELETE", "UPDATE")):
+                raise outage_error()
+
+        event.listen(engine, "before_cursor_execute", before)
+        try:
+            with pytest.raises(Exception) as raised:
+                sw.undeploy(dep.id, wait_timeout=30)
+        finally:
+            event.remove(engine, "before_cursor_execute", before)
+        assert gone.is_set()
+        assert "connection refused" in str(raised.value)
+        assert not sw.list_flows()
+        assert sw.show(dep.id).status == states.COMPLETE
+        sw.undeploy(dep.id, wait_timeout=30)  # the database back: it runs
+        with pytest.raises(exceptions.DeploymentNotFound):
+            sw.show(dep.id)
