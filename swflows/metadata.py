@@ -197,6 +197,10 @@ def _publish(
     def attempt() -> int:
         nonlocal wrote
         snapshot = store.server_metadata(server_id)
+        if not wrote and snapshot.published >= snapshot.version > 0:
+            # another process published this version (it read the store
+            # after this caller's change): what it wrote stays current
+            return snapshot.version
         document = {
             "deployments": derive.for_agent(
                 snapshot.deployments, heat_agents=agent == bootdata.HEAT_AGENTS

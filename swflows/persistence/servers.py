@@ -47,6 +47,9 @@ class ServerMetadata:
     server_id: str
     version: int
     deployments: list[dict[str, Any]]
+    #: the version whose document was last published (0: none yet); not
+    #: part of what is compared: the document is the same either way
+    published: int = dataclasses.field(default=0, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,6 +332,7 @@ class ServerRows(ConfigRows):
             lambda: (
                 sa.select(
                     s.c.metadata_version,
+                    s.c.published_version,
                     c.c.id,
                     c.c.name,
                     c.c.group,
@@ -362,6 +366,7 @@ class ServerRows(ConfigRows):
                 server_id,
                 int(rows[0].metadata_version),
                 [config.to_dict(reveal=True) for config in configs],
+                int(rows[0].published_version),
             )
 
         return self._read("read server metadata", op)

@@ -191,7 +191,11 @@ def _held_publish(
     objects.put_object = counted  # type: ignore[method-assign]
     results: list[int | BaseException] = []
 
+    store = services.store
+
     def call() -> None:
+        if threading.current_thread().name != "held":  # as a deployment's change
+            store._write("change", lambda conn: store._bump(conn, "s1"))
         try:
             results.append(metadata.publish_server(services, "s1", names.POLL_TEMP_URL))
         except BaseException as exc:  # what the caller got
@@ -217,10 +221,12 @@ def _held_publish(
 def test_callers_waiting_on_a_publish_are_covered_by_the_next_one(
     services: Services, objects: Objects
 ) -> None:
-    """Eight callers ask while a publish is writing: that publish read the
-    store before they asked, so one more publish covers all eight."""
+    """Eight callers change the server and ask while a publish is writing:
+    that publish read the store before they did, so one more publish covers
+    all eight (the held one's own, as its copy turned out stale: a waiter
+    then finds the version it needs published, and writes nothing)."""
     writes, results = _held_publish(services, objects, waiters=8, fail_held=False)
-    assert writes[0] == "held" and len(writes) == 2
+    assert writes == ["held", "held"]
     version = services.store.get_server("s1").published_version
     assert results == [version] * 9
     assert metadata._TURNS.get(services.store, {}) == {}  # nothing kept
@@ -234,3 +240,32 @@ def test_callers_a_failed_publish_would_have_covered_publish_themselves(
     assert isinstance(results[0], RuntimeError)
     version = services.store.get_server("s1").published_version
     assert results[1:] == [version] * 3
+
+
+def test_a_version_another_process_published_is_not_written_again(
+    services: Services, objects: Objects
+) -> None:
+    """Publishers in two processes: the store says the version a caller
+    would publish was published by the other (it read the store after
+    this caller's change), so nothing is written; a newer version is."""
+    enrollment.enroll(services, "s1", names.POLL_TEMP_URL, nova=False)
+    store = services.store
+    store._write("change", lambda conn: store._bump(conn, "s1"))
+    writes: list[int] = []
+    put = objects.put_object
+
+    def counted(container: str, name: str, body: bytes, content_type: str = "") -> str:
+        writes.append(len(body))
+        return put(container, name, body, content_type)
+
+    objects.put_object = counted  # type: ignore[method-assign]
+    version = metadata.publish_server(services, "s1", names.POLL_TEMP_URL)
+    assert len(writes) == 1
+    # the same version asked again, as from another process: nothing written
+    metadata._TURNS.pop(store, None)
+    assert metadata.publish_server(services, "s1", names.POLL_TEMP_URL) == version
+    assert len(writes) == 1
+    store._write("change", lambda conn: store._bump(conn, "s1"))
+    newer = metadata.publish_server(services, "s1", names.POLL_TEMP_URL)
+    assert newer > version and len(writes) == 2
+    assert store.get_server("s1").published_version == newer
