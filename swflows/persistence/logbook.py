@@ -336,18 +336,22 @@ class Connection(impl_sqlalchemy.Connection):  # type: ignore[misc]
             self._backend.statements.insert_atoms.run(conn, same)
 
     def get_logbook(self, book_uuid: str, lazy: bool = False) -> Any:
-        """The stock read, with the backend's prebuilt statements."""
+        """The stock read, with the backend's prebuilt statements; a whole
+        logbook (not ``lazy``) in one statement, not one per table."""
+        statements = self._backend.statements
         try:
             with self._engine.connect() as conn:
-                row = self._backend.statements.book.run(
-                    conn, {_BOOK_KEY: book_uuid}
-                ).first()
-                if row is None:
+                if lazy:
+                    row = statements.book.run(conn, {_BOOK_KEY: book_uuid}).first()
+                    if row is None:
+                        raise tf_exc.NotFound(
+                            f"No logbook found with uuid '{book_uuid}'"
+                        )
+                    return self._converter.convert_book(row._mapping)
+                rows = list(statements.whole_book.run(conn, {_BOOK_KEY: book_uuid}))
+                if not rows:
                     raise tf_exc.NotFound(f"No logbook found with uuid '{book_uuid}'")
-                book = self._converter.convert_book(row._mapping)
-                if not lazy:
-                    self._converter.populate_book(conn, book)
-                return book
+                return self._converter.whole_book(rows)
         except sa.exc.DBAPIError:
             tf_exc.raise_with_cause(
                 tf_exc.StorageFailure, f"Failed getting logbook '{book_uuid}'"
@@ -378,6 +382,9 @@ _BOOK_KEY = "read_book_uuid"
 FLOW_KEY = _FLOW_KEY
 ATOM_KEY = _ATOM_KEY
 _PARENT_KEY = "read_parent_uuid"
+#: the prefixes of a logbook's, a flow's and an atom's columns in a read
+#: of a logbook whole (:attr:`_Statements.whole_book`)
+BOOK_PREFIX, FLOW_PREFIX, ATOM_PREFIX = "b_", "f_", "a_"
 
 
 class _Statements:
@@ -406,7 +413,8 @@ class _Statements:
         #: a flow's new atom details, of the same columns, in one statement
         self.insert_atoms = direct.Inserts(atoms)
         books = tables.logbooks
-        #: a logbook's row, its flows' and their atoms' (as the stock reads)
+        #: a logbook's row, its flows' and their atoms' (as the stock reads,
+        #: for a lazy read and a flow's own)
         self.book = direct.Direct(
             sa.select(books).where(books.c.uuid == sa.bindparam(_BOOK_KEY))
         )
@@ -415,6 +423,22 @@ class _Statements:
         )
         self.atoms_of = direct.Direct(
             sa.select(atoms).where(atoms.c.parent_uuid == sa.bindparam(_PARENT_KEY))
+        )
+        #: a logbook whole: a row for each atom of each of its flows (one
+        #: with no atom for a flow that has none, one with no flow for a
+        #: logbook that has none), each table's columns under its prefix
+        self.whole_book = direct.Direct(
+            sa.select(
+                *[column.label(BOOK_PREFIX + column.name) for column in books.c],
+                *[column.label(FLOW_PREFIX + column.name) for column in details.c],
+                *[column.label(ATOM_PREFIX + column.name) for column in atoms.c],
+            )
+            .select_from(
+                books.outerjoin(
+                    details, details.c.parent_uuid == books.c.uuid
+                ).outerjoin(atoms, atoms.c.parent_uuid == details.c.uuid)
+            )
+            .where(books.c.uuid == sa.bindparam(_BOOK_KEY))
         )
         #: the uuids of a flow detail's saved atoms
         self.atom_ids_of = direct.Direct(
@@ -442,6 +466,35 @@ class _Converter(impl_sqlalchemy._Alchemist):  # type: ignore[misc]
         rows = self._statements.flows_of.run(conn, {_PARENT_KEY: parent_uuid})
         for row in rows:
             yield self.convert_flow_detail(row._mapping)
+
+    def whole_book(self, rows: list[Any]) -> Any:
+        """A logbook with its flows and their atoms, from the rows of
+        :attr:`_Statements.whole_book` (at least one), converted as the
+        stock reads convert each table's rows."""
+        book = self.convert_book(_columns(rows[0], BOOK_PREFIX))
+        flows: dict[str, Any] = {}
+        for row in rows:
+            flow_id = row._mapping[FLOW_PREFIX + "uuid"]
+            if flow_id is None:
+                continue  # a logbook without flows
+            flow = flows.get(flow_id)
+            if flow is None:
+                flow = flows[flow_id] = self.convert_flow_detail(
+                    _columns(row, FLOW_PREFIX)
+                )
+                book.add(flow)
+            if row._mapping[ATOM_PREFIX + "uuid"] is not None:
+                flow.add(self.convert_atom_detail(_columns(row, ATOM_PREFIX)))
+        return book
+
+
+def _columns(row: Any, prefix: str) -> dict[str, Any]:
+    """One table's columns of a joined row, under their own names."""
+    return {
+        key[len(prefix) :]: value
+        for key, value in row._mapping.items()
+        if key.startswith(prefix)
+    }
 
 
 def _fingerprint(values: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from taskflow import engines, states, task
+from taskflow import engines, exceptions, states, task
 from taskflow.patterns import linear_flow
 from taskflow.persistence import models
 from taskflow.persistence.backends import impl_sqlalchemy
@@ -189,6 +189,45 @@ class LogbookContract:
             assert snapshot(f.get_logbook(other.uuid)) == snapshot(
                 s.get_logbook(other.uuid)
             )
+
+    def test_a_logbook_read_whole_in_one_statement_is_the_stock_read(
+        self, store: Store, fast: Any, stock: Any
+    ) -> None:
+        """A logbook of two flows (one with no atom yet), and one of none,
+        read in one statement, are what the stock reads (a statement per
+        table) give; a lazy read gives the logbook alone."""
+        book = sample_book("two flows")
+        bare = models.FlowDetail("bare", uuid=models.uuidutils.generate_uuid())
+        bare.meta = {"empty": True}
+        book.add(bare)
+        empty = models.LogBook("no flow")
+        with connection(fast) as conn:
+            conn.save_logbook(book)
+            conn.save_logbook(empty)
+        statements: list[str] = []
+
+        def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            statements.append(statement)
+
+        sa.event.listen(store.engine, "before_cursor_execute", count)
+        try:
+            with connection(fast) as f:
+                got = f.get_logbook(book.uuid)
+                got_empty = f.get_logbook(empty.uuid)
+                lazy = f.get_logbook(book.uuid, lazy=True)
+        finally:
+            sa.event.remove(store.engine, "before_cursor_execute", count)
+        assert len(statements) == 3
+        with connection(stock) as s:
+            assert snapshot(got) == snapshot(s.get_logbook(book.uuid))
+            assert snapshot(got_empty) == snapshot(s.get_logbook(empty.uuid))
+        assert snapshot(got) == snapshot(book)
+        assert sorted(flow.name for flow in got) == ["bare", "flow"]
+        assert list(got.find(bare.uuid)) == []
+        assert list(got_empty) == []
+        assert lazy.uuid == book.uuid and list(lazy) == []
+        with connection(fast) as f, pytest.raises(exceptions.NotFound):
+            f.get_logbook(models.uuidutils.generate_uuid())
 
     def test_updates_like_stock(self, fast: Any, stock: Any) -> None:
         book = sample_book()
