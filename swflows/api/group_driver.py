@@ -143,6 +143,19 @@ def _ended(member: dict[str, Any], found: MemberState | None) -> str | None:
     return "broken" if found is not None and found.broken is not None else "unlaunched"
 
 
+def _outage(exc: BaseException) -> bool:
+    # the engine is loaded by then (the driver runs beside a runner)
+    from swflows.engine import faults
+
+    return faults.is_outage(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    from swflows.engine import faults
+
+    return faults.describe(exc)
+
+
 # ------------------------------------------------------------------ driver
 class GroupDriver:
     """Drives the operations of groups on one runner (see the module)."""
@@ -364,10 +377,21 @@ class GroupDriver:
                 return
             try:
                 future = launch(self.sw, record, name, members[name])
-            except exceptions.SwflowsError as exc:
-                failures[name] = f"could not start its {members[name]['task']}: {exc}"
-                continue
             except Exception as exc:
+                if _outage(exc):
+                    # the store or the cloud out of reach: never the
+                    # member's failure; it is launched again at a next pass
+                    LOG.warning(
+                        "group %s: member %s not started, launched again later: %s",
+                        record.name,
+                        name,
+                        _describe(exc),
+                    )
+                    continue
+                if isinstance(exc, exceptions.SwflowsError):
+                    task = members[name]["task"]
+                    failures[name] = f"could not start its {task}: {exc}"
+                    continue
                 LOG.exception("group %s: member %s not started", record.name, name)
                 failures[name] = f"could not start: {type(exc).__name__}: {exc}"
                 continue
@@ -383,11 +407,8 @@ class GroupDriver:
         try:
             trusts.release(self.sw.services, projects.GROUP, group_id)
         except exceptions.SwflowsError as exc:
-            # the engine is loaded by then (the driver runs beside a runner)
-            from swflows.engine import faults
-
             LOG.error("group %s: its trust could not be deleted: %s", group_id, exc)
-            return not faults.is_outage(exc)
+            return not _outage(exc)
         return True
 
     def _renew(self, group_id: str) -> bool:

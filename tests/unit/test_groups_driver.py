@@ -308,3 +308,44 @@ def test_a_delete_compare_and_sets(store: Store) -> None:
     assert rows.get(group_id).status_reason == "moved on"
     assert rows.delete(group_id, version=stale.version + 1)
     assert not rows.delete(group_id)
+
+
+def test_a_member_whose_launch_met_an_outage_is_launched_again_not_failed(
+    store: Store,
+    driver: tuple[group_driver.GroupDriver, Launched],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The database goes away as a member is started (its config cannot
+    be read): the member is not failed, which an outage never is; the
+    next pass launches it again, and the group completes."""
+    import sqlalchemy.exc
+
+    drive, launched = driver
+    members = {"a": groups._member("s-a", "deploy", model.new_id())}
+    group_id = make_group(store, members, max_errors=0)
+    started = launched.__call__
+    tries: list[str] = []
+
+    def once_unreachable(sw: Any, record: Any, name: str, member: Any) -> Any:
+        tries.append(name)
+        if len(tries) == 1:
+            raise sqlalchemy.exc.OperationalError(
+                "SELECT", {}, ConnectionRefusedError("connection refused")
+            )
+        return started(sw, record, name, member)
+
+    monkeypatch.setattr(group_driver, "launch", once_unreachable)
+    drive.tick()
+    found = GroupStore(store).get(group_id)
+    assert found.status == states.IN_PROGRESS
+    assert found.operation["members"]["a"]["state"] == rollout.RUNNING
+    assert launched.names == []
+    drive.tick()  # unlaunched: started again
+    assert launched.names == ["a"]
+    member = GroupStore(store).get(group_id).operation["members"]["a"]
+    assert member["state"] == rollout.RUNNING and member["launches"] == 2
+    deployment(store, member, states.COMPLETE)  # its flow ended
+    for row in launched.registry.find(deployment_id=member["deployment_id"]):
+        launched.registry.remove(row.id)
+    drive.tick()
+    assert GroupStore(store).get(group_id).status == states.COMPLETE
