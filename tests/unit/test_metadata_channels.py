@@ -194,8 +194,6 @@ def _held_publish(
     store = services.store
 
     def call() -> None:
-        if threading.current_thread().name != "held":  # as a deployment's change
-            store._write("change", lambda conn: store._bump(conn, "s1"))
         try:
             results.append(metadata.publish_server(services, "s1", names.POLL_TEMP_URL))
         except BaseException as exc:  # what the caller got
@@ -204,6 +202,8 @@ def _held_publish(
     held = threading.Thread(target=call, name="held")
     held.start()
     assert holding.wait(10)
+    for _ in range(waiters):  # each waiter's change (one connection: in turn)
+        store._write("change", lambda conn: store._bump(conn, "s1"))
     others = [threading.Thread(target=call, name=f"w{i}") for i in range(waiters)]
     for thread in others:
         thread.start()
