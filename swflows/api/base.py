@@ -37,6 +37,23 @@ _NOT_FOUND: dict[str, type[exceptions.NotFound]] = {
 FIRST_GENERATION = 1
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is an outage (:func:`swflows.engine.faults.
+    is_outage`); the engine is imported when first asked, not with the
+    API: a command that only reads rows never loads it."""
+    from swflows.engine import faults
+
+    return faults.is_outage(exc)
+
+
+def describe_fault(exc: BaseException) -> str:
+    """``exc`` in one line (:func:`swflows.engine.faults.describe`),
+    imported as :func:`is_outage` is."""
+    from swflows.engine import faults
+
+    return faults.describe(exc)
+
+
 class Base:
     """A store, a cloud and a runner (see :class:`swflows.api.Swflows`)."""
 

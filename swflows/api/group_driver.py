@@ -25,6 +25,7 @@ from swflows import (
     states,
     trusts,
 )
+from swflows.api.base import describe_fault, is_outage
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import DELETE, GroupRecord, GroupStore, MemberState
 
@@ -141,19 +142,6 @@ def _ended(member: dict[str, Any], found: MemberState | None) -> str | None:
         # fails it: the member's outcome is known now
         return "broken" if row.broken is not None else "running"
     return "broken" if found is not None and found.broken is not None else "unlaunched"
-
-
-def _outage(exc: BaseException) -> bool:
-    # the engine is loaded by then (the driver runs beside a runner)
-    from swflows.engine import faults
-
-    return faults.is_outage(exc)
-
-
-def _describe(exc: BaseException) -> str:
-    from swflows.engine import faults
-
-    return faults.describe(exc)
 
 
 # ------------------------------------------------------------------ driver
@@ -378,14 +366,14 @@ class GroupDriver:
             try:
                 future = launch(self.sw, record, name, members[name])
             except Exception as exc:
-                if _outage(exc):
+                if is_outage(exc):
                     # the store or the cloud out of reach: never the
                     # member's failure; it is launched again at a next pass
                     LOG.warning(
                         "group %s: member %s not started, launched again later: %s",
                         record.name,
                         name,
-                        _describe(exc),
+                        describe_fault(exc),
                     )
                     continue
                 if isinstance(exc, exceptions.SwflowsError):
@@ -408,7 +396,7 @@ class GroupDriver:
             trusts.release(self.sw.services, projects.GROUP, group_id)
         except exceptions.SwflowsError as exc:
             LOG.error("group %s: its trust could not be deleted: %s", group_id, exc)
-            return not _outage(exc)
+            return not is_outage(exc)
         return True
 
     def _renew(self, group_id: str) -> bool:

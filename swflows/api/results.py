@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 
 from swflows import exceptions, model, projects, states
-from swflows.api.base import FIRST_GENERATION, Base
+from swflows.api.base import FIRST_GENERATION, Base, describe_fault, is_outage
 from swflows.persistence import flow_registry as flow_rows
 
 if TYPE_CHECKING:
@@ -43,18 +43,6 @@ def _until_set(event: threading.Event) -> Callable[[float], None]:
         event.clear()
 
     return sleep
-
-
-def _is_outage(exc: BaseException) -> bool:
-    from swflows.engine import faults  # not at import: a CLI reading rows
-
-    return faults.is_outage(exc)
-
-
-def _describe(exc: BaseException) -> str:
-    from swflows.engine import faults
-
-    return faults.describe(exc)
 
 
 class Results(Base):
@@ -141,7 +129,7 @@ class Results(Base):
         except exceptions.DeploymentNotFound:
             return False
         except Exception as exc:
-            if _is_outage(exc):
+            if is_outage(exc):
                 return True  # not known: the store is out of reach
             raise
 
@@ -178,7 +166,7 @@ class Results(Base):
             try:
                 return look_stored(ended)
             except Exception as exc:
-                if ended or not _is_outage(exc):
+                if ended or not is_outage(exc):
                     raise
                 return None  # looked at again: its flow goes on
 
@@ -232,7 +220,7 @@ class Results(Base):
             made = exceptions.FlowError(
                 None,
                 f"deployment {deployment_id} not recorded after {seconds:g} s: "
-                f"the database was unreachable ({_describe(failure)}); "
+                f"the database was unreachable ({describe_fault(failure)}); "
                 "nothing of it is kept and it does not run: deploy it again",
             )
             made.__cause__ = failure

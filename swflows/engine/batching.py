@@ -315,29 +315,14 @@ class Batcher:
     # -- begin ----------------------------------------------------------------
     def _begin(self, items: list[_Item]) -> list[_Item]:
         runner = self.runner
-        rows = []
-        books = []
-        lease_until = time.time() + runner.lease_seconds
         for item in items:
             _new_logbook(item)
-            books.append(item.book)
-            rows.append(
-                flow_registry.new_row(
-                    item.flow_id,
-                    kind=item.kind,
-                    deployment_id=item.deployment_id,
-                    server_id=item.server_id,
-                    owner=runner.owner,
-                    lease_until=lease_until,
-                )
-            )
-        entries = list(zip(items, rows, books, strict=True))
         try:
-            items = runner.through_outage(
-                lambda: _record(runner, self._lock, entries), "record new flows"
+            recorded = runner.through_outage(
+                lambda: _record(runner, self._lock, items), "record new flows"
             )
         except Exception as exc:
-            for item, _row, _book in entries:
+            for item in items:
                 if item.withdrawn:
                     continue
                 if item.committing:  # it may be recorded: taken over if so
@@ -350,7 +335,7 @@ class Batcher:
                 else:
                     self._fail(item, exc)
             return []
-        return [item for item in items if self._run_before_publish(item)]
+        return [item for item in recorded if self._run_before_publish(item)]
 
     def _items_now(self) -> set[str]:
         with self._lock:
@@ -524,18 +509,17 @@ class Batcher:
 
 
 def _record(
-    runner: Driving, lock: threading.Lock, entries: list[tuple[_Item, Any, Any]]
+    runner: Driving, lock: threading.Lock, round_items: list[_Item]
 ) -> list[_Item]:
     """One try to write the rows and logbooks of a round's flows not
-    withdrawn (``lock`` held to read that); those recorded.  A try after
-    one that failed as it committed first looks whether that one did."""
+    withdrawn (``lock`` held to read that), their rows leased from now;
+    those recorded.  A try after one that failed as it committed first
+    looks whether that one did."""
     lease_until = time.time() + runner.lease_seconds
     with lock:
-        live = [entry for entry in entries if not entry[0].withdrawn]
-        for item, row, _book in live:
+        items = [item for item in round_items if not item.withdrawn]
+        for item in items:
             item.recording = True
-            row["lease_until"] = lease_until
-    items = [item for item, _row, _book in live]
     maybe_written = any(item.committing for item in items)
 
     def committing() -> None:
@@ -548,8 +532,18 @@ def _record(
             batches.record_new(
                 runner.registry,
                 runner.backend,
-                [row for _item, row, _book in live],
-                [book for _item, _row, book in live],
+                [
+                    flow_registry.new_row(
+                        item.flow_id,
+                        kind=item.kind,
+                        deployment_id=item.deployment_id,
+                        server_id=item.server_id,
+                        owner=runner.owner,
+                        lease_until=lease_until,
+                    )
+                    for item in items
+                ],
+                [item.book for item in items],
                 committing=committing,
                 maybe_written=maybe_written,
             )
