@@ -77,8 +77,9 @@ class Deployments(Plans, Idempotence):
         derive.check_values(source, self._opened_values(given))
         derive.check_action(source, action, actions)
         values = self._sealed_values(source, given)
-        transport = self._signal_transport(signal_transport, server_id)
-        plan = self._plan(server_id, transport, config_transport)
+        server = metadata.find_server(self.services, server_id)
+        transport = self._signal_transport(signal_transport, server_id, server=server)
+        plan = self._plan(server_id, transport, config_transport, server=server)
         chosen = deployment_id is not None
         deployment_id = deployment_id or model.new_id()
         inputs: dict[str, Any] = {

@@ -19,6 +19,7 @@ from swflows import (
     derive,
     exceptions,
     failpoints,
+    metadata,
     model,
     projects,
     rollout,
@@ -57,8 +58,9 @@ def launch(
         source = sw.store.get_config(record.config_id)
         derive.check_action(source, action, record.actions)
         # refused for a server whose agent cannot use it (Heat's, ZAQAR_SIGNAL)
-        sw._signal_transport(record.signal_transport, server_id)
-        plan = sw._plan(server_id, record.signal_transport, None)
+        server = metadata.find_server(sw.services, server_id)
+        sw._signal_transport(record.signal_transport, server_id, server=server)
+        plan = sw._plan(server_id, record.signal_transport, None, server=server)
         inputs: dict[str, Any] = {
             "deployment_id": deployment_id,
             "server_id": server_id,

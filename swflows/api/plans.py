@@ -18,21 +18,36 @@ if TYPE_CHECKING:
 
 #: agents that cannot send a ZAQAR_SIGNAL (see Plans._refuse_for_agent)
 _NO_ZAQAR_SIGNAL = frozenset({bootdata.HEAT_AGENTS})
+#: a server's record not read yet (``None`` is a server never deployed to)
+UNREAD: Any = object()
 
 
 class Plans(Base):
     """Resolves the transports of a deployment and the plan of its flow."""
 
+    def _server(self, server_id: str, server: Any = UNREAD) -> Any:
+        """``server`` when the caller read it already (None included), else
+        ``server_id``'s record as it is now (None before its first
+        deployment): a deploy's choices read it once, not once each."""
+        if server is UNREAD:
+            return metadata.find_server(self.services, server_id)
+        return server
+
     def _signal_transport(
-        self, requested: str | None, server_id: str | None = None
+        self,
+        requested: str | None,
+        server_id: str | None = None,
+        *,
+        server: Any = UNREAD,
     ) -> str:
         """The signal transport to use, AUTO resolved; one the agent of
-        ``server_id`` cannot use is refused (AUTO passes over it)."""
+        ``server_id`` cannot use is refused (AUTO passes over it).
+        ``server``: its record, when the caller read it (:meth:`_server`)."""
         name = names.normalize_signal_transport(
             requested or self.conf.default_deployment_signal_transport
         )
         agent = (
-            metadata.server_agent(self.services, server_id)
+            metadata.agent_of(self._server(server_id, server))
             if server_id
             else bootdata.SWFLOWS_AGENT
         )
@@ -69,13 +84,15 @@ class Plans(Base):
                 "TEMP_URL_SIGNAL (or AUTO, which picks it)"
             )
 
-    def _config_transport(self, server_id: str, requested: str | None) -> str:
+    def _config_transport(
+        self, server_id: str, requested: str | None, *, server: Any = UNREAD
+    ) -> str:
         """The server's enrolled transport; else ``requested`` or the default.
 
         An unknown ``requested`` name is refused even when the server's own
         transport is used."""
         asked = names.normalize_config_transport(requested) if requested else None
-        server = metadata.find_server(self.services, server_id)
+        server = self._server(server_id, server)
         if server is not None and server.config_transport:
             return str(server.config_transport)
         return asked or names.normalize_config_transport(
@@ -86,14 +103,19 @@ class Plans(Base):
         return self.services.config_options(name)
 
     def _plan(
-        self, server_id: str, signal_transport: str, config_transport: str | None
+        self,
+        server_id: str,
+        signal_transport: str,
+        config_transport: str | None,
+        *,
+        server: Any = UNREAD,
     ) -> common.Plan:
         transport = self.services.signal_transport(
             signal_transport, self.services.signal_options(signal_transport)
         )
         from swflows.flows import common
 
-        config_name = self._config_transport(server_id, config_transport)
+        config_name = self._config_transport(server_id, config_transport, server=server)
         return common.Plan(
             signal_transport=signal_transport,
             config_transport=config_name,

@@ -115,14 +115,22 @@ class ConfigRows(Database):
         return content
 
     def create_config(
-        self, config: model.Config, *, derived: bool = False
+        self,
+        config: model.Config,
+        *,
+        derived: bool = False,
+        keep_existing: bool = False,
     ) -> model.Config:
         """Store an immutable config; there is no update.
 
         Creating the same id again with the same content (and ``derived``
         flag) returns the stored config; different content raises
-        ``ValidationError("id", ...)``.  ``derived`` marks a config made for
-        one deployment action (listed only with ``include_derived``).
+        ``ValidationError("id", ...)``, unless ``keep_existing``: then the
+        stored config is returned as it is (a derived config's id names its
+        deployment's action, and a run of that action again keeps the one
+        its first run stored, whose signal URLs may already be in use).
+        ``derived`` marks a config made for one deployment action (listed
+        only with ``include_derived``).
         """
         if not isinstance(config, model.Config):
             raise exceptions.ValidationError("config", "must be a model.Config")
@@ -139,6 +147,8 @@ class ConfigRows(Database):
             row = conn.execute(by_id, {"id": config.id}).first()
             if row is not None:
                 existing = self._config_from_row(row)
+                if keep_existing and row.derived == derived:
+                    return existing
                 if row.derived != derived or self._config_content(
                     existing
                 ) != self._config_content(config):

@@ -44,15 +44,21 @@ class DeploymentRows(ServerRows):
     """Deployments in the database; each write bumps its server's version."""
 
     def _check_configs_exist(self, conn: sa.Connection, **refs: str | None) -> None:
+        """Raise ConfigNotFound (with its ``field``) unless every config
+        named in ``refs`` is stored: one SELECT for them all."""
+        wanted = {config_id for config_id in refs.values() if config_id is not None}
+        if not wanted:
+            return
         c = self._tables.configs
+        exist = self._statement(
+            "configs exist",
+            lambda: sa.select(c.c.id).where(
+                c.c.id.in_(sa.bindparam("configs", expanding=True))
+            ),
+        )
+        found = set(conn.scalars(exist, {"configs": sorted(wanted)}))
         for field, config_id in refs.items():
-            if config_id is None:
-                continue
-            exists = self._statement(
-                "config exists",
-                lambda: sa.select(c.c.id).where(c.c.id == sa.bindparam("config")),
-            )
-            if conn.scalar(exists, {"config": config_id}) is None:
+            if config_id is not None and config_id not in found:
                 raise exceptions.ConfigNotFound(
                     config_id,
                     f"{field}: config {config_id} not found",
@@ -146,14 +152,19 @@ class DeploymentRows(ServerRows):
             lambda: sa.select(d).where(d.c.id == sa.bindparam("id")),
         )
 
-    def create_deployment(self, dep: model.Deployment) -> model.Deployment:
+    def create_deployment(
+        self, dep: model.Deployment, *, keep_existing: bool = False
+    ) -> model.Deployment:
         """Store a new deployment and bump its server's metadata_version.
 
         Its status must be one a deployment may start in
         (``states.check_transition(None, status)``).  ``config_id`` and
         ``source_config_id`` must name stored configs (ConfigNotFound with
         ``field``).  The same id again with the same content returns the
-        stored deployment; different content raises ``ValidationError("id")``.
+        stored deployment; different content raises ``ValidationError("id")``,
+        unless ``keep_existing``: then the stored deployment is returned as
+        it is (its action, run again, finds what its first run stored and
+        what happened to it since).
         """
         if not isinstance(dep, model.Deployment):
             raise exceptions.ValidationError("deployment", "must be a model.Deployment")
@@ -171,6 +182,8 @@ class DeploymentRows(ServerRows):
             row = conn.execute(by_id, {"id": dep.id}).first()
             if row is not None:
                 existing = self._deployment_from_row(row)
+                if keep_existing:
+                    return existing
                 if self._deployment_content(existing) != self._deployment_content(dep):
                     raise exceptions.ValidationError(
                         "id",

@@ -18,7 +18,8 @@ class DeriveConfig(base.TransportTask):
     """Build and store the derived config for this action.
 
     Its id is derived from (deployment id, generation): a re-run after a
-    crash finds the config the first run stored and returns it unchanged.
+    crash finds the config the first run stored and returns it unchanged
+    (looked for as it is stored, in the same transaction).
     """
 
     default_provides = "derived_config_id"
@@ -37,11 +38,6 @@ class DeriveConfig(base.TransportTask):
         signal_store: dict[str, Any],
         stack_user: dict[str, Any] | None,
     ) -> str:
-        config_id = derive.derived_config_id(deployment_id, generation)
-        try:
-            return services.store.get_config(config_id).id
-        except exceptions.ConfigNotFound:
-            pass
         source = (
             services.store.get_config(source_config_id) if source_config_id else None
         )
@@ -67,7 +63,10 @@ class DeriveConfig(base.TransportTask):
             transport_inputs=pairs,
             name=name,
         )
-        return services.store.create_config(derived, derived=True).id
+        # a run again (after a crash) keeps the config its first run stored
+        return services.store.create_config(
+            derived, derived=True, keep_existing=True
+        ).id
 
     def revert(
         self,

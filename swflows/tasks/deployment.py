@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import time
 from typing import Any
 
@@ -89,19 +90,12 @@ class CreateDeployment(_PublishingTask):
         actions: list[str] | None = None,
     ) -> float:
         failpoints.hit("deployment.create")
-        try:
-            existing = services.store.get_deployment(deployment_id)
-        except exceptions.DeploymentNotFound:
-            existing = None
-        if existing is not None:
-            if existing.generation != generation:
-                raise exceptions.ValidationError(
-                    "deployment_id", f"deployment {deployment_id} already exists"
-                )
-            return _epoch(existing.creation_time)
         status, reason_text, reason = _initial_status(self.waits)
         extra: dict[str, Any] = {"actions": tuple(actions)} if actions else {}
-        services.store.create_deployment(
+        started = time.time()
+        # one transaction: a row of this id stored already (by this step's
+        # run before a crash) is returned as it is, not written again
+        stored = services.store.create_deployment(
             model.Deployment(
                 id=deployment_id,
                 server_id=server_id,
@@ -118,9 +112,17 @@ class CreateDeployment(_PublishingTask):
                 timeout=timeout,
                 parent_id=parent_id,
                 **extra,
-            )
+            ),
+            keep_existing=True,
         )
-        return time.time()
+        if stored.generation != generation:
+            raise exceptions.ValidationError(
+                "deployment_id", f"deployment {deployment_id} already exists"
+            )
+        # rows keep whole seconds: one made in an earlier second than this
+        # call is its first run's, whose action started then
+        made_at = _epoch(stored.creation_time)
+        return made_at if made_at < math.floor(started) else started
 
     def revert(
         self,

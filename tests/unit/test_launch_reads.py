@@ -1,0 +1,173 @@
+"""A deploy reads what it needs once: the server's record once in the API,
+no look before a write that looks for itself, and a step run again after a
+crash keeps what its first run stored (SQLite)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import threading
+import time
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from swflows import derive, exceptions, model, states
+from swflows import transport_names as names
+from swflows.fixture import LocalSwflows
+from swflows.persistence import Store
+from swflows.tasks import deployment as deployment_tasks
+from tests.unit.test_persistence_store import derived_config, source_config
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as made:
+        yield made
+
+
+class Statements:
+    """The statements each thread ran on a store's SQLite connections."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.by_thread: dict[int, list[str]] = {}
+        self._lock = threading.Lock()
+        sa.event.listen(engine, "connect", self._traced)
+        # connections the pool holds already are traced too
+        engine.dispose()
+
+    def _traced(self, dbapi_conn: Any, _: Any) -> None:
+        dbapi_conn.set_trace_callback(self._seen)
+
+    def _seen(self, sql: str) -> None:
+        with self._lock:
+            self.by_thread.setdefault(threading.get_ident(), []).append(sql)
+
+    def of(self, thread: int, pattern: str) -> list[str]:
+        with self._lock:
+            found = list(self.by_thread.get(thread, []))
+        return [sql for sql in found if re.match(pattern, sql, re.S)]
+
+
+def test_a_deploy_reads_its_servers_record_once() -> None:
+    """Its signal transport (the server's agent) and its config transport
+    (the server's enrolled one) come from one read of the server's row."""
+    with LocalSwflows() as local:
+        sw = local.sw
+        server = local.new_server()
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+        seen = Statements(sw.store.engine)
+        dep = sw.deploy(server, config.id, wait=False)
+        here = threading.get_ident()
+        servers = seen.of(here, r"SELECT\b.*\sFROM swflows_servers\s")
+        assert len(servers) == 1, servers
+        assert sw.wait(dep.id, timeout=60).status == states.COMPLETE
+
+
+def test_a_deployment_row_is_checked_against_its_configs_at_once(
+    store: Store,
+) -> None:
+    """Both configs a deployment names are looked for in one statement, and
+    the one missing is named."""
+    source = store.create_config(source_config())
+    seen = Statements(store.engine)
+    for field, config_id, source_id in (
+        ("config_id", "missing", source.id),
+        ("source_config_id", source.id, "gone"),
+    ):
+        dep = model.Deployment(
+            id=model.new_id(),
+            server_id="srv",
+            action="CREATE",
+            status=states.IN_PROGRESS,
+            config_id=config_id,
+            source_config_id=source_id,
+        )
+        with pytest.raises(exceptions.ConfigNotFound) as err:
+            store.create_deployment(dep)
+        assert err.value.field == field
+    made = store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="srv",
+            action="CREATE",
+            status=states.IN_PROGRESS,
+            config_id=source.id,
+            source_config_id=source.id,
+        )
+    )
+    assert store.get_deployment(made.id).config_id == source.id
+    looks = seen.of(threading.get_ident(), r"SELECT swflows_configs\.id\s+FROM")
+    assert len(looks) == 3, looks
+
+
+def test_a_derived_config_stored_before_is_kept_as_it_is(store: Store) -> None:
+    """A derived config's id names its deployment's action: its action run
+    again (after a crash) derives it anew, with other signal URLs, and keeps
+    the one stored first, whose URLs the server may hold already."""
+    first = store.create_config(derived_config(id="d-1"), derived=True)
+    other = derived_config(name="again", password="other", id="d-1")
+    assert store.create_config(other, derived=True, keep_existing=True) == first
+    assert store.get_config("d-1") == first
+    with pytest.raises(exceptions.ValidationError) as err:
+        store.create_config(other, derived=True)
+    assert err.value.field == "id"
+    # a config stored as a source is never taken for a derived one
+    source = store.create_config(source_config(id="s-1"))
+    with pytest.raises(exceptions.ValidationError):
+        store.create_config(
+            derived_config(id=source.id), derived=True, keep_existing=True
+        )
+
+
+def create_step(store: Store, *, generation: int) -> float:
+    task = deployment_tasks.CreateDeployment(
+        "deploy", config_transport=names.POLL_TEMP_URL
+    )
+    services: Any = types.SimpleNamespace(store=store)
+    return float(
+        task.execute(
+            services,
+            deployment_id="dep-1",
+            server_id="srv",
+            derived_config_id=derive.derived_config_id("dep-1", generation),
+            source_config_id=None,
+            action="CREATE",
+            input_values={},
+            name=None,
+            timeout=60,
+            generation=generation,
+            signal_transport=names.TEMP_URL_SIGNAL,
+        )
+    )
+
+
+def test_a_deployment_row_stored_before_is_its_actions_start(store: Store) -> None:
+    """CreateDeployment run again finds the row its first run stored, in its
+    own transaction: the action started when that row was made, and the row
+    is kept as it is since (a signal may have moved it on)."""
+    store.create_config(
+        derived_config(id=derive.derived_config_id("dep-1", 1)), derived=True
+    )
+    before = time.time()
+    started = create_step(store, generation=1)
+    assert before <= started <= time.time()
+    store.update_deployment("dep-1", status=states.COMPLETE)
+    time.sleep(1.05 - time.time() % 1)  # the next second: rows keep seconds
+    again = create_step(store, generation=1)
+    row = store.get_deployment("dep-1")
+    assert row.status == states.COMPLETE
+    assert row.creation_time is not None
+    made = row.creation_time.replace(tzinfo=datetime.UTC)
+    assert again == made.timestamp() < started + 1
+    assert store.get_server("srv").metadata_version == 1  # not written again
+    store.create_config(
+        derived_config(id=derive.derived_config_id("dep-1", 2)), derived=True
+    )
+    with pytest.raises(exceptions.ValidationError) as err:
+        create_step(store, generation=2)
+    assert err.value.field == "deployment_id"
