@@ -18,8 +18,9 @@ import sqlalchemy as sa
 
 from swflows import derive, exceptions, model, states
 from swflows import transport_names as names
+from swflows.engine import batching
 from swflows.fixture import LocalSwflows
-from swflows.persistence import Store
+from swflows.persistence import Store, batches, logbook
 from swflows.tasks import deployment as deployment_tasks
 from tests.unit.test_persistence_store import derived_config, source_config
 
@@ -171,3 +172,81 @@ def test_a_deployment_row_stored_before_is_its_actions_start(store: Store) -> No
     with pytest.raises(exceptions.ValidationError) as err:
         create_step(store, generation=2)
     assert err.value.field == "deployment_id"
+
+
+def test_a_rounds_steps_read_no_row_while_their_lease_is_surely_theirs() -> None:
+    """Their rows were just written, leased to this runner: before each
+    write outside the database (the signal store's), nothing is read to
+    fence it while no other runner can hold the row."""
+    with LocalSwflows(overrides={"runner": {"launch_batch": 64}}) as local:
+        sw = local.sw
+        config = sw.create_config("app", "#!/bin/sh\n", group="script")
+        seen = Statements(sw.store.engine)
+        made = [sw.deploy(local.new_server(), config.id) for _ in range(3)]
+        assert [dep.status for dep in made] == [states.COMPLETE] * 3
+        launch = [
+            thread.ident
+            for thread in threading.enumerate()
+            if thread.name == "swflows-launch" and thread.ident is not None
+        ]
+        assert launch
+        owners = seen.of(launch[0], r"SELECT swflows_flows\.owner\s+FROM")
+        assert owners == []
+
+
+def test_a_rounds_fence_reads_the_row_once_past_the_sure_share() -> None:
+    """A runner paused past the sure share of its lease (another may have
+    taken the row since) reads the row, and stops at one that is not its
+    own."""
+    reads: list[str] = []
+
+    def holder(flow_id: str) -> str:
+        reads.append(flow_id)
+        return "another"
+
+    runner: Any = types.SimpleNamespace(
+        registry=types.SimpleNamespace(holder=holder), owner="me", lease_seconds=30.0
+    )
+    item: Any = types.SimpleNamespace(flow_id="f1", sure_until=time.monotonic() + 30)
+    fence = batching._fence(runner, item)
+    fence()
+    assert reads == []
+    item.sure_until = time.monotonic() - 0.01
+    with pytest.raises(logbook.FlowFenced):
+        fence()
+    assert reads == ["f1"]
+
+
+def test_a_recorded_round_is_sure_of_its_rows_for_a_share_of_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    items: Any = [
+        types.SimpleNamespace(
+            withdrawn=False,
+            committing=False,
+            recording=False,
+            recorded=False,
+            flow_id=f"f{i}",
+            kind="deploy",
+            deployment_id=f"d{i}",
+            server_id="s",
+            book=None,
+            sure_until=0.0,
+        )
+        for i in range(2)
+    ]
+    written: list[int] = []
+    runner: Any = types.SimpleNamespace(
+        lease_seconds=30.0, registry=None, backend=None, owner="me"
+    )
+    monkeypatch.setattr(
+        batches,
+        "record_new",
+        lambda _registry, _backend, rows, *_, **__: written.append(len(rows)),
+    )
+    before = time.monotonic()
+    recorded = batching._record(runner, threading.Lock(), items)
+    assert written == [2] and recorded == items
+    for item in items:
+        assert item.recorded
+        assert before + 24 <= item.sure_until <= time.monotonic() + 24
