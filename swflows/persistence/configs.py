@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import json
 import threading
+import time
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +24,9 @@ from swflows.persistence.database import (
 #: configs read from their stored text kept parsed, per store (a server's
 #: document reads every config of its deployments at each publish)
 PARSED_KEPT = 4096
+#: configs last read or stored by id, per store, for
+#: ``get_config(max_age=...)`` (a burst of deploys of one config)
+RECENT_KEPT = 256
 
 
 class ConfigRows(Database):
@@ -34,6 +38,10 @@ class ConfigRows(Database):
             collections.OrderedDict()
         )
         self._parsed_lock = threading.Lock()
+        #: config id -> (``time.monotonic()`` when read or stored, config)
+        self._recent: collections.OrderedDict[str, tuple[float, model.Config]] = (
+            collections.OrderedDict()
+        )
 
     def _config_by_id(self) -> Any:
         """A config's row by its id (bound as ``id``), built once."""
@@ -172,7 +180,20 @@ class ConfigRows(Database):
 
         return self._write("create config", op)
 
-    def get_config(self, config_id: str) -> model.Config:
+    def get_config(self, config_id: str, *, max_age: float = 0.0) -> model.Config:
+        """The config ``config_id``; ConfigNotFound if there is none.
+
+        ``max_age``: a config this store read or stored by id less than
+        that many seconds ago is returned without reading it again.  A
+        config never changes; it can only be deleted, and whoever takes a
+        kept one must write it into a row that is checked against the
+        stored configs (a deployment's, :meth:`create_deployment`), which
+        finds it gone."""
+        if max_age > 0:
+            with self._parsed_lock:
+                kept = self._recent.get(config_id)
+            if kept is not None and time.monotonic() - kept[0] < max_age:
+                return kept[1]
         query = self._config_by_id()
 
         def op(conn: sa.Connection) -> model.Config:
@@ -181,7 +202,16 @@ class ConfigRows(Database):
                 raise exceptions.ConfigNotFound(config_id)
             return self._config_from_row(row)
 
-        return self._read("get config", op)
+        return self._recently(self._read("get config", op))
+
+    def _recently(self, config: model.Config) -> model.Config:
+        """Keep ``config`` as read or stored now (:meth:`get_config`)."""
+        with self._parsed_lock:
+            self._recent[config.id] = (time.monotonic(), config)
+            self._recent.move_to_end(config.id)
+            while len(self._recent) > RECENT_KEPT:
+                self._recent.popitem(last=False)
+        return config
 
     def list_configs(
         self,
@@ -257,6 +287,8 @@ class ConfigRows(Database):
             self._forget(conn, "config", config_id)
 
         self._write("delete config", op)
+        with self._parsed_lock:
+            self._recent.pop(config_id, None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,10 @@ from swflows.transports.base import SignalRef
 
 LOG = logging.getLogger(__name__)
 
+#: seconds a source config read by this process (the deploy that started
+#: the flow read it) is taken as it was: configs never change
+SOURCE_MAX_AGE = 5.0
+
 
 class DeriveConfig(base.TransportTask):
     """Build and store the derived config for this action.
@@ -39,7 +43,11 @@ class DeriveConfig(base.TransportTask):
         stack_user: dict[str, Any] | None,
     ) -> str:
         source = (
-            services.store.get_config(source_config_id) if source_config_id else None
+            # as the deploy read it moments ago: the deployment's row, written
+            # next, is checked against the stored configs
+            services.store.get_config(source_config_id, max_age=SOURCE_MAX_AGE)
+            if source_config_id
+            else None
         )
         transport = services.signal_transport(
             self.transport_name, self.transport_options

@@ -250,3 +250,41 @@ def test_a_recorded_round_is_sure_of_its_rows_for_a_share_of_the_lease(
     for item in items:
         assert item.recorded
         assert before + 24 <= item.sure_until <= time.monotonic() + 24
+
+
+def test_a_config_read_moments_ago_is_taken_as_it_was(
+    store: Store, tmp_path: Path
+) -> None:
+    """A burst of deploys of one config: each derive takes the source as
+    this store last read it, within ``max_age``.  Deleted here, it is
+    read again (not found); deleted by another process, the deployment's
+    row that names it is refused."""
+    config = store.create_config(source_config())
+    seen = Statements(store.engine)
+    here = threading.get_ident()
+    first = store.get_config(config.id)
+    assert store.get_config(config.id, max_age=5) == first
+    reads = r"SELECT swflows_configs\.id, swflows_configs\.name"
+    assert len(seen.of(here, reads)) == 1
+    assert store.get_config(config.id) == first  # no max_age: read
+    assert len(seen.of(here, reads)) == 2
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as other:
+        other.delete_config(config.id)
+    assert store.get_config(config.id, max_age=5) == first
+    with pytest.raises(exceptions.ConfigNotFound) as err:
+        store.create_deployment(
+            model.Deployment(
+                id=model.new_id(),
+                server_id="srv",
+                action="CREATE",
+                status=states.IN_PROGRESS,
+                config_id=None,
+                source_config_id=config.id,
+            )
+        )
+    assert err.value.field == "source_config_id"
+    kept = store.create_config(source_config(name="kept"))
+    store.get_config(kept.id)
+    store.delete_config(kept.id)
+    with pytest.raises(exceptions.ConfigNotFound):
+        store.get_config(kept.id, max_age=5)
