@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import tenacity
@@ -82,6 +83,45 @@ class _Turns:
     version: int = 0
 
 
+class _Reads:
+    """Which callers of a server the reads of one publish cover.
+
+    A caller asks once its change is committed: the callers that asked
+    before a read of the store are in what that read sees.  A try that
+    found the server changed while it wrote tries again at once when a
+    caller asked since its read (a change of this process moved it, and
+    the next read covers that caller too), else after a random rest
+    (another process is publishing it)."""
+
+    def __init__(self, turns: _Turns) -> None:
+        self._turns = turns
+        #: the callers that asked before the last read
+        self.covering = 0
+
+    def reading(self) -> None:
+        """Called right before the store is read."""
+        with _TURNS_LOCK:
+            self.covering = self._turns.asked
+
+    def asked_since(self) -> bool:
+        with _TURNS_LOCK:
+            return self._turns.asked > self.covering
+
+
+#: the rests between a publish's tries when another process changed the
+#: server while it wrote
+_CONFLICT_WAITS = tenacity.wait_random_exponential(multiplier=0.05, max=1)
+
+
+def _conflict_wait(reads: _Reads | None) -> Callable[[Any], float]:
+    def wait(state: Any) -> float:
+        if reads is not None and reads.asked_since():
+            return 0.0
+        return float(_CONFLICT_WAITS(state))
+
+    return wait
+
+
 #: store -> server id -> its turns, for the servers being published to now
 _TURNS: weakref.WeakKeyDictionary[Store, dict[str, _Turns]] = (
     weakref.WeakKeyDictionary()
@@ -144,13 +184,15 @@ def publish_server(
             with _TURNS_LOCK:
                 if turns.covered >= ticket:
                     return turns.version
-                covering = turns.asked
-            version = _publish(services, server_id, transport, options, create=create)
+            reads = _Reads(turns)
+            version = _publish(
+                services, server_id, transport, options, create=create, reads=reads
+            )
             if version is None:  # no channel to publish a removal to
                 return 0
             with _TURNS_LOCK:
-                if covering > turns.covered:
-                    turns.covered, turns.version = covering, version
+                if reads.covering > turns.covered:
+                    turns.covered, turns.version = reads.covering, version
             return version
     finally:
         with _TURNS_LOCK:
@@ -166,9 +208,10 @@ def _publish(
     options: dict[str, Any] | None,
     *,
     create: bool,
+    reads: _Reads | None = None,
 ) -> int | None:
     """:func:`publish_server`'s publish; None if there was no channel and
-    ``create`` is False."""
+    ``create`` is False.  ``reads``: told of each read of the store."""
     store = services.store
     server = find_server(services, server_id)
     name = (server.config_transport if server else None) or transport
@@ -191,11 +234,13 @@ def _publish(
     @tenacity.retry(
         retry=tenacity.retry_if_exception_type(exceptions.ConcurrentUpdate),
         stop=tenacity.stop_after_delay(PUBLISH_PATIENCE),
-        wait=tenacity.wait_random_exponential(multiplier=0.05, max=1),
+        wait=_conflict_wait(reads),
         reraise=True,
     )
     def attempt() -> int:
         nonlocal wrote
+        if reads is not None:
+            reads.reading()
         snapshot = store.server_metadata(server_id)
         if not wrote and snapshot.published >= snapshot.version > 0:
             # another process published this version (it read the store

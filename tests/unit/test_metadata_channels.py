@@ -232,6 +232,59 @@ def test_callers_waiting_on_a_publish_are_covered_by_the_next_one(
     assert metadata._TURNS.get(services.store, {}) == {}  # nothing kept
 
 
+def test_callers_that_asked_before_a_retrys_read_are_covered_by_it(
+    services: Services, objects: Objects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held publish found the server changed by the waiters' changes:
+    it reads again at once, without resting (the change is this process's),
+    and that read covers every waiter, which then reads nothing either."""
+    reads: list[str] = []
+    read = services.store.server_metadata
+
+    def counted(server_id: str) -> Any:
+        reads.append(threading.current_thread().name)
+        return read(server_id)
+
+    monkeypatch.setattr(services.store, "server_metadata", counted)
+    rests: list[float] = []
+    wait = metadata._conflict_wait
+
+    def recorded(given: Any) -> Callable[[Any], float]:
+        inner = wait(given)
+
+        def rest(state: Any) -> float:
+            rests.append(inner(state))
+            return rests[-1]
+
+        return rest
+
+    monkeypatch.setattr(metadata, "_conflict_wait", recorded)
+    writes, results = _held_publish(services, objects, waiters=8, fail_held=False)
+    assert writes == ["held", "held"]
+    assert rests == [0.0]
+    # the held publish's two reads and the check after its conflict; no
+    # waiter reads (each enrollment published first, in this thread)
+    assert [name for name in reads if name != "MainThread"] == ["held"] * 3
+    version = services.store.get_server("s1").published_version
+    assert results == [version] * 9
+
+
+def test_a_conflict_with_another_process_is_tried_again_after_a_rest(
+    services: Services,
+) -> None:
+    turns = metadata._Turns()
+    reads = metadata._Reads(turns)
+    turns.asked = 3
+    reads.reading()
+    assert reads.covering == 3 and not reads.asked_since()
+    state: Any = type("State", (), {"attempt_number": 3})()
+    rests = {metadata._conflict_wait(reads)(state) for _ in range(20)}
+    assert max(rests) > 0  # random, up to 0.2 s at the third try
+    turns.asked = 4  # a caller here changed the server since the read
+    assert reads.asked_since()
+    assert metadata._conflict_wait(reads)(state) == 0.0
+
+
 def test_callers_a_failed_publish_would_have_covered_publish_themselves(
     services: Services, objects: Objects
 ) -> None:
