@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 from swflows import exceptions, model, policies, projects, trusts
+from swflows.api.started import StartedLooks
 from swflows.clients.cloud import Clients
 from swflows.services import Services
 
@@ -76,6 +77,8 @@ class Base:
         self.conf = conf
         self._owns_store = False
         self._runner: Runner | None = None
+        #: callers waiting for flows driven elsewhere to write their rows
+        self._started_looks = StartedLooks(store)
         if start:
             self.runner.start()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -18,21 +19,20 @@ if TYPE_CHECKING:
     from oslo_context.context import RequestContext
 
 
-#: seconds between two looks for a deployment its flow has yet to start,
-#: when another process drives the flow (the first; each next one twice as
-#: long, up to POLL_STARTED_MOST: many callers waiting for busy conductors
-#: do not keep the database busy asking), and when this one does (then a
-#: look also comes as a step writing the row succeeds)
-POLL_STARTED = 0.05
+#: seconds between two looks of a caller for a deployment its flow has yet
+#: to start, when another process drives the flow (a look also comes as
+#: the instance's shared look, :mod:`swflows.api.started`, sees its row),
+#: and when this one does (a look also comes as a step writing the row
+#: succeeds)
 POLL_STARTED_MOST = 0.5
 POLL_STARTED_DRIVEN = 0.5
 
 
 def started_waits(driven_here: bool) -> tenacity.wait.wait_base:
     """The rests between two looks for a flow to start the action."""
-    if driven_here:
-        return tenacity.wait_fixed(POLL_STARTED_DRIVEN)
-    return tenacity.wait_exponential(multiplier=POLL_STARTED, max=POLL_STARTED_MOST)
+    return tenacity.wait_fixed(
+        POLL_STARTED_DRIVEN if driven_here else POLL_STARTED_MOST
+    )
 
 
 def _until_set(event: threading.Event) -> Callable[[float], None]:
@@ -188,21 +188,27 @@ class Results(Base):
 
         limit = wait_timeout or 60
         # driven here: looked at again as a step writing the row succeeds
-        # and when the flow ends, else after 50 ms, 100 ms...
+        # and when the flow ends; driven elsewhere: as the instance's
+        # shared look sees the row (else every POLL_STARTED_MOST)
         progressed = self.runner.progress_of(flow_id)
+        waiting: contextlib.AbstractContextManager[threading.Event]
         if progressed is not None:
             future.add_done_callback(lambda _: progressed.set())
             # a new flow has its row written by a later step: the first
             # look waits for that step (or the flow's end), not before it
             _until_set(progressed)(POLL_STARTED_DRIVEN)
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_result(lambda found: found is None),
-            wait=started_waits(progressed is not None),
-            stop=tenacity.stop_after_delay(limit),
-            retry_error_callback=lambda _: None,
-            sleep=time.sleep if progressed is None else _until_set(progressed),
-        )
-        found: model.Deployment | None = retrying(look)
+            waiting = contextlib.nullcontext(progressed)
+        else:
+            waiting = self._started_looks.waiting(deployment_id, generation)
+        with waiting as woken:
+            retrying = tenacity.Retrying(
+                retry=tenacity.retry_if_result(lambda found: found is None),
+                wait=started_waits(progressed is not None),
+                stop=tenacity.stop_after_delay(limit),
+                retry_error_callback=lambda _: None,
+                sleep=_until_set(woken),
+            )
+            found: model.Deployment | None = retrying(look)
         if found is None:
             self._withdraw(deployment_id, flow_id, limit)
             # its flow is recorded (a job posted) and runs later: never

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -216,6 +217,19 @@ class DeploymentRows(ServerRows):
             return stored
 
         return self._write("create deployment", op)
+
+    def generations(self, deployment_ids: Iterable[str]) -> dict[str, int]:
+        """The generation of each of ``deployment_ids`` that has a row, in
+        one statement (those without one are left out)."""
+        ids = sorted(set(deployment_ids))
+        if not ids:
+            return {}
+        d = self._tables.deployments
+        query = sa.select(d.c.id, d.c.generation).where(d.c.id.in_(ids))
+        return self._read(
+            "read deployments' generations",
+            lambda conn: {row.id: int(row.generation) for row in conn.execute(query)},
+        )
 
     def get_deployment(self, deployment_id: str) -> model.Deployment:
         query = self._deployment_by_id()
