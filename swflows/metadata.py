@@ -113,9 +113,9 @@ class _Reads:
 _CONFLICT_WAITS = tenacity.wait_random_exponential(multiplier=0.05, max=1)
 
 
-def _conflict_wait(reads: _Reads | None) -> Callable[[Any], float]:
+def _conflict_wait(reads: _Reads) -> Callable[[Any], float]:
     def wait(state: Any) -> float:
-        if reads is not None and reads.asked_since():
+        if reads.asked_since():
             return 0.0
         return float(_CONFLICT_WAITS(state))
 
@@ -208,7 +208,7 @@ def _publish(
     options: dict[str, Any] | None,
     *,
     create: bool,
-    reads: _Reads | None = None,
+    reads: _Reads,
 ) -> int | None:
     """:func:`publish_server`'s publish; None if there was no channel and
     ``create`` is False.  ``reads``: told of each read of the store."""
@@ -239,8 +239,7 @@ def _publish(
     )
     def attempt() -> int:
         nonlocal wrote
-        if reads is not None:
-            reads.reading()
+        reads.reading()
         snapshot = store.server_metadata(server_id)
         if not wrote and snapshot.published >= snapshot.version > 0:
             # another process published this version (it read the store

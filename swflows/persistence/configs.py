@@ -24,7 +24,7 @@ from swflows.persistence.database import (
 #: configs read from their stored text kept parsed, per store (a server's
 #: document reads every config of its deployments at each publish)
 PARSED_KEPT = 4096
-#: configs last read or stored by id, per store, for
+#: configs last read by id, per store, for
 #: ``get_config(max_age=...)`` (a burst of deploys of one config)
 RECENT_KEPT = 256
 
@@ -71,9 +71,7 @@ class ConfigRows(Database):
             )
         )
         with self._parsed_lock:
-            self._parsed[key] = parsed
-            while len(self._parsed) > PARSED_KEPT:
-                self._parsed.popitem(last=False)
+            _keep(self._parsed, key, parsed, PARSED_KEPT)
         return parsed
 
     def _config_body(self, config: model.Config) -> dict[str, Any]:
@@ -183,8 +181,8 @@ class ConfigRows(Database):
     def get_config(self, config_id: str, *, max_age: float = 0.0) -> model.Config:
         """The config ``config_id``; ConfigNotFound if there is none.
 
-        ``max_age``: a config this store read or stored by id less than
-        that many seconds ago is returned without reading it again.  A
+        ``max_age``: a config this store read by id less than that many
+        seconds ago is returned without reading it again.  A
         config never changes; it can only be deleted, and whoever takes a
         kept one must write it into a row that is checked against the
         stored configs (a deployment's, :meth:`create_deployment`), which
@@ -205,12 +203,9 @@ class ConfigRows(Database):
         return self._recently(self._read("get config", op))
 
     def _recently(self, config: model.Config) -> model.Config:
-        """Keep ``config`` as read or stored now (:meth:`get_config`)."""
+        """Keep ``config`` as read now (:meth:`get_config`)."""
         with self._parsed_lock:
-            self._recent[config.id] = (time.monotonic(), config)
-            self._recent.move_to_end(config.id)
-            while len(self._recent) > RECENT_KEPT:
-                self._recent.popitem(last=False)
+            _keep(self._recent, config.id, (time.monotonic(), config), RECENT_KEPT)
         return config
 
     def list_configs(
@@ -289,6 +284,17 @@ class ConfigRows(Database):
         self._write("delete config", op)
         with self._parsed_lock:
             self._recent.pop(config_id, None)
+
+
+def _keep(
+    kept: collections.OrderedDict[Any, Any], key: Any, value: Any, most: int
+) -> None:
+    """Put ``value`` in ``kept`` as its newest entry, the oldest dropped
+    past ``most`` (the caller holds the lock guarding ``kept``)."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > most:
+        kept.popitem(last=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,6 +52,8 @@ class DeploymentRows(ServerRows):
         )
         if not wanted:
             return
+        if len(wanted) > 2:
+            raise ValueError(f"at most two configs are checked at once: {wanted}")
         c = self._tables.configs
         # two fixed parameters (one id is given twice): built and cached once,
         # where a list of any length is rendered again at every run
@@ -61,8 +63,6 @@ class DeploymentRows(ServerRows):
                 c.c.id.in_([sa.bindparam("first"), sa.bindparam("second")])
             ),
         )
-        if len(wanted) > 2:
-            raise ValueError(f"at most two configs are checked at once: {wanted}")
         found = set(conn.scalars(exist, {"first": wanted[0], "second": wanted[-1]}))
         for field, config_id in refs.items():
             if config_id is not None and config_id not in found:
@@ -225,10 +225,17 @@ class DeploymentRows(ServerRows):
         if not ids:
             return {}
         d = self._tables.deployments
-        query = sa.select(d.c.id, d.c.generation).where(d.c.id.in_(ids))
+        query = self._statement(
+            "deployments' generations",
+            lambda: sa.select(d.c.id, d.c.generation).where(
+                d.c.id.in_(sa.bindparam("ids", expanding=True))
+            ),
+        )
         return self._read(
             "read deployments' generations",
-            lambda conn: {row.id: int(row.generation) for row in conn.execute(query)},
+            lambda conn: {
+                row.id: int(row.generation) for row in conn.execute(query, {"ids": ids})
+            },
         )
 
     def get_deployment(self, deployment_id: str) -> model.Deployment:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from swflows import model, states
 from swflows.api.started import StartedLooks
+from swflows.persistence import Store
 
 
 class Rows:
@@ -91,3 +94,25 @@ def test_a_failed_look_is_followed_by_the_next() -> None:
     with looks.waiting("d1", 1) as seen:
         assert seen.wait(5)
     assert len(rows.looks) >= 3
+
+
+def test_the_store_gives_the_generations_of_the_rows_it_has(tmp_path: Path) -> None:
+    with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
+        made = [
+            store.create_deployment(
+                model.Deployment(
+                    id=model.new_id(),
+                    server_id="srv",
+                    config_id=None,
+                    source_config_id=None,
+                    action="CREATE",
+                    status=states.IN_PROGRESS,
+                    generation=generation,
+                )
+            )
+            for generation in (1, 3)
+        ]
+        asked = [made[0].id, made[1].id, "never-made"]
+        assert store.generations(asked) == {made[0].id: 1, made[1].id: 3}
+        assert store.generations(["never-made"]) == {}
+        assert store.generations([]) == {}
