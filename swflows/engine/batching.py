@@ -50,7 +50,7 @@ from taskflow.persistence import models
 from taskflow.utils import misc as tf_misc
 
 from swflows import exceptions, failpoints, flows
-from swflows.engine.driving import RECORD_RETRY_SECONDS, Driving
+from swflows.engine.driving import RECORD_RETRY_SECONDS, Claim, Driving
 from swflows.engine.results import META_KEY
 from swflows.engine.watcher import waiting_of
 from swflows.flows import deploy
@@ -65,6 +65,9 @@ KINDS = frozenset({deploy.NAME})
 FLOWS_KEPT = 32
 #: the name TaskFlow keeps a flow's inputs under, in a step of its own
 INJECTOR = tf_storage.Storage.injector_name
+#: the servers of a round published at once: each publish waits mostly on
+#: the store and the config transport
+PUBLISH_THREADS = 4
 #: the share of a flow's lease, counted from the call that wrote its row,
 #: during which the row is known to be this runner's without reading it:
 #: another runner takes a live runner's flow only once its lease ran out
@@ -106,6 +109,9 @@ class _Item:
     #: the step that publishes the metadata, and the one waiting after it
     publish: Any = None
     wait: Any = None
+    #: a conductor's flow: its job's claim fences it, and its end is told
+    #: (its row and its inputs were written when its job was posted)
+    claim: Claim | None = None
 
     @property
     def deployment_id(self) -> str:
@@ -128,6 +134,7 @@ class Batcher:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._items: dict[str, _Item] = {}
+        self._parker = _Parker(self)
         self._flows: collections.OrderedDict[str, tuple[Any, Any]] = (
             collections.OrderedDict()
         )
@@ -175,6 +182,36 @@ class Batcher:
                 self.runner._launching.add(flow_id)
             self._new.put(item)
         return flow_id, item.future
+
+    def adopt(self, flow_id: str, book: Any, detail: Any, claim: Claim) -> bool:
+        """Take on a flow of a job a conductor claimed, as stored when its
+        job was posted (its row, and a logbook holding only its inputs),
+        for the next round; whether it was (else the caller drives it in
+        an engine of its own: it is no new deploy, or a step of it ran).
+
+        Its steps run as a new flow's would; its claim fences them
+        (``claim.fence``) and ``claim.done`` is told how it left the
+        round.  Its logbook gets its steps as it parks."""
+        item = _claimed_item(self._flow, flow_id, book, detail, claim)
+        if item is None:
+            return False
+        with self._lock:
+            if self._stopped or flow_id in self._items:
+                return False
+            item.future = self.runner._future(flow_id)
+            self._items[flow_id] = item
+            if not self._threads:
+                self._start()
+            with self.runner._lock:
+                self.runner._launching.add(flow_id)
+            claim.adopted = True
+            self._new.put(item)
+        return True
+
+    def holds(self, flow_id: str) -> bool:
+        """Whether a round has ``flow_id`` now."""
+        with self._lock:
+            return flow_id in self._items
 
     def progress_of(self, flow_id: str) -> threading.Event | None:
         """Set once the flow's deployment row is written (or it ended)."""
@@ -230,6 +267,7 @@ class Batcher:
         for thread in threads:
             left = 10.0 if by is None else max(0.1, by - time.monotonic())
             thread.join(timeout=left)
+        self._parker.close()
 
     # -- rounds ---------------------------------------------------------------
     def _start(self) -> None:
@@ -311,7 +349,7 @@ class Batcher:
                 return
             items = [item for ready in rounds for item in ready]
             try:
-                self._park(items)
+                self._parker.park(items)
             except (Exception, logbook.FlowFenced):  # contained: each flow
                 # goes on in an engine of its own
                 LOG.exception("parking %d new flows failed", len(items))
@@ -321,12 +359,26 @@ class Batcher:
 
     # -- begin ----------------------------------------------------------------
     def _begin(self, items: list[_Item]) -> list[_Item]:
+        new = [item for item in items if item.claim is None]
+        going = set(self._record_new(new) if new else ())
+        return [
+            item
+            for item in items
+            if (item.claim is not None or item in going)
+            and self._run_before_publish(item)
+        ]
+
+    def _record_new(self, items: list[_Item]) -> list[_Item]:
+        """Write the rows and logbooks of a round's new flows; those written
+        (the others fail)."""
         runner = self.runner
         for item in items:
             _new_logbook(item)
         try:
-            recorded = runner.through_outage(
-                lambda: _record(runner, self._lock, items), "record new flows"
+            return list(
+                runner.through_outage(
+                    lambda: _record(runner, self._lock, items), "record new flows"
+                )
             )
         except Exception as exc:
             for item in items:
@@ -342,7 +394,6 @@ class Batcher:
                 else:
                     self._fail(item, exc)
             return []
-        return [item for item in recorded if self._run_before_publish(item)]
 
     def _items_now(self) -> set[str]:
         with self._lock:
@@ -372,117 +423,30 @@ class Batcher:
             self._drive(item)
         return False
 
-    # -- park -----------------------------------------------------------------
-    def _park(self, items: list[_Item]) -> None:
-        runner = self.runner
-        held = batches.holders(runner.registry, [item.flow_id for item in items])
-        groups: dict[tuple[str, str, str], list[_Item]] = {}
-        for item in items:
-            if held.get(item.flow_id) != runner.owner:
-                LOG.warning(
-                    "%s",
-                    logbook.FlowFenced(
-                        item.flow_id, runner.owner, held.get(item.flow_id)
-                    ),
-                )
-                self._lose(item)
-                continue
-            key = (
-                item.server_id,
-                item.publish.transport_name,
-                json.dumps(item.publish.transport_options, sort_keys=True),
-            )
-            groups.setdefault(key, []).append(item)
-        publishing = []
-        for group in groups.values():
-            if self._publish(group):
-                publishing.extend(group)
-        if not publishing:
-            return
-        parked_items = []
-        for item in publishing:
-            item.detail.state = tf_states.SUSPENDED
-            waiting = waiting_of(runner.services, _Engine(item), item.wait)
-            waiting["server_id"] = item.server_id
-            parked_items.append((item, waiting))
-        parked = runner.through_outage(
-            lambda: batches.park_recorded(
-                runner.registry,
-                runner.backend,
-                runner.owner,
-                [
-                    (item.flow_id, waiting, item.detail)
-                    for item, waiting in parked_items
-                ],
-            ),
-            "park new flows",
-        )
-        # an action that ended before its flow parked (a signal pushed, a
-        # cancel) has the watcher look at once
-        ended = batches.ended_among(
-            runner.registry,
-            {
-                item.deployment_id: int(waiting["generation"])
-                for item, waiting in parked_items
-                if item.flow_id in parked
-            },
-        )
-        for item, _ in parked_items:
-            if item.flow_id not in parked:
-                LOG.warning("flow %s: not parked: its row is another's", item.flow_id)
-                self._lose(item)
-                continue
-            self._settle(item)
-            if item.deployment_id in ended:
-                runner.watcher.wake_soon(item.flow_id)
-
-    def _publish(self, group: list[_Item]) -> bool:
-        """Publish the metadata of the group's server once, for all of them;
-        whether it was (else each flow goes on in an engine of its own)."""
-        first = group[0]
-        try:
-            version = first.publish.execute(**_arguments(first, first.publish))
-        except logbook.FlowFenced as exc:
-            LOG.warning("%s", exc)
-            self._lose(first)
-            for item in group[1:]:
-                self._drive(item)
-            return False
-        except Exception as exc:
-            LOG.info(
-                "metadata of server %s not published (%s): its %d new flows go "
-                "on in engines of their own",
-                first.server_id,
-                exc,
-                len(group),
-            )
-            for item in group:
-                self._drive(item)
-            return False
-        for item in group:
-            _succeeded(item, item.publish, version)
-        return True
-
     # -- ends -----------------------------------------------------------------
-    def _forget_item(self, item: _Item) -> None:
+    def _forget_item(self, item: _Item, *, parked: bool = False) -> None:
         with self._lock:
             self._items.pop(item.flow_id, None)
         with self.runner._lock:
             self.runner._launching.discard(item.flow_id)
         item.progressed.set()
+        if item.claim is not None:
+            item.claim.done(parked)
 
     def _settle(self, item: _Item) -> None:
         """Parked: the watcher has it now."""
-        self._forget_item(item)
+        self._forget_item(item, parked=True)
 
     def _lose(self, item: _Item) -> None:
         """Its row is another runner's: left to it, from its logbook."""
         self._forget_item(item)
 
     def _fail(self, item: _Item, error: BaseException) -> None:
-        """Never recorded: its caller gets ``error``."""
+        """Never recorded: its caller gets ``error``.  A conductor's flow
+        (recorded when its job was posted) is left as stored, for its job."""
         self._forget_item(item)
-        self.runner._finish(item.flow_id, error)
+        if item.claim is None:
+            self.runner._finish(item.flow_id, error)
 
     def _drive(self, item: _Item) -> None:
         """Hand the flow to an engine of its own, from its new logbook."""
@@ -508,11 +472,136 @@ class Batcher:
                 "once its lease runs out",
                 item.flow_id,
             )
+            if item.claim is not None:  # its job is settled by its row
+                item.claim.done(False)
         finally:
             with self._lock:
                 self._items.pop(item.flow_id, None)
             with runner._lock:
                 runner._launching.discard(item.flow_id)
+
+
+class _Parker:
+    """The park of a round: its servers published, each once for all its
+    flows (several servers at once), then its flows parked together."""
+
+    def __init__(self, batcher: Batcher) -> None:
+        self.batcher = batcher
+        self._lock = threading.Lock()
+        #: the threads publishing a round's servers, once it has several
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    def _publishers(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    PUBLISH_THREADS, thread_name_prefix="swflows-publish"
+                )
+            return self._pool
+
+    def park(self, items: list[_Item]) -> None:
+        """Publish, then park, the flows of the rounds that got there: those
+        whose row is another's are left to it."""
+        runner = self.batcher.runner
+        held = batches.holders(runner.registry, [item.flow_id for item in items])
+        groups: dict[tuple[str, str, str], list[_Item]] = {}
+        for item in items:
+            if held.get(item.flow_id) != runner.owner:
+                LOG.warning(
+                    "%s",
+                    logbook.FlowFenced(
+                        item.flow_id, runner.owner, held.get(item.flow_id)
+                    ),
+                )
+                self.batcher._lose(item)
+                continue
+            key = (
+                item.server_id,
+                item.publish.transport_name,
+                json.dumps(item.publish.transport_options, sort_keys=True),
+            )
+            groups.setdefault(key, []).append(item)
+        publishing = []
+        published = (
+            map(self.publish, groups.values())
+            if len(groups) < 2
+            else self._publishers().map(self.publish, groups.values())
+        )
+        for group, done in zip(groups.values(), published, strict=True):
+            if done:
+                publishing.extend(group)
+        if not publishing:
+            return
+        parked_items = []
+        for item in publishing:
+            item.detail.state = tf_states.SUSPENDED
+            waiting = waiting_of(runner.services, _Engine(item), item.wait)
+            waiting["server_id"] = item.server_id
+            parked_items.append((item, waiting))
+        parked = runner.through_outage(
+            lambda: batches.park_recorded(
+                runner.registry,
+                runner.backend,
+                runner.owner,
+                [
+                    (item.flow_id, waiting, item.detail)
+                    for item, waiting in parked_items
+                ],
+                fresh={item.flow_id for item, _ in parked_items if item.claim},
+            ),
+            "park new flows",
+        )
+        # an action that ended before its flow parked (a signal pushed, a
+        # cancel) has the watcher look at once
+        ended = batches.ended_among(
+            runner.registry,
+            {
+                item.deployment_id: int(waiting["generation"])
+                for item, waiting in parked_items
+                if item.flow_id in parked
+            },
+        )
+        for item, _ in parked_items:
+            if item.flow_id not in parked:
+                LOG.warning("flow %s: not parked: its row is another's", item.flow_id)
+                self.batcher._lose(item)
+                continue
+            self.batcher._settle(item)
+            if item.deployment_id in ended:
+                runner.watcher.wake_soon(item.flow_id)
+
+    def publish(self, group: list[_Item]) -> bool:
+        """Publish the metadata of the group's server once, for all of them;
+        whether it was (else each flow goes on in an engine of its own)."""
+        first = group[0]
+        try:
+            version = first.publish.execute(**_arguments(first, first.publish))
+        except logbook.FlowFenced as exc:
+            LOG.warning("%s", exc)
+            self.batcher._lose(first)
+            for item in group[1:]:
+                self.batcher._drive(item)
+            return False
+        except Exception as exc:
+            LOG.info(
+                "metadata of server %s not published (%s): its %d new flows go "
+                "on in engines of their own",
+                first.server_id,
+                exc,
+                len(group),
+            )
+            for item in group:
+                self.batcher._drive(item)
+            return False
+        for item in group:
+            _succeeded(item, item.publish, version)
+        return True
 
 
 def _record(
@@ -579,10 +668,64 @@ def _new_logbook(item: _Item) -> None:
     book.add(detail)
     engines.save_factory_details(detail, flows.FACTORIES[item.kind], [], item.plan)
     detail.meta[META_KEY] = item.meta
+    add_inputs(detail, item.inputs)
+    _add_steps(item, book, detail)
+
+
+def _claimed_item(
+    built: Callable[[str, dict[str, Any]], tuple[Any, Any]],
+    flow_id: str,
+    book: Any,
+    detail: Any,
+    claim: Claim,
+) -> _Item | None:
+    """A round's item of a conductor's flow, as its job was posted: a new
+    deploy whose logbook holds its inputs alone (else None).  ``built``
+    gives the graph of a kind and plan, and its publishing step and wait."""
+    meta = detail.meta.get(META_KEY) or {}
+    kind = str(meta.get("kind"))
+    plan = (detail.meta.get("factory") or {}).get("kwargs")
+    atoms = list(detail)
+    if (
+        kind not in KINDS
+        or not isinstance(plan, dict)
+        or len(atoms) != 1
+        or atoms[0].name != INJECTOR
+        or not isinstance(atoms[0].results, dict)
+    ):
+        return None
+    flow, steps = built(kind, plan)
+    if steps is None:
+        return None
+    item = _Item(
+        flow_id=flow_id,
+        kind=kind,
+        plan=plan,
+        inputs=dict(atoms[0].results),
+        meta=dict(meta),
+        flow=flow,
+        future=concurrent.futures.Future(),
+        progressed=threading.Event(),
+        publish=steps[0],
+        wait=steps[1],
+        claim=claim,
+        recorded=True,
+    )
+    _add_steps(item, book, detail)
+    return item
+
+
+def add_inputs(detail: Any, inputs: dict[str, Any]) -> None:
+    """A new flow's inputs in its logbook, as TaskFlow stores them."""
     injected = models.TaskDetail(INJECTOR, uuidutils.generate_uuid())
     injected.state = tf_states.SUCCESS
-    injected.results = dict(item.inputs)
+    injected.results = dict(inputs)
     detail.add(injected)
+
+
+def _add_steps(item: _Item, book: Any, detail: Any) -> None:
+    """Each step of the flow PENDING in its logbook (as TaskFlow's storage
+    makes them), kept in memory with its inputs."""
     for atom in item.flow:
         step = models.TaskDetail(atom.name, uuidutils.generate_uuid())
         step.state = tf_states.PENDING
@@ -631,6 +774,8 @@ def _fence(runner: Driving, item: _Item) -> Any:
     its lease that is surely still its own (:data:`SURE_SHARE`), as a
     round's steps are, nothing needs reading; a runner paused past it
     reads its row."""
+    if item.claim is not None:  # a conductor's: its job's claim decides
+        return item.claim.fence
     registry, owner = runner.registry, runner.owner
 
     def fence() -> None:
@@ -668,4 +813,4 @@ def _steps(flow: Any) -> tuple[Any, Any] | None:
     return None
 
 
-__all__ = ["KINDS", "Batcher"]
+__all__ = ["KINDS", "Batcher", "add_inputs"]

@@ -34,13 +34,16 @@ import os
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from swflows import failpoints
 from swflows.engine import faults, jobboard, liveness
 from swflows.engine import runner as engine_runner
+from swflows.engine.driving import Claim
 from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence import logbook
 
 if TYPE_CHECKING:
     from swflows.services import Services
@@ -166,6 +169,56 @@ class Resting:
             return False
 
 
+class Rounds:
+    """A conductor's flows launched in rounds rather than engines (new
+    deploys, as its runner launches its own): they hold no worker, so
+    there is room for :attr:`size` of them beside the workers' flows."""
+
+    def __init__(self, conductor: Conductor, size: int) -> None:
+        self._conductor = conductor
+        self.size = size
+        self._lock = threading.Lock()
+        self._flows: set[str] = set()
+
+    def full(self, held: int, workers: int) -> bool:
+        """Whether a conductor holding ``held`` flows has room for no other:
+        its ``workers`` all have one, or the rounds all they may hold."""
+        with self._lock:
+            rounds = len(self._flows)
+        return held - rounds >= workers or rounds >= self.size > 0
+
+    def lend(self, flow_id: str) -> Claim | None:
+        """The claim of ``flow_id``'s job, as a round checks and ends it;
+        None when the rounds have no room for it."""
+        conductor = self._conductor
+        with self._lock:
+            if len(self._flows) >= self.size:
+                return None
+        check = conductor.fence_for(flow_id)
+        drive = types.SimpleNamespace(lost=False)
+
+        def fence() -> None:
+            try:
+                check(drive)
+            except ClaimLost:
+                raise logbook.FlowFenced(flow_id, conductor.name, None) from None
+
+        def done(parked: bool) -> None:
+            with self._lock:
+                self._flows.discard(flow_id)
+            conductor.drive_done(flow_id, settled=parked)
+
+        with self._lock:
+            self._flows.add(flow_id)
+        return Claim(fence=fence, done=done)
+
+    def unlend(self, flow_id: str, claim: Claim | None) -> None:
+        """A claim lent that no round took on: its flow holds a worker."""
+        if claim is not None and not claim.adopted:
+            with self._lock:
+                self._flows.discard(flow_id)
+
+
 class Host(Protocol):
     """What a conductor needs of the instance it serves (a
     :class:`swflows.Swflows`): its options and services, and to adopt the
@@ -215,6 +268,7 @@ class Conductor(jobboard.Jobs):
         self.capacity = int(workers or conf.runner.workers)
         self._lock = threading.Lock()
         self._held: dict[str, Any] = {}
+        self.rounds = Rounds(self, int(conf.runner.launch_batch))
         self._lost: set[str] = set()
         self.leases = ClaimLeases(
             board.claim_expiry * SURE_SHARE if board.kind == "redis" else 0.0
@@ -352,7 +406,8 @@ class Conductor(jobboard.Jobs):
 
     def _full(self) -> bool:
         with self._lock:
-            return len(self._held) >= self.capacity
+            held = len(self._held)
+        return self.rounds.full(held, self.capacity)
 
     def _take(self, job: Any) -> str | None:
         sent = self.leases.clock()
@@ -430,10 +485,12 @@ class Conductor(jobboard.Jobs):
         return self._drive_claimed(job, flow_id, f" ({row.kind})")
 
     def _drive_claimed(self, job: Any, flow_id: str, kind: str) -> str | None:
-        """Drive the flow of a job whose row was just claimed here."""
+        """Drive a just claimed job's flow: in a round if it may be, else in
+        an engine of its own (:class:`Rounds`)."""
         self._hold(flow_id, job)
+        claim = self.rounds.lend(flow_id)
         try:
-            submitted = self.runner._load_and_submit(flow_id)
+            submitted = self.runner._load_and_submit(flow_id, claim)
         except Exception as exc:
             LOG.error(
                 "flow %s: could not be resumed: %s", flow_id, faults.describe(exc)
@@ -441,6 +498,8 @@ class Conductor(jobboard.Jobs):
             self.registry.release(flow_id, self.name, failed=not faults.is_outage(exc))
             self.drive_done(flow_id)
             return None
+        finally:
+            self.rounds.unlend(flow_id, claim)
         if not submitted:
             self.drive_done(flow_id)
             return None
@@ -592,8 +651,7 @@ class Conductor(jobboard.Jobs):
         )
 
     def reap_owners(self) -> list[str]:
-        """Give back the jobs of conductors that are gone, and this one's
-        that it drives no more (:func:`reap_owners`); the flows given back."""
+        """The flows given back by :func:`reap_owners`."""
         return reap_owners(self)
 
 

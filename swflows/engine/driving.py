@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
 import threading
@@ -98,6 +99,24 @@ class _Drive:
         self.row_writers: frozenset[str] = frozenset()
 
 
+@dataclasses.dataclass(eq=False)
+class Claim:
+    """What a conductor lends a flow of a job it claimed when the flow is
+    launched in a round (:mod:`~swflows.engine.batching`) rather than in an
+    engine: the check of the job's claim right before the round writes
+    outside the database for it, and the round's end of it."""
+
+    #: raises :class:`~swflows.persistence.logbook.FlowFenced` once the
+    #: job's claim may be another conductor's
+    fence: Callable[[], None]
+    #: called once the round is done with the flow: True when it parked
+    #: (its job is consumed), False when it left it (its job is settled
+    #: by its row)
+    done: Callable[[bool], None]
+    #: set by the round that took the flow on
+    adopted: bool = False
+
+
 class Driving(Results):
     """Drives one runner's flows on its worker threads; parks and cancels
     them."""
@@ -130,6 +149,11 @@ class Driving(Results):
         if not deployment_id or self.services.clients.trustee is None:
             return self.services
         return self.services.for_deployment(deployment_id)
+
+    def _adopt(self, flow_id: str, book: Any, detail: Any, claim: Claim) -> bool:
+        """Hand a claimed flow, loaded from its logbook, to a round instead
+        of an engine; whether it was (see :class:`Claim`)."""
+        return False
 
     def drives_now(self, flow_id: str) -> bool | None:
         """Whether this runner drives ``flow_id`` now: None if not, else
@@ -766,6 +790,7 @@ __all__ = [
     "PRIVATE_VALUES",
     "RECORD_RETRY_SECONDS",
     "WAIT_NOT_DONE",
+    "Claim",
     "Driving",
     "cancel_requested",
     "end_left_running",

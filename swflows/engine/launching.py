@@ -30,10 +30,10 @@ from taskflow.persistence import models
 
 from swflows import exceptions, flows
 from swflows.engine import batching
-from swflows.engine.driving import Driving
+from swflows.engine.driving import Claim, Driving
 from swflows.engine.results import CUSTOM, META_KEY
 from swflows.flows import compose
-from swflows.persistence import batches, flow_registry, logbook
+from swflows.persistence import batches, flow_registry
 
 
 class Launching(Driving):
@@ -138,6 +138,9 @@ class Launching(Driving):
             book.add(detail)
             engines.save_factory_details(detail, factory, [], factory_kwargs)
             detail.meta[META_KEY] = meta
+            if self.jobs is not None:
+                # a conductor drives it: its inputs go with its row
+                batching.add_inputs(detail, inputs)
             row = flow_registry.new_row(
                 flow_id,
                 kind=kind,
@@ -151,25 +154,20 @@ class Launching(Driving):
             # its row and its logbook in one transaction: never one alone
             batches.record_new(self.registry, self.backend, [row], [book])
             try:
-                # the engine driving it here writes only while this runner holds
-                # it; a poster's engine only stores the inputs, for a conductor
-                backend = (
-                    self.backend
-                    if self.jobs is not None
-                    else self.backend.fenced(flow_id, self.owner)
-                )
+                if self.jobs is not None:  # a conductor drives it
+                    self.jobs.post(flow_id)
+                    return flow_id, concurrent.futures.Future()
+                # the engine driving it here writes only while this runner
+                # holds it
+                backend = self.backend.fenced(flow_id, self.owner)
                 engine = engines.load(
                     flow, store=inputs, flow_detail=detail, book=book, backend=backend
                 )
-                if self.jobs is not None:  # a conductor drives it
-                    self.jobs.post(flow_id)
             except BaseException:
                 self.registry.remove(flow_id)
                 with contextlib.suppress(Exception), self._connection() as conn:
                     conn.destroy_logbook(flow_id)
                 raise
-            if self.jobs is not None:
-                return flow_id, concurrent.futures.Future()
             future = self._future(flow_id)
             self._submit(
                 flow_id,
@@ -177,7 +175,7 @@ class Launching(Driving):
                 flow,
                 custom=kind == CUSTOM,
                 deployment_id=str(meta.get("deployment_id") or ""),
-                writes=backend if isinstance(backend, logbook.Fenced) else None,
+                writes=backend,
             )
             return flow_id, future
 
@@ -191,6 +189,28 @@ class Launching(Driving):
             if self._batching is None:
                 self._batching = batching.Batcher(self, size)
             return self._batching
+
+    def _adopt(self, flow_id: str, book: Any, detail: Any, claim: Claim) -> bool:
+        """A conductor's claimed new deploy flow, launched in a round like
+        a new flow of this runner's (``[runner] launch_batch``, not 0)."""
+        size = int(self.conf.runner.launch_batch)
+        if size < 1 or self.stopping:
+            return False
+        with self._lock:
+            if self._batching is None:
+                self._batching = batching.Batcher(self, size)
+            rounds = self._batching
+        return rounds.adopt(flow_id, book, detail, claim)
+
+    def drives_now(self, flow_id: str) -> bool | None:
+        """A flow a round has is driven here, and does not go on under a
+        new claim: the round parks it only while its row is this runner's
+        (see :meth:`Driving.drives_now`)."""
+        driven = super().drives_now(flow_id)
+        if driven is None and self._batching is not None:
+            if self._batching.holds(flow_id):
+                return False
+        return driven
 
     def launching(self, deployment_id: str) -> bool:
         """Whether a new flow of ``deployment_id`` was launched here and its

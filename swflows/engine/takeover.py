@@ -25,7 +25,7 @@ from taskflow import states as tf_states
 
 from swflows import exceptions, failpoints, flows
 from swflows.engine import faults
-from swflows.engine.driving import Driving, end_waits
+from swflows.engine.driving import Claim, Driving, end_waits
 from swflows.engine.liveness import Liveness
 from swflows.engine.results import CUSTOM, META_KEY, FlowCancelled
 from swflows.flows import compose
@@ -172,8 +172,10 @@ class Takeover(Driving):
         LOG.info("flow %s (%s): taken over from %s", row.id, row.kind, row.owner)
         return self._load_and_submit(row.id)
 
-    def _load_and_submit(self, flow_id: str) -> bool:
-        """Rebuild a claimed flow from its logbook and drive it."""
+    def _load_and_submit(self, flow_id: str, claim: Claim | None = None) -> bool:
+        """Rebuild a claimed flow from its logbook and drive it: in a round
+        when a conductor lends it with ``claim`` and it is a new deploy
+        flow (:meth:`_adopt`), else in an engine of its own."""
         try:
             with self._connection() as conn:
                 book = conn.get_logbook(flow_id)
@@ -231,6 +233,8 @@ class Takeover(Driving):
             self._forget(flow_id)
             self._finish(flow_id, None)
             return False
+        if claim is not None and self._adopt(flow_id, book, detail, claim):
+            return True
         flow = engines.flow_from_detail(detail)
         writes = self.backend.fenced(flow_id, self.owner, loaded=detail)
         engine = engines.load(flow, flow_detail=detail, backend=writes)

@@ -8,15 +8,19 @@ each row handed to the watcher only if it still names its owner.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
+from taskflow import storage as tf_storage
 from taskflow.persistence import models as tf_models
 
 from swflows import states
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence import logbook
+
+#: the step TaskFlow keeps a flow's inputs in
+_INJECTOR = tf_storage.Storage.injector_name
 
 
 def record_new(
@@ -51,11 +55,7 @@ def record_new(
             detail_values.append({**detail.to_dict(), "parent_uuid": book.uuid})
             saved[detail.uuid] = set()
             for atom in detail:
-                value = {
-                    **atom.to_dict(),
-                    "parent_uuid": detail.uuid,
-                    "atom_type": tf_models.atom_detail_type(atom),
-                }
+                value = _atom_values(atom, detail.uuid)
                 atom_values.setdefault(tuple(sorted(value)), []).append(value)
                 saved[detail.uuid].add(atom.uuid)
 
@@ -90,12 +90,17 @@ def park_recorded(
     backend: logbook.Backend,
     owner: str,
     parked: Iterable[tuple[str, Mapping[str, Any], Any]],
+    *,
+    fresh: Collection[str] = (),
 ) -> set[str]:
     """Park flows ``(flow id, what it waits for, its flow detail)`` of
     ``owner`` in one transaction: each row still ``owner``'s is handed
     to the watcher, and its logbook written as its detail holds it (its
     atoms that ran, its state).  The ids parked; a row another's now is
-    left, with its logbook, to that owner."""
+    left, with its logbook, to that owner.
+
+    The flows in ``fresh`` have stored only their inputs so far: their
+    steps are added, PENDING ones too."""
     store = registry._store
     park = store._statement(
         "park flow", lambda: flow_rows.park_statement(registry._table)
@@ -106,12 +111,16 @@ def park_recorded(
 
     def op(conn: sa.Connection) -> set[str]:
         done: set[str] = set()
+        new_atoms: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for flow_id, waiting, detail in items:
             values = flow_rows.park_params(flow_id, owner, waiting, now)
             if not conn.execute(park, values).rowcount:
                 continue
             for atom in detail:
-                if atom.state != "PENDING":
+                if flow_id in fresh and atom.name != _INJECTOR:
+                    value = _atom_values(atom, detail.uuid)
+                    new_atoms.setdefault(tuple(sorted(value)), []).append(value)
+                elif atom.state != "PENDING":
                     statements.update_atom.run(
                         conn, {**atom.to_dict(), logbook.ATOM_KEY: atom.uuid}
                     )
@@ -124,9 +133,24 @@ def park_recorded(
                 },
             )
             done.add(flow_id)
+        for same in new_atoms.values():
+            conn.execute(statements.insert_atom, same)
         return done
 
-    return store._write("park flows", op)
+    parked_now: set[str] = store._write("park flows", op)
+    for flow_id, _, detail in items:
+        if flow_id in fresh and flow_id in parked_now:
+            backend.saved_atoms_are(flow_id, {atom.uuid for atom in detail})
+    return parked_now
+
+
+def _atom_values(atom: Any, detail_id: str) -> dict[str, Any]:
+    """An atom detail's row, as inserted."""
+    return {
+        **atom.to_dict(),
+        "parent_uuid": detail_id,
+        "atom_type": tf_models.atom_detail_type(atom),
+    }
 
 
 def holders(

@@ -5,6 +5,7 @@ parked flows that hold no job, poison jobs set aside."""
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import datetime
 import json
@@ -25,11 +26,13 @@ import redis
 import requests
 
 from swflows import conf as sw_conf
-from swflows import exceptions, model, states
+from swflows import exceptions, flows, model, states
 from swflows.api import Swflows
-from swflows.engine import conductor, jobboard
+from swflows.engine import batching, conductor, jobboard
+from swflows.engine.batching import INJECTOR
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import GroupStore
+from swflows.tasks.signal import AwaitSignal
 from tests.functional import flowkit, jobkit
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
 from tests.functional.db_fixtures import SECRET_KEY
@@ -653,3 +656,71 @@ def test_a_deploy_that_fails_before_its_row_tells_its_caller_why(
     )
     assert flow_rows.forget_kept_failures(registry, now=hour_on) == 2
     assert flow_rows.forget_kept_failures(registry, now=hour_on) == 0
+
+
+def test_a_conductor_launches_posted_deploys_in_rounds(
+    setup: Setup, sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New deploys posted together are launched by a conductor in rounds,
+    as one runner launches its own: each flow parks with its logbook
+    holding every step (those before its wait done), its servers' metadata
+    published as the store holds it, its job consumed; each then completes
+    on its signal."""
+    adopted: list[str] = []
+    adopt = batching.Batcher.adopt
+
+    def counted(self: batching.Batcher, flow_id: str, *args: Any) -> bool:
+        taken = adopt(self, flow_id, *args)
+        if taken:
+            adopted.append(flow_id)
+        return taken
+
+    monkeypatch.setattr(batching.Batcher, "adopt", counted)
+    driver = Swflows.from_conf(setup.conf(), start=False)
+    running = conductor.Conductor(driver).start()
+    board = setup.board()
+    try:
+        config = script_config(sw)
+        servers = [str(uuid.uuid4()) for _ in range(2)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            deps = list(
+                pool.map(
+                    lambda i: sw.deploy(
+                        servers[i % 2], config.id, timeout=120, wait=False
+                    ),
+                    range(8),
+                )
+            )
+        until(lambda: all(parked(sw, d.id) for d in deps), 60, "the flows to park")
+        rows = [parked(sw, d.id) for d in deps]
+        assert sorted(adopted) == sorted(row.id for row in rows if row)
+        until(lambda: board.jobs() == [], 10, "the jobs to be consumed")
+        with contextlib.closing(sw.runner.backend.get_connection()) as conn:
+            for row in rows:
+                assert row is not None
+                detail = conn.get_logbook(row.id).find(row.id)
+                found = {atom.name: atom.state for atom in detail}
+                assert found.pop(INJECTOR) == "SUCCESS"
+                # its steps as its engine would have left them at its park:
+                # done up to its wait, the wait and any after it to come
+                plan = detail.meta["factory"]["kwargs"]
+                names = [atom.name for atom in flows.FACTORIES["deploy"](**plan)]
+                assert set(names) == set(found)
+                wait = next(i for i, n in enumerate(names) if AwaitSignal.__name__ in n)
+                assert [found[n] for n in names] == ["SUCCESS"] * wait + ["PENDING"] * (
+                    len(names) - wait
+                ), found
+        for server in servers:
+            snapshot = sw.store.server_metadata(server)
+            assert len(snapshot.deployments) == 4
+            assert snapshot.published == snapshot.version > 0
+        for dep in deps:
+            put_signal(sw, dep.id, FINAL)
+        for dep in deps:
+            assert sw.wait(dep.id, timeout=60).status == states.COMPLETE
+        until(lambda: board.jobs() == [], 10, "the signals' jobs to be consumed")
+    finally:
+        board.close()
+        running.close()
+        driver.close()
+        driver.store.close()

@@ -340,11 +340,14 @@ def test_two_runners_never_drive_one_flow(
             original = runner._load_and_submit
 
             def counted(
-                flow_id: str, _original: Any = original, _owner: str = runner.owner
+                flow_id: str,
+                claim: Any = None,
+                _original: Any = original,
+                _owner: str = runner.owner,
             ) -> bool:
                 with lock:
                     resumed.setdefault(flow_id, []).append(_owner)
-                return bool(_original(flow_id))
+                return bool(_original(flow_id, claim))
 
             runner._load_and_submit = counted  # type: ignore[method-assign]
         config = script_config(one)

@@ -207,7 +207,9 @@ def test_a_rounds_fence_reads_the_row_once_past_the_sure_share() -> None:
     runner: Any = types.SimpleNamespace(
         registry=types.SimpleNamespace(holder=holder), owner="me", lease_seconds=30.0
     )
-    item: Any = types.SimpleNamespace(flow_id="f1", sure_until=time.monotonic() + 30)
+    item: Any = types.SimpleNamespace(
+        flow_id="f1", sure_until=time.monotonic() + 30, claim=None
+    )
     fence = batching._fence(runner, item)
     fence()
     assert reads == []
