@@ -352,7 +352,8 @@ runner_opts: Final[list[cfg.Opt]] = [
         "published once for all of them, and their flows parked in one "
         "transaction. A flow that fails in a round goes on in an engine of "
         "its own. 0: every new flow runs in an engine of its own from its "
-        "start. Flows posted to a jobboard are never batched.",
+        "start. A conductor launches the new deploys it claims in rounds "
+        "too, holding up to this many of them beside its workers' flows.",
     ),
     cfg.BoolOpt(
         "resume_on_start",
