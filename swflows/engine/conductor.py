@@ -219,6 +219,48 @@ class Rounds:
                 self._flows.discard(flow_id)
 
 
+class Listing:
+    """The rest of the board's last listing a conductor claims from, oldest
+    first, and the servers of those jobs another conductor took.
+
+    A job another conductor claimed first leaves the rest of its server's
+    jobs in this listing to that conductor: one server's new deployments
+    launched by one conductor contend on nothing (its row and its metadata
+    are written by one process, its publishes shared by a round), where
+    two taking turns on them would wait on each other.  The next listing
+    tries them all again."""
+
+    def __init__(self, board: jobboard.Board) -> None:
+        self._board = board
+        self._jobs: collections.deque[Any] = collections.deque()
+        #: when it was taken (``time.monotonic``)
+        self.at = 0.0
+        self._elsewhere: set[str] = set()
+
+    def stale(self) -> bool:
+        """Used up, or older than :data:`POLL_SECONDS`."""
+        return not self._jobs or time.monotonic() - self.at >= POLL_SECONDS
+
+    def take(self) -> None:
+        self._jobs = collections.deque(self._board.claimable())
+        self.at = time.monotonic()
+        self._elsewhere.clear()
+
+    def next(self) -> Any:
+        """The next job to try; None once none is left."""
+        while self._jobs:
+            job = self._jobs.popleft()
+            if self._board.server_of(job) not in self._elsewhere:
+                return job
+        return None
+
+    def taken_elsewhere(self, job: Any) -> None:
+        """Another conductor claimed ``job``: its server's are left to it."""
+        server = self._board.server_of(job)
+        if server:
+            self._elsewhere.add(server)
+
+
 class Host(Protocol):
     """What a conductor needs of the instance it serves (a
     :class:`swflows.Swflows`): its options and services, and to adopt the
@@ -285,10 +327,7 @@ class Conductor(jobboard.Jobs):
         #: jobs the board says this conductor holds and it does not drive,
         #: as the last reap saw them (given back if the next sees them too)
         self._strays: set[str] = set()
-        #: the rest of the board's last listing, oldest first, and when it
-        #: was taken (``time.monotonic``)
-        self._listing: collections.deque[Any] = collections.deque()
-        self._listed_at = 0.0
+        self.listing = Listing(board)
         self.resting = Resting(board, self._stop, self._wake, self._full)
         self._last_announce = 0.0
         self.started_at = time.time()
@@ -380,28 +419,31 @@ class Conductor(jobboard.Jobs):
         is younger than :data:`POLL_SECONDS`: a drive that ends wakes the
         claiming for the next job, and listing the board again for each
         would cost more than the job (a job given back, older than those
-        listed, is claimed from the next listing, which that makes at once).
+        listed, is claimed from the next listing, which that makes at once);
+        a server's jobs another conductor took are left to it (:class:`Listing`).
         """
         started: list[str] = []
         listed = False
         while not (self._stop.is_set() or self._full()):
-            if not listed and (
-                not self._listing or time.monotonic() - self._listed_at >= POLL_SECONDS
-            ):
+            if not listed and self.listing.stale():
                 self.resting.listing()
-                self._listing = collections.deque(self.board.claimable())
-                self._listed_at = time.monotonic()
+                self.listing.take()
                 listed = True
-            if not self._listing:
+            job = self.listing.next()
+            if job is None:
                 break
-            flow_id = self._take(self._listing.popleft())
+            sent = self.leases.clock()
+            if not self.board.claim(job, self.name):
+                self.listing.taken_elsewhere(job)
+                continue
+            flow_id = self._take(job, sent)
             if flow_id is not None:
                 started.append(flow_id)
         return started
 
     def _list_again(self) -> None:
         """Have the next claim list the board anew (a job was given back)."""
-        self._listed_at = 0.0
+        self.listing.at = 0.0
         self._wake.set()
 
     def _full(self) -> bool:
@@ -409,10 +451,8 @@ class Conductor(jobboard.Jobs):
             held = len(self._held)
         return self.rounds.full(held, self.capacity)
 
-    def _take(self, job: Any) -> str | None:
-        sent = self.leases.clock()
-        if not self.board.claim(job, self.name):
-            return None
+    def _take(self, job: Any, sent: float) -> str | None:
+        """Start a job claimed by the call sent at ``sent``; its flow's id."""
         self.leases.taken(job, sent)
         try:
             return self._start(job)

@@ -37,6 +37,8 @@ LOG = logging.getLogger(__name__)
 
 #: the job detail naming the flow a job drives
 FLOW_KEY: Final = "swflows_flow"
+#: the job detail naming the server its flow works on, when it has one
+SERVER_KEY: Final = "swflows_server"
 #: the schemes ``[jobboard] backend_url`` accepts
 SCHEMES: Final = ("redis", "zookeeper")
 #: default key prefix (Redis) and path (ZooKeeper) of the board
@@ -160,9 +162,10 @@ class Board:
                 self._presence.close()
 
     # -- jobs -------------------------------------------------------------
-    def post(self, flow_id: str, name: str) -> str:
-        """Post a job driving flow ``flow_id``; the job's id."""
-        job = self._board.post(name, details={FLOW_KEY: flow_id})
+    def post(self, flow_id: str, name: str, server: str = "") -> str:
+        """Post a job driving flow ``flow_id`` (on ``server``); its id."""
+        details = {FLOW_KEY: flow_id, **({SERVER_KEY: server} if server else {})}
+        job = self._board.post(name, details=details)
         return str(job.uuid)
 
     def jobs(self, *, only_unclaimed: bool = False) -> list[Any]:
@@ -242,6 +245,11 @@ class Board:
     def flow_of(job: Any) -> str | None:
         flow_id = (job.details or {}).get(FLOW_KEY)
         return str(flow_id) if flow_id else None
+
+    @staticmethod
+    def server_of(job: Any) -> str:
+        """The server the job's flow works on ('' if unknown)."""
+        return str((job.details or {}).get(SERVER_KEY) or "")
 
     def claim(self, job: Any, who: str) -> bool:
         """Claim ``job`` for ``who``; False if someone else has it or it is gone.
@@ -411,11 +419,15 @@ class Jobs:
     def deadline(self) -> float:
         return time.time() + self.REPOST_AFTER * self.board.claim_expiry
 
-    def post(self, flow_id: str) -> None:
-        """Post a job for a flow whose row and logbook are written."""
-        row = self.registry.get(flow_id)
-        name = f"swflows-{row.kind if row else 'flow'}-{flow_id}"
-        self.board.post(flow_id, name)
+    def post(self, flow_id: str, *, kind: str | None = None, server: str = "") -> None:
+        """Post a job for a flow whose row and logbook are written: of
+        ``kind`` on ``server`` (read from its row when the kind is not
+        given)."""
+        if kind is None:
+            row = self.registry.get(flow_id)
+            kind = row.kind if row else "flow"
+            server = (row.server_id if row else "") or ""
+        self.board.post(flow_id, f"swflows-{kind}-{flow_id}", server)
 
     def requeue(self, flow_id: str) -> bool:
         """A parked flow may go on: post a job for it, once (the row's

@@ -155,7 +155,7 @@ class Launching(Driving):
             batches.record_new(self.registry, self.backend, [row], [book])
             try:
                 if self.jobs is not None:  # a conductor drives it
-                    self.jobs.post(flow_id)
+                    self.jobs.post(flow_id, kind=kind, server=server_id)
                     return flow_id, concurrent.futures.Future()
                 # the engine driving it here writes only while this runner
                 # holds it

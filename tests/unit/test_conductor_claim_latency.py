@@ -33,8 +33,8 @@ class TellingBoard(MemoryBoard):
         self.told.append(callback)
         return True
 
-    def post(self, flow_id: str, name: str) -> str:
-        made = super().post(flow_id, name)
+    def post(self, flow_id: str, name: str, server: str = "") -> str:
+        made = super().post(flow_id, name, server)
         for callback in self.told:
             callback()
         return made
@@ -113,3 +113,51 @@ def test_a_started_conductor_is_told_of_posts(sw: Swflows) -> None:
         assert board.told == [driver.wake]
     finally:
         driver.close()
+
+
+class CountingClaims(MemoryBoard):
+    """Records which jobs each claim was tried on, by their name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tried: list[str] = []
+
+    def claim(self, job: Any, who: str) -> bool:
+        if who != "other":
+            self.tried.append(job.name)
+        return bool(super().claim(job, who))
+
+
+def test_a_servers_jobs_another_conductor_took_are_left_to_it(sw: Swflows) -> None:
+    """Once another conductor took one of a server's jobs, this conductor
+    tries none of that server's others from the same listing (two taking
+    turns on one server's deployments wait on each other); the next
+    listing tries them again."""
+    board = CountingClaims()
+    for name, server in (
+        ("s1-a", "s1"),
+        ("s1-b", "s1"),
+        ("s2-a", "s2"),
+        ("none", ""),
+        ("s1-c", "s1"),
+        ("s2-b", "s2"),
+    ):
+        board.post(f"flow-{name}", name, server)
+    first = next(job for job in board.jobs() if job.name == "s1-a")
+    assert board.claim(first, "other")
+    driver = conductor.Conductor(sw, board=board, workers=8)  # type: ignore[arg-type]
+    driver.claim_some()
+    assert board.tried == ["s1-a", "s2-a", "none", "s2-b"]
+    # still listed: the first listing's jobs are not tried again before the
+    # next one, which skips s1 while the other conductor holds its job...
+    driver.listing.at = 0.0
+    board.tried.clear()
+    driver.claim_some()
+    assert board.tried == ["s1-a"]
+    # ...and tries its jobs once that one is done with it
+    assert board.consume(first, "other")
+    board.post("flow-s1-d", "s1-d", "s1")
+    driver.listing.at = 0.0
+    board.tried.clear()
+    driver.claim_some()
+    assert board.tried == ["s1-b", "s1-c", "s1-d"]

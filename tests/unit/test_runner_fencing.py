@@ -119,8 +119,10 @@ class MemoryBoard:
         #: calls of :meth:`posted`
         self.probes = 0
 
-    def post(self, flow_id: str, name: str) -> str:
-        job = types.SimpleNamespace(uuid=uuid.uuid4().hex, flow_id=flow_id, name=name)
+    def post(self, flow_id: str, name: str, server: str = "") -> str:
+        job = types.SimpleNamespace(
+            uuid=uuid.uuid4().hex, flow_id=flow_id, name=name, server=server
+        )
         with self._lock:
             self._jobs[job.uuid] = job
             self.sequence += 1
@@ -156,6 +158,10 @@ class MemoryBoard:
     @staticmethod
     def flow_of(job: Any) -> str | None:
         return str(job.flow_id)
+
+    @staticmethod
+    def server_of(job: Any) -> str:
+        return str(getattr(job, "server", ""))
 
     def claim(self, job: Any, who: str) -> bool:
         with self._lock:
