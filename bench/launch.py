@@ -11,7 +11,8 @@ runs from the first submission until every flow is parked.
 * :func:`run_conductors`: 1 or 2 ``swflows conductor`` processes drive
   them, posted as jobs on a Redis board by a process that drives none
   (:data:`CONDUCTOR_THREADS` submitting threads, each deploy returning once
-  a conductor started its flow; PostgreSQL).
+  a conductor wrote its deployment's row; PostgreSQL); the conductors
+  launch the deploys they claim in rounds too.
 
 The watchers look once an hour, so that only launching is measured.  The
 bench's signal and metadata containers are removed at the end.

@@ -477,7 +477,7 @@ def test_a_flow_whose_job_was_never_posted_is_posted_again(
     jobs = sw.runner.jobs
     assert jobs is not None
     # the poster dies between writing the flow and posting its job
-    monkeypatch.setattr(jobs, "post", lambda flow_id: None)
+    monkeypatch.setattr(jobs, "post", lambda flow_id, **_: None)
     flow_id = sw.run_flow(jobkit.steps, record=str(record))
     monkeypatch.undo()
     posted = time.monotonic()
