@@ -432,6 +432,10 @@ class Conductor(jobboard.Jobs):
             job = self.listing.next()
             if job is None:
                 break
+            with self._lock:
+                mine = self._held.get(self.board.flow_of(job) or "")
+            if mine is not None and mine.uuid == job.uuid:
+                continue  # a Redis listing shows claimed jobs too
             sent = self.leases.clock()
             if not self.board.claim(job, self.name):
                 self.listing.taken_elsewhere(job)
@@ -447,12 +451,9 @@ class Conductor(jobboard.Jobs):
         self._wake.set()
 
     def _full(self) -> bool:
-        with self._lock:
-            held = len(self._held)
-        return self.rounds.full(held, self.capacity)
+        return self.rounds.full(len(self._held), self.capacity)
 
     def _take(self, job: Any, sent: float) -> str | None:
-        """Start a job claimed by the call sent at ``sent``; its flow's id."""
         self.leases.taken(job, sent)
         try:
             return self._start(job)

@@ -724,3 +724,48 @@ def test_a_conductor_launches_posted_deploys_in_rounds(
         running.close()
         driver.close()
         driver.store.close()
+
+
+def test_a_conductor_killed_in_a_round_leaves_its_flows_to_the_next(
+    setup: Setup, sw: Swflows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conductor killed while its round publishes (the deployments' rows
+    written, their logbooks holding their inputs alone) leaves the flows
+    to the conductor that claims their jobs next: it runs them from their
+    start, finds what the first made, and each deployment completes once,
+    nothing left behind."""
+    monkeypatch.setenv("SWFLOWS_FAILPOINTS", "metadata.publish=stall:300")
+    first = setup.conductor()
+    config = script_config(sw)
+    server = str(uuid.uuid4())
+    deps = [sw.deploy(server, config.id, timeout=300, wait=False) for _ in range(3)]
+    rows = sw.list_flows()
+    assert {owner_pid(row.owner) for row in rows} == {first.pid}
+    assert all(row.state == flow_rows.RUNNING for row in rows)
+    first.kill()
+    first.wait()
+    monkeypatch.delenv("SWFLOWS_FAILPOINTS")
+    second = setup.conductor()
+    until(
+        lambda: all(parked(sw, d.id) for d in deps),
+        CLAIM_EXPIRY + 60,
+        "the second conductor to park the flows",
+    )
+    assert [sw.show(d.id).id for d in deps] == [d.id for d in deps]
+    for dep in deps:
+        put_signal(sw, dep.id, FINAL)
+    for dep in deps:
+        done = sw.wait(dep.id, timeout=60)
+        assert done.status == states.COMPLETE
+        assert done.output_values["result"] == "r"
+    assert second.poll() is None
+    board = setup.board()
+    try:
+        until(lambda: board.jobs() == [], 10, "the jobs to be consumed")
+        for dep in deps:
+            sw.undeploy(dep.id)
+        until(lambda: board.jobs() == [], 10, "the undeploys' jobs to be consumed")
+    finally:
+        board.close()
+    assert sw.list_flows() == []
+    assert leftovers(sw, *(d.id for d in deps)) == {}

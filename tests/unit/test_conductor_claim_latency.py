@@ -161,3 +161,21 @@ def test_a_servers_jobs_another_conductor_took_are_left_to_it(sw: Swflows) -> No
     board.tried.clear()
     driver.claim_some()
     assert board.tried == ["s1-b", "s1-c", "s1-d"]
+
+
+def test_a_conductors_own_jobs_in_a_listing_are_neither_tried_nor_left(
+    sw: Swflows,
+) -> None:
+    """A Redis listing shows the jobs this conductor holds too: they are
+    not claimed again, and their server's other jobs are still its to
+    take (a round of one server's first deploy must not keep its next)."""
+    board = CountingClaims()
+    board.post("flow-s1-a", "s1-a", "s1")
+    board.post("flow-s1-b", "s1-b", "s1")
+    driver = conductor.Conductor(sw, board=board, workers=8)  # type: ignore[arg-type]
+    first = next(job for job in board.jobs() if job.name == "s1-a")
+    assert board.claim(first, driver.name)
+    driver._held["flow-s1-a"] = first  # driven here, in a round
+    board.tried.clear()
+    driver.claim_some()
+    assert board.tried == ["s1-b"]
