@@ -432,13 +432,12 @@ class Conductor(jobboard.Jobs):
             job = self.listing.next()
             if job is None:
                 break
-            with self._lock:
-                mine = self._held.get(self.board.flow_of(job) or "")
-            if mine is not None and mine.uuid == job.uuid:
-                continue  # a Redis listing shows claimed jobs too
             sent = self.leases.clock()
             if not self.board.claim(job, self.name):
-                self.listing.taken_elsewhere(job)
+                with self._lock:  # a Redis listing shows claimed jobs too
+                    mine = self._held.get(self.board.flow_of(job) or "")
+                if mine is None or mine.uuid != job.uuid:
+                    self.listing.taken_elsewhere(job)
                 continue
             flow_id = self._take(job, sent)
             if flow_id is not None:
