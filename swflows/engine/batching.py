@@ -65,9 +65,9 @@ KINDS = frozenset({deploy.NAME})
 FLOWS_KEPT = 32
 #: the name TaskFlow keeps a flow's inputs under, in a step of its own
 INJECTOR = tf_storage.Storage.injector_name
-#: the servers of a round published at once: each publish waits mostly on
-#: the store and the config transport
-PUBLISH_THREADS = 4
+#: the flows of a round whose steps run at once, and the servers of a round
+#: published at once: each waits mostly on the store and the cloud
+ROUND_THREADS = 4
 #: the share of a flow's lease, counted from the call that wrote its row,
 #: during which the row is known to be this runner's without reading it:
 #: another runner takes a live runner's flow only once its lease ran out
@@ -134,6 +134,7 @@ class Batcher:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._items: dict[str, _Item] = {}
+        self.spread = _Spread()
         self._parker = _Parker(self)
         self._flows: collections.OrderedDict[str, tuple[Any, Any]] = (
             collections.OrderedDict()
@@ -267,7 +268,7 @@ class Batcher:
         for thread in threads:
             left = 10.0 if by is None else max(0.1, by - time.monotonic())
             thread.join(timeout=left)
-        self._parker.close()
+        self.spread.close()
 
     # -- rounds ---------------------------------------------------------------
     def _start(self) -> None:
@@ -361,12 +362,9 @@ class Batcher:
     def _begin(self, items: list[_Item]) -> list[_Item]:
         new = [item for item in items if item.claim is None]
         going = set(self._record_new(new) if new else ())
-        return [
-            item
-            for item in items
-            if (item.claim is not None or item in going)
-            and self._run_before_publish(item)
-        ]
+        begun = [item for item in items if item.claim is not None or item in going]
+        ran = self.spread.map(self._run_before_publish, begun)
+        return [item for item, ready in zip(begun, ran, strict=True) if ready]
 
     def _record_new(self, items: list[_Item]) -> list[_Item]:
         """Write the rows and logbooks of a round's new flows; those written
@@ -481,15 +479,25 @@ class Batcher:
                 runner._launching.discard(item.flow_id)
 
 
-class _Parker:
-    """The park of a round: its servers published, each once for all its
-    flows (several servers at once), then its flows parked together."""
+class _Spread:
+    """The threads a round's flows run their steps on, and its servers are
+    published on, :data:`ROUND_THREADS` at once (made once needed)."""
 
-    def __init__(self, batcher: Batcher) -> None:
-        self.batcher = batcher
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: the threads publishing a round's servers, once it has several
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def map(self, call: Callable[[Any], bool], items: list[Any]) -> list[bool]:
+        """``call`` of each of ``items``, in their order."""
+        if len(items) < 2:
+            return [call(item) for item in items]
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    ROUND_THREADS, thread_name_prefix="swflows-round"
+                )
+            pool = self._pool
+        return list(pool.map(call, items))
 
     def close(self) -> None:
         with self._lock:
@@ -497,13 +505,13 @@ class _Parker:
         if pool is not None:
             pool.shutdown(wait=False)
 
-    def _publishers(self) -> concurrent.futures.ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    PUBLISH_THREADS, thread_name_prefix="swflows-publish"
-                )
-            return self._pool
+
+class _Parker:
+    """The park of a round: its servers published, each once for all its
+    flows (several servers at once), then its flows parked together."""
+
+    def __init__(self, batcher: Batcher) -> None:
+        self.batcher = batcher
 
     def park(self, items: list[_Item]) -> None:
         """Publish, then park, the flows of the rounds that got there: those
@@ -528,11 +536,7 @@ class _Parker:
             )
             groups.setdefault(key, []).append(item)
         publishing = []
-        published = (
-            map(self.publish, groups.values())
-            if len(groups) < 2
-            else self._publishers().map(self.publish, groups.values())
-        )
+        published = self.batcher.spread.map(self.publish, list(groups.values()))
         for group, done in zip(groups.values(), published, strict=True):
             if done:
                 publishing.extend(group)

@@ -233,12 +233,16 @@ def test_a_step_failing_in_a_round_fails_only_its_own_deployment(
     config = sw.create_config("app", "#!/bin/sh\n", group="script")
     servers = [local.new_server() for _ in range(2)]
     failed_once = threading.Event()
+    first = threading.Lock()  # a round's flows may run their steps at once
 
     def fail_the_first(name: str) -> None:
         thread = threading.current_thread().name
-        if thread == "swflows-launch" and not failed_once.is_set():
-            failed_once.set()
-            raise failpoints.FailpointError(name)
+        if thread.startswith(("swflows-launch", "swflows-round")):
+            with first:
+                failing = not failed_once.is_set()
+                failed_once.set()
+            if failing:
+                raise failpoints.FailpointError(name)
         if thread.startswith("swflows-runner"):  # its own engine
             raise failpoints.FailpointError(name)
 
