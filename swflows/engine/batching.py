@@ -268,7 +268,6 @@ class Batcher:
         for thread in threads:
             left = 10.0 if by is None else max(0.1, by - time.monotonic())
             thread.join(timeout=left)
-        self.spread.close()
 
     # -- rounds ---------------------------------------------------------------
     def _start(self) -> None:
@@ -480,30 +479,19 @@ class Batcher:
 
 
 class _Spread:
-    """The threads a round's flows run their steps on, and its servers are
-    published on, :data:`ROUND_THREADS` at once (made once needed)."""
+    """Runs a call of each of a round's flows (their steps) or servers (their
+    publish) :data:`ROUND_THREADS` at once, on threads made for that call
+    and gone with it: a runner holding parked flows keeps none."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-    def map(self, call: Callable[[Any], bool], items: list[Any]) -> list[bool]:
+    @staticmethod
+    def map(call: Callable[[Any], bool], items: list[Any]) -> list[bool]:
         """``call`` of each of ``items``, in their order."""
         if len(items) < 2:
             return [call(item) for item in items]
-        with self._lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    ROUND_THREADS, thread_name_prefix="swflows-round"
-                )
-            pool = self._pool
-        return list(pool.map(call, items))
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
+        with concurrent.futures.ThreadPoolExecutor(
+            min(ROUND_THREADS, len(items)), thread_name_prefix="swflows-round"
+        ) as pool:
+            return list(pool.map(call, items))
 
 
 class _Parker:
