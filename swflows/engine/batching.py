@@ -175,13 +175,7 @@ class Batcher:
         with self._lock:  # never queued behind stop()'s end of the queue
             if self._stopped:
                 raise exceptions.FlowError(None, "the runner is stopping")
-            item.future = self.runner._future(flow_id)
-            self._items[flow_id] = item
-            if not self._threads:
-                self._start()
-            with self.runner._lock:
-                self.runner._launching.add(flow_id)
-            self._new.put(item)
+            self._queue(item)
         return flow_id, item.future
 
     def adopt(self, flow_id: str, book: Any, detail: Any, claim: Claim) -> bool:
@@ -199,15 +193,19 @@ class Batcher:
         with self._lock:
             if self._stopped or flow_id in self._items:
                 return False
-            item.future = self.runner._future(flow_id)
-            self._items[flow_id] = item
-            if not self._threads:
-                self._start()
-            with self.runner._lock:
-                self.runner._launching.add(flow_id)
             claim.adopted = True
-            self._new.put(item)
+            self._queue(item)
         return True
+
+    def _queue(self, item: _Item) -> None:
+        """Queue ``item`` for the next round (``self._lock`` held)."""
+        item.future = self.runner._future(item.flow_id)
+        self._items[item.flow_id] = item
+        if not self._threads:
+            self._start()
+        with self.runner._lock:
+            self.runner._launching.add(item.flow_id)
+        self._new.put(item)
 
     def holds(self, flow_id: str) -> bool:
         """Whether a round has ``flow_id`` now."""
