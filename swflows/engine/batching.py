@@ -399,12 +399,14 @@ class Batcher:
         goes on to its park (else it was handed to an engine, or lost)."""
         runner = self.runner
         try:
+            fence = _fence(runner, item)
             services = runner.services_for(item.deployment_id)
-            item.services = services.fenced(_fence(runner, item))
+            item.services = services.fenced(fence)
             item.values[SERVICES_KEY] = item.services
             for atom in item.flow:
                 if atom is item.publish:
                     return True
+                fence()  # as an engine checks, before each step
                 _run_step(item, atom)
         except logbook.FlowFenced as exc:
             LOG.warning("%s", exc)

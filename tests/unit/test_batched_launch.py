@@ -10,21 +10,25 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from taskflow import engines
+from taskflow import engines, task
 from taskflow import states as tf_states
 from taskflow import storage as tf_storage
+from taskflow.patterns import linear_flow
 from taskflow.persistence import models
 
 from swflows import failpoints, flows, model, states
 from swflows import transport_names as names
 from swflows.engine import batching
+from swflows.engine.driving import Claim
 from swflows.engine.results import META_KEY
 from swflows.fixture import LocalSwflows
 from swflows.flows import common, deploy
+from swflows.persistence import logbook
 from swflows.transports import impl_poll_temp_url
 from tests.unit.test_runner_fencing import until
 
@@ -326,3 +330,57 @@ def test_a_group_member_waiting_for_its_round_is_not_launched_again(
     members = shown["operation"]["members"].values()
     assert [m["launches"] for m in members] == [1, 1, 1]
     assert len(local.agent.ran) == 3
+
+
+class Noted(task.Task):  # type: ignore[misc]
+    def __init__(self, name: str, ran: list[str]) -> None:
+        super().__init__(name=name)
+        self.ran = ran
+
+    def execute(self) -> None:
+        self.ran.append(self.name)
+
+
+def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
+    """The claim lent by a conductor is checked before each step of a
+    round, as an engine's are: once it may be another's, no step runs, and
+    the flow leaves the round, its job settled by its row."""
+    ran: list[str] = []
+    flow = linear_flow.Flow("f").add(
+        Noted("one", ran), Noted("two", ran), Noted("publish", ran)
+    )
+
+    def fence() -> None:
+        if ran:  # lost once the first step ran
+            raise logbook.FlowFenced("f1", "me", None)
+
+    ended: list[bool] = []
+    atoms = list(flow)
+    item = batching._Item(
+        flow_id="f1",
+        kind=deploy.NAME,
+        plan={},
+        inputs={"deployment_id": "d1", "server_id": "s1"},
+        meta={},
+        flow=flow,
+        future=concurrent.futures.Future(),
+        progressed=threading.Event(),
+        publish=atoms[2],
+        wait=None,
+        claim=Claim(fence=fence, done=ended.append),
+        recorded=True,
+    )
+    batching._add_steps(
+        item, models.LogBook("b", uuid="f1"), models.FlowDetail("f", uuid="f1")
+    )
+    runner: Any = types.SimpleNamespace(
+        services_for=lambda _: types.SimpleNamespace(fenced=lambda _: object()),
+        _lock=threading.Lock(),
+        _launching={"f1"},
+    )
+    rounds = batching.Batcher(runner, 8)
+    rounds._items["f1"] = item
+    assert rounds._run_before_publish(item) is False
+    assert ran == ["one"]
+    assert ended == [False]
+    assert not rounds.holds("f1") and runner._launching == set()
