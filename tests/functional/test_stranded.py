@@ -202,9 +202,11 @@ def test_under_a_conductor_a_revert_that_loses_a_race_ends_the_deployment(
         server = str(uuid.uuid4())
         config = poster.create_config("app", "#!/bin/sh\n", group="script")
         with FakeServer(poster, server):
-            # the conductor's publish fails; its revert's first row write too
+            # the conductor's publish fails, in its round and again in the
+            # engine the flow is then handed to; its revert's first row
+            # write fails too
             monkeypatch.setenv(
-                failpoints.ENV, "publish_metadata=fail:1;revert.row=fail:1"
+                failpoints.ENV, "publish_metadata=fail:2;revert.row=fail:1"
             )
             setup.conductor()
             monkeypatch.delenv(failpoints.ENV)
