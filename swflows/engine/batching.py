@@ -422,13 +422,19 @@ class Batcher:
 
     # -- ends -----------------------------------------------------------------
     def _forget_item(self, item: _Item, *, parked: bool = False) -> None:
-        with self._lock:
-            self._items.pop(item.flow_id, None)
-        with self.runner._lock:
-            self.runner._launching.discard(item.flow_id)
-        item.progressed.set()
-        if item.claim is not None:
-            item.claim.done(parked)
+        """The round lets go of ``item``: it parked, or it is left to the
+        runner that holds its row now."""
+        try:
+            if item.claim is not None:
+                # its job settled while a round still holds it: a job claimed
+                # for it meanwhile is given back, never held in its place
+                item.claim.done(parked)
+        finally:
+            with self._lock:
+                self._items.pop(item.flow_id, None)
+            with self.runner._lock:
+                self.runner._launching.discard(item.flow_id)
+            item.progressed.set()
 
     def _settle(self, item: _Item) -> None:
         """Parked: the watcher has it now."""
@@ -463,6 +469,8 @@ class Batcher:
                 writes=backend,
                 progressed=item.progressed,
             )
+            if item.claim is not None:  # the round has it no more
+                item.claim.done(None)
         except Exception:
             LOG.exception(
                 "flow %s could not be handed to an engine: it is taken over "

@@ -203,10 +203,11 @@ class Rounds:
             except ClaimLost:
                 raise logbook.FlowFenced(flow_id, conductor.name, None) from None
 
-        def done(parked: bool) -> None:
+        def done(parked: bool | None) -> None:
             with self._lock:
                 self._flows.discard(flow_id)
-            conductor.drive_done(flow_id, settled=parked)
+            if parked is not None:  # else an engine's drive settles it
+                conductor.drive_done(flow_id, settled=parked)
 
         with self._lock:
             self._flows.add(flow_id)

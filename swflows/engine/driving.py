@@ -111,8 +111,9 @@ class Claim:
     fence: Callable[[], None]
     #: called once the round is done with the flow: True when it parked
     #: (its job is consumed), False when it left it (its job is settled
-    #: by its row)
-    done: Callable[[bool], None]
+    #: by its row), None when an engine of its own drives it now (its job
+    #: is settled as that drive ends)
+    done: Callable[[bool | None], None]
     #: set by the round that took the flow on
     adopted: bool = False
 
@@ -151,8 +152,7 @@ class Driving(Results):
         return self.services.for_deployment(deployment_id)
 
     def _adopt(self, flow_id: str, book: Any, detail: Any, claim: Claim) -> bool:
-        """Hand a claimed flow, loaded from its logbook, to a round instead
-        of an engine; whether it was (see :class:`Claim`)."""
+        """Hand a claimed flow to a round, not an engine (:class:`Claim`)."""
         return False
 
     def drives_now(self, flow_id: str) -> bool | None:
@@ -285,10 +285,13 @@ class Driving(Results):
                 faults.describe(exc),
             )
         finally:
-            with self._lock:
-                self._recording.discard(drive.flow_id)
-            if self.jobs is not None:
-                self.jobs.drive_done(drive.flow_id, settled=drive.settled)
+            try:
+                if self.jobs is not None:
+                    # settled while still driven: a job claimed meanwhile goes back
+                    self.jobs.drive_done(drive.flow_id, settled=drive.settled)
+            finally:
+                with self._lock:
+                    self._recording.discard(drive.flow_id)
 
     def through_outage(
         self,

@@ -354,7 +354,7 @@ def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
         if ran:  # lost once the first step ran
             raise logbook.FlowFenced("f1", "me", None)
 
-    ended: list[bool] = []
+    ended: list[bool | None] = []
     atoms = list(flow)
     item = batching._Item(
         flow_id="f1",
@@ -383,4 +383,37 @@ def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
     assert rounds._run_before_publish(item) is False
     assert ran == ["one"]
     assert ended == [False]
+    assert not rounds.holds("f1") and runner._launching == set()
+
+
+def test_a_rounds_flow_has_its_job_settled_while_the_round_still_holds_it() -> None:
+    """A job claimed for the flow between its park and its job's settling
+    (its signal came at once) finds the flow still driven here, and is
+    given back: never held in the first job's place, and consumed as if
+    its flow had ended with the first."""
+    seen: list[tuple[bool | None, bool]] = []
+    rounds: Any = None
+    flow = linear_flow.Flow("f").add(Noted("one", []), Noted("publish", []))
+    item = batching._Item(
+        flow_id="f1",
+        kind=deploy.NAME,
+        plan={},
+        inputs={"deployment_id": "d1", "server_id": "s1"},
+        meta={},
+        flow=flow,
+        future=concurrent.futures.Future(),
+        progressed=threading.Event(),
+        publish=list(flow)[1],
+        wait=None,
+        claim=Claim(
+            fence=lambda: None,
+            done=lambda parked: seen.append((parked, rounds.holds("f1"))),
+        ),
+        recorded=True,
+    )
+    runner: Any = types.SimpleNamespace(_lock=threading.Lock(), _launching={"f1"})
+    rounds = batching.Batcher(runner, 8)
+    rounds._items["f1"] = item
+    rounds._settle(item)
+    assert seen == [(True, True)]
     assert not rounds.holds("f1") and runner._launching == set()

@@ -179,3 +179,26 @@ def test_a_conductors_own_jobs_in_a_listing_are_neither_tried_nor_left(
     board.tried.clear()
     driver.claim_some()
     assert board.tried == ["s1-a", "s1-b"]
+
+
+def test_a_rounds_flow_handed_to_an_engine_frees_its_room_and_keeps_its_job(
+    sw: Swflows,
+) -> None:
+    """A flow a round hands to an engine of its own (a step failed there)
+    leaves the rounds' room, so a conductor never fills up with flows no
+    round has; its job stays held, for the engine's drive to settle."""
+    board = MemoryBoard()
+    driver = conductor.Conductor(sw, board=board, workers=8)  # type: ignore[arg-type]
+    driver.rounds.size = 1
+    board.post("flow-1", "j1", "s1")
+    (job,) = board.jobs()
+    assert board.claim(job, driver.name)
+    driver._held["flow-1"] = job
+    claim = driver.rounds.lend("flow-1")
+    assert claim is not None
+    assert driver.rounds.lend("flow-2") is None  # no room left
+    claim.adopted = True
+    claim.done(None)
+    assert driver.rounds.lend("flow-2") is not None  # its room back
+    assert driver._held == {"flow-1": job}
+    assert board.owner(job) == driver.name
