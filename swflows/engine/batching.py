@@ -63,8 +63,6 @@ LOG = logging.getLogger(__name__)
 KINDS = frozenset({deploy.NAME})
 #: flows built for a plan, kept to build the next ones' logbooks from
 FLOWS_KEPT = 32
-#: the name TaskFlow keeps a flow's inputs under, in a step of its own
-INJECTOR = tf_storage.Storage.injector_name
 #: the flows of a round whose steps run at once, and the servers of a round
 #: published at once: each waits mostly on the store and the cloud
 ROUND_THREADS = 4
@@ -690,7 +688,7 @@ def _claimed_item(
         kind not in KINDS
         or not isinstance(plan, dict)
         or len(atoms) != 1
-        or atoms[0].name != INJECTOR
+        or atoms[0].name != logbook.INJECTOR
         or not isinstance(atoms[0].results, dict)
     ):
         return None
@@ -717,7 +715,7 @@ def _claimed_item(
 
 def add_inputs(detail: Any, inputs: dict[str, Any]) -> None:
     """A new flow's inputs in its logbook, as TaskFlow stores them."""
-    injected = models.TaskDetail(INJECTOR, uuidutils.generate_uuid())
+    injected = models.TaskDetail(logbook.INJECTOR, uuidutils.generate_uuid())
     injected.state = tf_states.SUCCESS
     injected.results = dict(inputs)
     detail.add(injected)

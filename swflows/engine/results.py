@@ -15,7 +15,6 @@ from typing import Any
 
 from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
-from taskflow import storage
 
 from swflows import exceptions
 from swflows.engine import faults
@@ -178,7 +177,7 @@ class Results:
         except tf_exc.NotFound:
             return None
         for atom in detail or ():
-            if atom.name == storage.Storage.injector_name:
+            if atom.name == logbook.INJECTOR:
                 return dict(atom.results or {})
         return None
 

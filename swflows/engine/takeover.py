@@ -17,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any, Final
+from typing import Any
 
-from taskflow import engines, storage
+from taskflow import engines
 from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
 
@@ -30,6 +30,7 @@ from swflows.engine.liveness import Liveness
 from swflows.engine.results import CUSTOM, META_KEY, FlowCancelled
 from swflows.flows import compose
 from swflows.persistence import flow_registry as flow_rows
+from swflows.persistence.logbook import INJECTOR
 
 LOG = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ TERMINAL_FLOW_STATES = frozenset(
 #: a flow taken over this many times is set aside as BROKEN, not resumed
 #: again: something in it kills or stops every runner that drives it
 MAX_TAKEOVERS = 5
-#: the atom holding the inputs a flow was launched with, in its logbook
-INJECTOR: Final = storage.Storage.injector_name
 
 
 class Takeover(Driving):

@@ -12,15 +12,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from taskflow import storage as tf_storage
 from taskflow.persistence import models as tf_models
 
 from swflows import states
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence import logbook
-
-#: the step TaskFlow keeps a flow's inputs in
-_INJECTOR = tf_storage.Storage.injector_name
 
 
 def record_new(
@@ -117,7 +113,7 @@ def park_recorded(
             if not conn.execute(park, values).rowcount:
                 continue
             for atom in detail:
-                if flow_id in fresh and atom.name != _INJECTOR:
+                if flow_id in fresh and atom.name != logbook.INJECTOR:
                     value = _atom_values(atom, detail.uuid)
                     new_atoms.setdefault(tuple(sorted(value)), []).append(value)
                 elif atom.state != "PENDING":

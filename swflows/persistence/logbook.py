@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from taskflow import exceptions as tf_exc
 from taskflow import states as tf_states
+from taskflow import storage as tf_storage
 from taskflow.persistence import models as tf_models
 from taskflow.persistence.backends import impl_sqlalchemy
 from taskflow.persistence.backends.sqlalchemy import tables as tf_tables
@@ -59,6 +60,8 @@ from swflows.persistence import tables as store_tables
 
 #: TaskFlow's own table names (the store's carry its prefix and ``tf_``)
 TASKFLOW_TABLES = ("logbooks", "flowdetails", "atomdetails")
+#: the name TaskFlow keeps a flow's inputs under, in an atom of their own
+INJECTOR = tf_storage.Storage.injector_name
 
 
 class FlowFenced(BaseException):

@@ -29,9 +29,9 @@ from swflows import conf as sw_conf
 from swflows import exceptions, flows, model, states
 from swflows.api import Swflows
 from swflows.engine import batching, conductor, jobboard
-from swflows.engine.batching import INJECTOR
 from swflows.persistence import flow_registry as flow_rows
 from swflows.persistence.groups import GroupStore
+from swflows.persistence.logbook import INJECTOR
 from swflows.tasks.signal import AwaitSignal
 from tests.functional import flowkit, jobkit
 from tests.functional.db_fixtures import *  # noqa: F403 (fixtures)
