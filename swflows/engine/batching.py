@@ -428,11 +428,15 @@ class Batcher:
                 # for it meanwhile is given back, never held in its place
                 item.claim.done(parked)
         finally:
-            with self._lock:
-                self._items.pop(item.flow_id, None)
-            with self.runner._lock:
-                self.runner._launching.discard(item.flow_id)
+            self._release(item)
             item.progressed.set()
+
+    def _release(self, item: _Item) -> None:
+        """No round holds ``item`` any more."""
+        with self._lock:
+            self._items.pop(item.flow_id, None)
+        with self.runner._lock:
+            self.runner._launching.discard(item.flow_id)
 
     def _settle(self, item: _Item) -> None:
         """Parked: the watcher has it now."""
@@ -478,10 +482,7 @@ class Batcher:
             if item.claim is not None:  # its job is settled by its row
                 item.claim.done(False)
         finally:
-            with self._lock:
-                self._items.pop(item.flow_id, None)
-            with runner._lock:
-                runner._launching.discard(item.flow_id)
+            self._release(item)
 
 
 class _Spread:

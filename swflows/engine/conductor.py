@@ -191,9 +191,6 @@ class Rounds:
         """The claim of ``flow_id``'s job, as a round checks and ends it;
         None when the rounds have no room for it."""
         conductor = self._conductor
-        with self._lock:
-            if len(self._flows) >= self.size:
-                return None
         check = conductor.fence_for(flow_id)
         drive = types.SimpleNamespace(lost=False)
 
@@ -210,6 +207,8 @@ class Rounds:
                 conductor.drive_done(flow_id, settled=parked)
 
         with self._lock:
+            if len(self._flows) >= self.size:
+                return None
             self._flows.add(flow_id)
         return Claim(fence=fence, done=done)
 

@@ -182,8 +182,15 @@ class Launching(Driving):
     def _batcher(self) -> batching.Batcher | None:
         """The rounds new deploy flows are launched in, when this runner
         drives them and ``[runner] launch_batch`` is not 0."""
+        if self.jobs is not None:
+            return None
+        return self._rounds()
+
+    def _rounds(self) -> batching.Batcher | None:
+        """The rounds, made once needed; None when ``[runner]
+        launch_batch`` is 0 or the runner stops."""
         size = int(self.conf.runner.launch_batch)
-        if self.jobs is not None or size < 1 or self.stopping:
+        if size < 1 or self.stopping:
             return None
         with self._lock:
             if self._batching is None:
@@ -193,23 +200,17 @@ class Launching(Driving):
     def _adopt(self, flow_id: str, book: Any, detail: Any, claim: Claim) -> bool:
         """A conductor's claimed new deploy flow, launched in a round like
         a new flow of this runner's (``[runner] launch_batch``, not 0)."""
-        size = int(self.conf.runner.launch_batch)
-        if size < 1 or self.stopping:
-            return False
-        with self._lock:
-            if self._batching is None:
-                self._batching = batching.Batcher(self, size)
-            rounds = self._batching
-        return rounds.adopt(flow_id, book, detail, claim)
+        rounds = self._rounds()
+        return rounds is not None and rounds.adopt(flow_id, book, detail, claim)
 
     def drives_now(self, flow_id: str) -> bool | None:
         """A flow a round has is driven here, and does not go on under a
         new claim: the round parks it only while its row is this runner's
         (see :meth:`Driving.drives_now`)."""
         driven = super().drives_now(flow_id)
-        if driven is None and self._batching is not None:
-            if self._batching.holds(flow_id):
-                return False
+        rounds = self._batching
+        if driven is None and rounds is not None and rounds.holds(flow_id):
+            return False
         return driven
 
     def launching(self, deployment_id: str) -> bool:

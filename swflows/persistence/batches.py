@@ -51,8 +51,7 @@ def record_new(
             detail_values.append({**detail.to_dict(), "parent_uuid": book.uuid})
             saved[detail.uuid] = set()
             for atom in detail:
-                value = _atom_values(atom, detail.uuid)
-                atom_values.setdefault(tuple(sorted(value)), []).append(value)
+                _add_atom(atom_values, atom, detail.uuid)
                 saved[detail.uuid].add(atom.uuid)
 
     def op(conn: sa.Connection) -> None:
@@ -114,8 +113,7 @@ def park_recorded(
                 continue
             for atom in detail:
                 if flow_id in fresh and atom.name != logbook.INJECTOR:
-                    value = _atom_values(atom, detail.uuid)
-                    new_atoms.setdefault(tuple(sorted(value)), []).append(value)
+                    _add_atom(new_atoms, atom, detail.uuid)
                 elif atom.state != "PENDING":
                     statements.update_atom.run(
                         conn, {**atom.to_dict(), logbook.ATOM_KEY: atom.uuid}
@@ -140,13 +138,17 @@ def park_recorded(
     return parked_now
 
 
-def _atom_values(atom: Any, detail_id: str) -> dict[str, Any]:
-    """An atom detail's row, as inserted."""
-    return {
+def _add_atom(
+    rows: dict[tuple[str, ...], list[dict[str, Any]]], atom: Any, detail_id: str
+) -> None:
+    """An atom detail's row to insert, among ``rows`` of the same columns
+    (inserted in one statement each)."""
+    value = {
         **atom.to_dict(),
         "parent_uuid": detail_id,
         "atom_type": tf_models.atom_detail_type(atom),
     }
+    rows.setdefault(tuple(sorted(value)), []).append(value)
 
 
 def holders(

@@ -341,21 +341,10 @@ class Noted(task.Task):  # type: ignore[misc]
         self.ran.append(self.name)
 
 
-def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
-    """The claim lent by a conductor is checked before each step of a
-    round, as an engine's are: once it may be another's, no step runs, and
-    the flow leaves the round, its job settled by its row."""
-    ran: list[str] = []
-    flow = linear_flow.Flow("f").add(
-        Noted("one", ran), Noted("two", ran), Noted("publish", ran)
-    )
-
-    def fence() -> None:
-        if ran:  # lost once the first step ran
-            raise logbook.FlowFenced("f1", "me", None)
-
-    ended: list[bool | None] = []
-    atoms = list(flow)
+def held_in_a_round(steps: list[str], claim: Claim, ran: list[str]) -> Any:
+    """A conductor's flow of ``steps`` (the last one publishes) that a
+    round holds, lent ``claim``; the round, with the runner as ``runner``."""
+    flow = linear_flow.Flow("f").add(*(Noted(name, ran) for name in steps))
     item = batching._Item(
         flow_id="f1",
         kind=deploy.NAME,
@@ -365,9 +354,9 @@ def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
         flow=flow,
         future=concurrent.futures.Future(),
         progressed=threading.Event(),
-        publish=atoms[2],
+        publish=list(flow)[-1],
         wait=None,
-        claim=Claim(fence=fence, done=ended.append),
+        claim=claim,
         recorded=True,
     )
     batching._add_steps(
@@ -380,10 +369,26 @@ def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
     )
     rounds = batching.Batcher(runner, 8)
     rounds._items["f1"] = item
-    assert rounds._run_before_publish(item) is False
+    return rounds
+
+
+def test_a_rounds_flow_runs_no_step_once_its_claim_is_lost() -> None:
+    """The claim lent by a conductor is checked before each step of a
+    round, as an engine's are: once it may be another's, no step runs, and
+    the flow leaves the round, its job settled by its row."""
+    ran: list[str] = []
+
+    def fence() -> None:
+        if ran:  # lost once the first step ran
+            raise logbook.FlowFenced("f1", "me", None)
+
+    ended: list[bool | None] = []
+    claim = Claim(fence=fence, done=ended.append)
+    rounds = held_in_a_round(["one", "two", "publish"], claim, ran)
+    assert rounds._run_before_publish(rounds._items["f1"]) is False
     assert ran == ["one"]
     assert ended == [False]
-    assert not rounds.holds("f1") and runner._launching == set()
+    assert not rounds.holds("f1") and rounds.runner._launching == set()
 
 
 def test_a_rounds_flow_has_its_job_settled_while_the_round_still_holds_it() -> None:
@@ -392,28 +397,11 @@ def test_a_rounds_flow_has_its_job_settled_while_the_round_still_holds_it() -> N
     given back: never held in the first job's place, and consumed as if
     its flow had ended with the first."""
     seen: list[tuple[bool | None, bool]] = []
-    rounds: Any = None
-    flow = linear_flow.Flow("f").add(Noted("one", []), Noted("publish", []))
-    item = batching._Item(
-        flow_id="f1",
-        kind=deploy.NAME,
-        plan={},
-        inputs={"deployment_id": "d1", "server_id": "s1"},
-        meta={},
-        flow=flow,
-        future=concurrent.futures.Future(),
-        progressed=threading.Event(),
-        publish=list(flow)[1],
-        wait=None,
-        claim=Claim(
-            fence=lambda: None,
-            done=lambda parked: seen.append((parked, rounds.holds("f1"))),
-        ),
-        recorded=True,
+    claim = Claim(
+        fence=lambda: None,
+        done=lambda parked: seen.append((parked, rounds.holds("f1"))),
     )
-    runner: Any = types.SimpleNamespace(_lock=threading.Lock(), _launching={"f1"})
-    rounds = batching.Batcher(runner, 8)
-    rounds._items["f1"] = item
-    rounds._settle(item)
+    rounds = held_in_a_round(["one", "publish"], claim, [])
+    rounds._settle(rounds._items["f1"])
     assert seen == [(True, True)]
-    assert not rounds.holds("f1") and runner._launching == set()
+    assert not rounds.holds("f1") and rounds.runner._launching == set()
