@@ -201,6 +201,12 @@ class Results(Base):
         else:
             waiting = self._started_looks.waiting(deployment_id, generation)
         with waiting as woken:
+            if progressed is None:
+                # a job just posted: its row is written once a conductor
+                # claimed it, so the first look waits for the shared look
+                # to see it (or the flow's end), not before
+                future.add_done_callback(lambda _: woken.set())
+                _until_set(woken)(POLL_STARTED_MOST)
             retrying = tenacity.Retrying(
                 retry=tenacity.retry_if_result(lambda found: found is None),
                 wait=started_waits(progressed is not None),

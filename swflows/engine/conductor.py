@@ -221,17 +221,18 @@ class Rounds:
 
 class Listing:
     """The rest of the board's last listing a conductor claims from, oldest
-    first, and the servers of those jobs another conductor took.
+    first, and the servers of the jobs another conductor holds.
 
-    A job another conductor claimed first leaves the rest of its server's
-    jobs in this listing to that conductor: one server's new deployments
-    launched by one conductor contend on nothing (its row and its metadata
-    are written by one process, its publishes shared by a round), where
-    two taking turns on them would wait on each other.  The next listing
-    tries them all again."""
+    A server of which another conductor holds a job (as listed, or as a
+    claim that failed since) is left to that conductor for this listing:
+    one server's new deployments launched by one conductor contend on
+    nothing (its row and its metadata are written by one process, its
+    publishes shared by a round), where two taking turns on them would
+    wait on each other.  The next listing tries them all again."""
 
-    def __init__(self, board: jobboard.Board) -> None:
+    def __init__(self, board: jobboard.Board, who: str) -> None:
         self._board = board
+        self._who = who
         self._jobs: collections.deque[Any] = collections.deque()
         #: when it was taken (``time.monotonic``)
         self.at = 0.0
@@ -242,9 +243,9 @@ class Listing:
         return not self._jobs or time.monotonic() - self.at >= POLL_SECONDS
 
     def take(self) -> None:
-        self._jobs = collections.deque(self._board.claimable())
+        jobs, self._elsewhere = self._board.claimable(self._who)
+        self._jobs = collections.deque(jobs)
         self.at = time.monotonic()
-        self._elsewhere.clear()
 
     def next(self) -> Any:
         """The next job to try; None once none is left."""
@@ -327,7 +328,7 @@ class Conductor(jobboard.Jobs):
         #: jobs the board says this conductor holds and it does not drive,
         #: as the last reap saw them (given back if the next sees them too)
         self._strays: set[str] = set()
-        self.listing = Listing(board)
+        self.listing = Listing(board, self.name)
         self.resting = Resting(board, self._stop, self._wake, self._full)
         self._last_announce = 0.0
         self.started_at = time.time()
@@ -434,7 +435,7 @@ class Conductor(jobboard.Jobs):
                 break
             sent = self.leases.clock()
             if not self.board.claim(job, self.name):
-                with self._lock:  # a Redis listing shows claimed jobs too
+                with self._lock:  # its claim's expiry ran out as it was listed
                     mine = self._held.get(self.board.flow_of(job) or "")
                 if mine is None or mine.uuid != job.uuid:
                     self.listing.taken_elsewhere(job)

@@ -180,18 +180,28 @@ class Board:
         found = self._board.iterjobs(only_unclaimed=only_unclaimed, ensure_fresh=True)
         return sorted(found, key=lambda job: job.sequence)
 
-    def claimable(self) -> list[Any]:
-        """The jobs a conductor may try to claim, oldest first.
+    def claimable(self, who: str) -> tuple[list[Any], set[str]]:
+        """The jobs ``who`` may try to claim, oldest first, and the servers
+        of the jobs another holds.
 
-        On Redis, the board's listing alone, in one call: TaskFlow's
-        iterator asks each job's state in a transaction of its own (two
-        calls a job, for every job on the board), where a claim of a job
-        someone holds fails at once anyway.  On ZooKeeper, the unclaimed
-        jobs (its board keeps them in memory, watched).
+        On Redis, the board's listing and every claim at once (two calls,
+        :meth:`owned`): TaskFlow's iterator asks each job's state in a
+        transaction of its own (two calls a job, for every job on the
+        board), and a claim tried on each job someone holds would fail, one
+        call each.  On ZooKeeper, the unclaimed jobs (its board keeps them
+        in memory, watched); the servers others hold are learnt from the
+        claims that fail.
         """
         if self.kind != "redis":
-            return self.jobs(only_unclaimed=True)
-        return self.listed()
+            return self.jobs(only_unclaimed=True), set()
+        free: list[Any] = []
+        elsewhere: set[str] = set()
+        for job, owner in self.owned():
+            if owner is None:
+                free.append(job)
+            elif owner != who and self.server_of(job):
+                elsewhere.add(self.server_of(job))
+        return free, elsewhere
 
     def listed(self) -> list[Any]:
         """Every job on the board, claimed or not, oldest first: on Redis

@@ -116,24 +116,23 @@ def test_a_started_conductor_is_told_of_posts(sw: Swflows) -> None:
 
 
 class CountingClaims(MemoryBoard):
-    """Records which jobs each claim was tried on, by their name."""
+    """Records which jobs each claim was tried on, by their name; a claim of
+    a job named in ``lost`` finds it just claimed by another conductor."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tried: list[str] = []
+        self.lost: set[str] = set()
 
     def claim(self, job: Any, who: str) -> bool:
         if who != "other":
             self.tried.append(job.name)
+            if job.name in self.lost:
+                super().claim(job, "other")
         return bool(super().claim(job, who))
 
 
-def test_a_servers_jobs_another_conductor_took_are_left_to_it(sw: Swflows) -> None:
-    """Once another conductor took one of a server's jobs, this conductor
-    tries none of that server's others from the same listing (two taking
-    turns on one server's deployments wait on each other); the next
-    listing tries them again."""
-    board = CountingClaims()
+def _servers_jobs(board: CountingClaims) -> None:
     for name, server in (
         ("s1-a", "s1"),
         ("s1-b", "s1"),
@@ -143,18 +142,21 @@ def test_a_servers_jobs_another_conductor_took_are_left_to_it(sw: Swflows) -> No
         ("s2-b", "s2"),
     ):
         board.post(f"flow-{name}", name, server)
+
+
+def test_a_servers_jobs_another_conductor_holds_are_left_to_it(sw: Swflows) -> None:
+    """A listing tells which jobs another conductor holds: this conductor
+    tries none of those servers' jobs (two taking turns on one server's
+    deployments wait on each other), and no claim of a held job (each would
+    fail, one call to the board for nothing); once that conductor is done
+    with the server, the next listing tries its jobs."""
+    board = CountingClaims()
+    _servers_jobs(board)
     first = next(job for job in board.jobs() if job.name == "s1-a")
     assert board.claim(first, "other")
     driver = conductor.Conductor(sw, board=board, workers=8)  # type: ignore[arg-type]
     driver.claim_some()
-    assert board.tried == ["s1-a", "s2-a", "none", "s2-b"]
-    # still listed: the first listing's jobs are not tried again before the
-    # next one, which skips s1 while the other conductor holds its job...
-    driver.listing.at = 0.0
-    board.tried.clear()
-    driver.claim_some()
-    assert board.tried == ["s1-a"]
-    # ...and tries its jobs once that one is done with it
+    assert board.tried == ["s2-a", "none", "s2-b"]
     assert board.consume(first, "other")
     board.post("flow-s1-d", "s1-d", "s1")
     driver.listing.at = 0.0
@@ -163,12 +165,30 @@ def test_a_servers_jobs_another_conductor_took_are_left_to_it(sw: Swflows) -> No
     assert board.tried == ["s1-b", "s1-c", "s1-d"]
 
 
+def test_a_claim_lost_after_the_listing_leaves_the_servers_jobs(sw: Swflows) -> None:
+    """A job another conductor claimed since the listing (its claim fails
+    here) leaves the rest of its server's jobs in the same listing to that
+    conductor; the next listing skips that server while the other holds
+    the job."""
+    board = CountingClaims()
+    _servers_jobs(board)
+    board.lost.add("s1-a")
+    driver = conductor.Conductor(sw, board=board, workers=8)  # type: ignore[arg-type]
+    driver.claim_some()
+    assert board.tried == ["s1-a", "s2-a", "none", "s2-b"]
+    driver.listing.at = 0.0
+    board.tried.clear()
+    driver.claim_some()
+    assert board.tried == []
+
+
 def test_a_conductors_own_jobs_in_a_listing_are_neither_tried_nor_left(
     sw: Swflows,
 ) -> None:
-    """A Redis listing shows the jobs this conductor holds too: their claim
-    fails, and their server's other jobs are still its to take (a round
-    of one server's first deploy must not keep its next from it)."""
+    """A Redis listing shows the jobs this conductor holds too: no claim is
+    tried on them (it would fail), and their server's other jobs are still
+    its to take (a round of one server's first deploy must not keep its
+    next from it)."""
     board = CountingClaims()
     board.post("flow-s1-a", "s1-a", "s1")
     board.post("flow-s1-b", "s1-b", "s1")
@@ -178,7 +198,7 @@ def test_a_conductors_own_jobs_in_a_listing_are_neither_tried_nor_left(
     driver._held["flow-s1-a"] = first  # driven here, in a round
     board.tried.clear()
     driver.claim_some()
-    assert board.tried == ["s1-a", "s1-b"]
+    assert board.tried == ["s1-b"]
 
 
 def test_a_rounds_flow_handed_to_an_engine_frees_its_room_and_keeps_its_job(

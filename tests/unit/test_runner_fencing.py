@@ -145,9 +145,19 @@ class MemoryBoard:
                 if not (only_unclaimed and job.uuid in self._claims)
             ]
 
-    def claimable(self) -> list[Any]:
-        """Every job, claimed or not, as Redis lists them for a claim."""
-        return self.jobs()
+    def claimable(self, who: str) -> tuple[list[Any], set[str]]:
+        """The unclaimed jobs, and the servers of those another holds, as a
+        Redis board lists them for a claim."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+            owners = dict(self._claims)
+        free = [job for job in jobs if job.uuid not in owners]
+        elsewhere = {
+            self.server_of(job)
+            for job in jobs
+            if owners.get(job.uuid) not in (None, who) and self.server_of(job)
+        }
+        return free, elsewhere
 
     def listed(self) -> list[Any]:
         return self.jobs()

@@ -8,18 +8,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any, cast
+from unittest import mock
 
 import pytest
 import tenacity
 from taskflow.patterns import linear_flow
 
 from swflows import transport_names as names
-from swflows.api import results
-from swflows.engine import driving
+from swflows.api import Swflows, results
+from swflows.clients.cloud import Clients
+from swflows.clients.object_store import ObjectStore
+from swflows.engine import conductor, driving
 from swflows.fixture import LocalSwflows
 from swflows.flows import common, deploy, redeploy
 from swflows.tasks import base
-from tests.unit.test_runner_fencing import GATES, STARTED, gated, until
+from tests.unit.test_runner_fencing import GATES, STARTED, MemoryBoard, gated, until
 
 
 @pytest.fixture
@@ -87,3 +91,46 @@ def test_a_caller_looks_on_its_own_every_half_second() -> None:
             state.attempt_number = attempt
             rests.append(waits(state))
         assert rests == [0.5] * 4
+
+
+def test_a_deploy_posted_for_a_conductor_reads_its_row_once_it_is_written(
+    local: LocalSwflows,
+) -> None:
+    """A deploy that does not wait, whose flow a conductor drives, reads the
+    store once the shared look saw its row, not at once: a job just posted
+    has no row yet (each read before the claim was one for nothing)."""
+    sw = Swflows(
+        local.store,
+        Clients(object_store=lambda: cast("ObjectStore", local.objects)),
+        local.conf,
+        start=False,
+    )
+    board = MemoryBoard()
+    driver = conductor.Conductor(sw, board=board, workers=2)  # type: ignore[arg-type]
+    sw.adopt_runner(driver.runner)
+    reads: list[str] = []
+    get_deployment = sw.store.get_deployment
+
+    def counted(deployment_id: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(deployment_id)
+        return get_deployment(deployment_id, *args, **kwargs)
+
+    config = sw.create_config("app", "#!/bin/sh\n", group="script")
+    server = local.new_server()
+    returned: list[Any] = []
+    try:
+        with mock.patch.object(sw.store, "get_deployment", counted):
+            caller = threading.Thread(
+                target=lambda: returned.append(sw.deploy(server, config.id, wait=False))
+            )
+            caller.start()
+            until(lambda: len(board.jobs()) == 1, 10)
+            time.sleep(0.2)  # the caller's first look would have come by now
+            assert reads == []
+            assert len(driver.claim_some()) == 1
+            caller.join(30)
+        assert [dep.id for dep in returned] == reads
+        sw.wait(returned[0].id, 60)
+    finally:
+        driver.close()
+        sw.close()
