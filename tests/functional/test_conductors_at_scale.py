@@ -276,7 +276,9 @@ def test_three_conductors_a_hundred_deployments_one_killed(
     assert left == {}
     board = setup.board()
     try:
-        assert board.jobs() == []
+        # a job whose claim ran out under load as its flow ended is settled
+        # by the next conductor to claim it: gone within a claim's expiry
+        until(lambda: board.jobs() == [], CLAIM_EXPIRY + 10, "every job to go")
         assert victim_name not in board.conductors()
     finally:
         board.close()

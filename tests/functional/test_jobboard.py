@@ -273,7 +273,9 @@ def test_a_killed_conductors_flows_are_taken_over_and_end_once(
     assert sw.list_flows() == []
     board = setup.board()
     try:
-        assert board.jobs() == []
+        # a job whose claim ran out under load as its flow ended is settled
+        # by the next conductor to claim it: gone within a claim's expiry
+        until(lambda: board.jobs() == [], CLAIM_EXPIRY + 10, "every job to go")
         assert victim_name not in board.conductors()
     finally:
         board.close()
