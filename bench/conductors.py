@@ -47,6 +47,7 @@ from bench import overhead, stock
 from swflows.api import Swflows
 from swflows.engine import jobboard
 from swflows.flows import compose
+from swflows.tasks.base import ArgumentsOnce
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 REDIS_URL = os.environ.get("SWFLOWS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -60,8 +61,10 @@ DRAIN_POLL = 0.02
 Log = Callable[[str], None]
 
 
-class Step(task.Task):  # type: ignore[misc]
-    """A step that sleeps ``seconds`` (0: does nothing)."""
+class Step(ArgumentsOnce, task.Task):  # type: ignore[misc]
+    """A step that sleeps ``seconds`` (0: does nothing); its arguments are
+    mapped once per class (:class:`swflows.tasks.base.ArgumentsOnce`), as a
+    custom flow's tasks may be, for TaskFlow's conductor as for swflows'."""
 
     def __init__(self, name: str, seconds: float) -> None:
         super().__init__(

@@ -60,7 +60,61 @@ def atom_name(flow: str, task_name: str, discriminator: str | None = None) -> st
     return f"{name}:{discriminator}" if discriminator else name
 
 
-class Task(task.Task):  # type: ignore[misc]
+class ArgumentsOnce:
+    """Mixed into a TaskFlow task class (before ``taskflow.task.Task``):
+    the mapping of its methods' arguments is derived once per class and
+    set of arguments it is built with, not for every task built.  TaskFlow
+    reads the method's signature for each (about a third of a millisecond
+    a task, most of the cost of building a flow, which a runner does for
+    every flow it resumes or claims).  Every swflows task has it; a custom
+    flow's own tasks may too::
+
+        class Backup(ArgumentsOnce, task.Task):
+            def execute(self, server_id): ...
+    """
+
+    inject: Any
+
+    def _build_arg_mapping(
+        self,
+        executor: Callable[..., Any],
+        requires: Any = None,
+        rebind: Any = None,
+        auto_extract: bool = True,
+        ignore_list: Any = None,
+    ) -> _Mapping:
+        """TaskFlow's mapping of ``executor``'s arguments, derived once per
+        class and set of arguments given, then copied."""
+        key = _mapping_key(
+            type(self),
+            executor,
+            requires,
+            rebind,
+            auto_extract,
+            ignore_list,
+            self.inject,
+        )
+        with _MAPPINGS_LOCK:
+            found = _MAPPINGS.get(key) if key is not None else None
+        if found is None:
+            found = super()._build_arg_mapping(  # type: ignore[misc]
+                executor,
+                requires=requires,
+                rebind=rebind,
+                auto_extract=auto_extract,
+                ignore_list=ignore_list,
+            )
+            if key is not None:
+                with _MAPPINGS_LOCK:
+                    if len(_MAPPINGS) >= MAPPINGS_KEPT:
+                        _MAPPINGS.clear()
+                    _MAPPINGS[key] = found
+        rebound, required, optional = found
+        # the sets are read-only (TaskFlow's OrderedSet); the mapping is not
+        return collections.OrderedDict(rebound), required, optional
+
+
+class Task(ArgumentsOnce, task.Task):  # type: ignore[misc]
     """A swflows task: named by its flow, receives the run-time services."""
 
     #: the store keys this task provides by default (subclasses set it)
@@ -92,47 +146,6 @@ class Task(task.Task):  # type: ignore[misc]
             inject=inject,
         )
         self.flow_name = flow
-
-    def _build_arg_mapping(
-        self,
-        executor: Callable[..., Any],
-        requires: Any = None,
-        rebind: Any = None,
-        auto_extract: bool = True,
-        ignore_list: Any = None,
-    ) -> _Mapping:
-        """TaskFlow's mapping of ``executor``'s arguments, derived once per
-        class and set of arguments given, then copied: TaskFlow reads the
-        method's signature for every task it builds (about a third of a
-        millisecond a task, most of the cost of building a flow, which a
-        runner does for every flow it resumes or claims)."""
-        key = _mapping_key(
-            type(self),
-            executor,
-            requires,
-            rebind,
-            auto_extract,
-            ignore_list,
-            self.inject,
-        )
-        with _MAPPINGS_LOCK:
-            found = _MAPPINGS.get(key) if key is not None else None
-        if found is None:
-            found = super()._build_arg_mapping(
-                executor,
-                requires=requires,
-                rebind=rebind,
-                auto_extract=auto_extract,
-                ignore_list=ignore_list,
-            )
-            if key is not None:
-                with _MAPPINGS_LOCK:
-                    if len(_MAPPINGS) >= MAPPINGS_KEPT:
-                        _MAPPINGS.clear()
-                    _MAPPINGS[key] = found
-        rebound, required, optional = found
-        # the sets are read-only (TaskFlow's OrderedSet); the mapping is not
-        return collections.OrderedDict(rebound), required, optional
 
 
 def _mapping_key(
@@ -253,6 +266,7 @@ def step_of(flow_failures: Any) -> tuple[str, str]:
 __all__ = [
     "REVERT_PATIENCE",
     "SERVICES_KEY",
+    "ArgumentsOnce",
     "Task",
     "TransportTask",
     "atom_name",

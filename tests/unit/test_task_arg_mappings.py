@@ -118,3 +118,47 @@ def test_a_task_with_arguments_that_are_not_names_is_mapped_every_time() -> None
         base.Task, base.Task.execute, [["not", "hashable"]], None, True, None, None
     )
     assert key is None
+
+
+class _Plain(tf_task.Task):  # type: ignore[misc]
+    def execute(self, server_id: str, note: str = "") -> str:
+        return note
+
+    def revert(self, server_id: str, **kwargs: Any) -> None:
+        return None
+
+
+class _Once(base.ArgumentsOnce, _Plain):
+    """A custom flow's task with its arguments mapped once per class."""
+
+
+def test_a_custom_task_mixing_it_in_is_mapped_once_as_taskflow_maps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    derive = tf_task.Task._build_arg_mapping
+
+    def counted(self: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(f"{type(self).__name__}.{executor.__name__}")
+        return derive(self, executor, *args, **kwargs)
+
+    monkeypatch.setattr(base, "_MAPPINGS", {})
+    monkeypatch.setattr(tf_task.Task, "_build_arg_mapping", counted)
+    built = [
+        _Once("a", rebind={"server_id": "host"}),
+        _Once("b", rebind={"server_id": "host"}),
+        _Once("c"),
+        _Once("d"),
+    ]
+    # execute and revert, once for each set of arguments given
+    assert sorted(calls) == ["_Once.execute"] * 2 + ["_Once.revert"] * 2
+    plain = [
+        _Plain("a", rebind={"server_id": "host"}),
+        _Plain("b", rebind={"server_id": "host"}),
+        _Plain("c"),
+        _Plain("d"),
+    ]
+    for ours, theirs in zip(built, plain, strict=True):
+        assert {a: _plain(getattr(ours, a)) for a in MAPPED} == {
+            a: _plain(getattr(theirs, a)) for a in MAPPED
+        }
