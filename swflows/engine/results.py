@@ -211,6 +211,9 @@ class Results:
                     pass
             else:
                 time.sleep(rest)
+            # asked before the row is read: a round may write the row right
+            # after a read found none, and the flow then looked ended
+            unrecorded = self._unrecorded(flow_id)
             try:
                 row = self.registry.get(flow_id)
             except Exception as exc:
@@ -221,7 +224,7 @@ class Results:
                         "", timeout, started=not self._unrecorded(flow_id)
                     ) from exc
                 continue
-            if row is None and self._unrecorded(flow_id):  # launched, not yet written
+            if row is None and unrecorded:  # launched, not yet written
                 if timeout is not None and time.monotonic() - started >= timeout:
                     raise exceptions.WaitTimeout("", timeout, started=False)
                 continue

@@ -234,3 +234,37 @@ def test_the_readme_example_of_a_deploy_made_again(
     assert len(sw.list_flows(deployment_id=names["dep_id"])) <= 1
     assert sw.wait(names["dep_id"], timeout=30).status == states.COMPLETE
     assert len(local.agent.ran) == 1
+
+
+def test_a_blocking_deploy_whose_row_is_written_just_after_a_look_waits_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wait read the flow's row, found none, and only then asked whether
+    its round had written it yet: a round that wrote it in between made
+    the flow look ended, and a blocking deploy raised DeploymentNotFound
+    for a deployment its flow then made (seen under load)."""
+    with LocalSwflows(overrides={"watcher": {"poll_interval": 0.1}}) as local:
+        runner = local.sw.runner
+        get = runner.registry.get
+        stale: list[str] = []
+
+        def read_then_recorded(flow_id: str) -> Any:
+            found = get(flow_id)
+            if found is None and runner._unrecorded(flow_id) and not stale:
+                stale.append(flow_id)  # the round writes it right after
+                deadline = time.monotonic() + 10
+                while runner._unrecorded(flow_id) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return found
+
+        monkeypatch.setattr(runner.registry, "get", read_then_recorded)
+        config = local.sw.create_config("app", "#!/bin/sh\n", group="script")
+        # the round is slow to record and to write the deployment, as on a
+        # busy machine
+        with (
+            failpoints.armed("launch.record", failpoints.stall(0.5)),
+            failpoints.armed(HELD, failpoints.stall(1.0)),
+        ):
+            dep = local.sw.deploy(local.new_server(), config.id, wait_timeout=30)
+        assert stale, "the race was not met"
+        assert dep.status == states.COMPLETE
