@@ -70,18 +70,22 @@ def test_every_flow_maps_its_tasks_arguments_as_taskflow_does(
     assert again == derived
 
 
-def test_a_mapping_is_derived_once_per_class_and_arguments(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls: list[str] = []
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each mapping TaskFlow derives, as ``Class.method``, none kept yet."""
+    made: list[str] = []
     derive = tf_task.Task._build_arg_mapping
 
     def counted(self: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.append(f"{type(self).__name__}.{executor.__name__}")
+        made.append(f"{type(self).__name__}.{executor.__name__}")
         return derive(self, executor, *args, **kwargs)
 
     monkeypatch.setattr(base, "_MAPPINGS", {})
     monkeypatch.setattr(tf_task.Task, "_build_arg_mapping", counted)
+    return made
+
+
+def test_a_mapping_is_derived_once_per_class_and_arguments(calls: list[str]) -> None:
     plan = plans()[0]
     first = flows.FACTORIES["deploy"](**plan)
     once = len(calls)
@@ -133,17 +137,8 @@ class _Once(base.ArgumentsOnce, _Plain):
 
 
 def test_a_custom_task_mixing_it_in_is_mapped_once_as_taskflow_maps_it(
-    monkeypatch: pytest.MonkeyPatch,
+    calls: list[str],
 ) -> None:
-    calls: list[str] = []
-    derive = tf_task.Task._build_arg_mapping
-
-    def counted(self: Any, executor: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.append(f"{type(self).__name__}.{executor.__name__}")
-        return derive(self, executor, *args, **kwargs)
-
-    monkeypatch.setattr(base, "_MAPPINGS", {})
-    monkeypatch.setattr(tf_task.Task, "_build_arg_mapping", counted)
     built = [
         _Once("a", rebind={"server_id": "host"}),
         _Once("b", rebind={"server_id": "host"}),
