@@ -193,20 +193,17 @@ class Results(Base):
         progressed = self.runner.progress_of(flow_id)
         waiting: contextlib.AbstractContextManager[threading.Event]
         if progressed is not None:
-            future.add_done_callback(lambda _: progressed.set())
-            # a new flow has its row written by a later step: the first
-            # look waits for that step (or the flow's end), not before it
-            _until_set(progressed)(POLL_STARTED_DRIVEN)
             waiting = contextlib.nullcontext(progressed)
         else:
             waiting = self._started_looks.waiting(deployment_id, generation)
         with waiting as woken:
-            if progressed is None:
-                # a job just posted: its row is written once a conductor
-                # claimed it, so the first look waits for the shared look
-                # to see it (or the flow's end), not before
-                future.add_done_callback(lambda _: woken.set())
-                _until_set(woken)(POLL_STARTED_MOST)
+            # the first look waits for the row to be written (or the flow's
+            # end), not before: a new flow here has it written by a later
+            # step, a job just posted once a conductor claimed it
+            future.add_done_callback(lambda _: woken.set())
+            _until_set(woken)(
+                POLL_STARTED_DRIVEN if progressed is not None else POLL_STARTED_MOST
+            )
             retrying = tenacity.Retrying(
                 retry=tenacity.retry_if_result(lambda found: found is None),
                 wait=started_waits(progressed is not None),

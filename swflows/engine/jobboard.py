@@ -199,8 +199,9 @@ class Board:
         for job, owner in self.owned():
             if owner is None:
                 free.append(job)
-            elif owner != who and self.server_of(job):
+            elif owner != who:
                 elsewhere.add(self.server_of(job))
+        elsewhere.discard("")  # a job of no server keeps no other from a claim
         return free, elsewhere
 
     def listed(self) -> list[Any]:
