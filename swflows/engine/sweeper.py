@@ -14,7 +14,10 @@ closed its race, left them).  A late signal can also bring back the store
 of a deployment already deleted: the store remembers deleted deployments
 past their signal URLs' expiry, and such stores are swept too (in swflows'
 own account: a deleted deployment's trust into its project is gone), and
-the deleted deployments whose time has passed are forgotten, and the
+the stack users and projects of deployments deleted lately are removed
+(a step paused past its fence made one again, see
+:meth:`Sweeper.sweep_stack_users`), the deleted deployments whose time has
+passed are forgotten, and the
 results sent to outside callers once kept long enough, with their trusts
 (:mod:`swflows.engine.outbox`).  And it lets
 go of the Keystone trusts (with their owner rows) nothing needs any
@@ -31,7 +34,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from swflows import exceptions, failpoints, metadata, trusts
+from swflows import exceptions, failpoints, metadata, stack_users, trusts
 from swflows import transport_names as names
 from swflows.engine import liveness as loops
 from swflows.engine.outbox import Outbox
@@ -107,6 +110,7 @@ class Sweeper:
             ("sweeping signal stores", self.sweep),
             ("sweeping channels", self.sweep_channels),
             ("sweeping trusts", self.sweep_trusts),
+            ("sweeping users", self.sweep_stack_users),
             ("forgetting the deleted", self.services.store.forget_deleted),
             ("forgetting sent results", self.outbox.forget_expired),
             (
@@ -159,6 +163,52 @@ class Sweeper:
             LOG.info("%s %s: its owner row and trust let go", kind, object_id)
             released.append(key)
         return released
+
+    def sweep_stack_users(self) -> list[str]:
+        """Remove the stack users and projects of deployments this store
+        deleted lately; the ids of those deployments.
+
+        A step that makes a deployment's user checks its flow's fence, then
+        asks Keystone: a process paused between the two, its flow taken
+        over and ended meanwhile (the deployment undeployed, its user
+        removed), makes the user again when it goes on.  No fence can call
+        back a request already sent; this sweep removes what it made.
+        Users of a deployment this store never held are left alone (another
+        installation may share the domain), and so are those of one with a
+        row or an unfinished flow; the flows are read last, right before
+        removing, so a deployment made again under its caller-given id keeps
+        its user.  One that cannot be removed now is tried at the next sweep.
+        """
+        clients = self.services.clients
+        if not clients.offers("stack_users"):
+            return []
+        users = clients.stack_users
+        names = [u.name for u in users.list_users()]
+        names += [p.name for p in users.list_projects()]
+        named = {
+            deployment_id
+            for name in names
+            if (deployment_id := stack_users.deployment_of(name)) is not None
+        }
+        store = self.services.store
+        rowless = named - set(store.generations(named))
+        gone = {d for d in rowless if store.deleted_generation(d) is not None}
+        if gone:
+            gone -= {row.deployment_id for row in self.registry.find()}
+        removed: list[str] = []
+        for deployment_id in sorted(gone):
+            try:
+                stack_users.remove_stack_user(self.services, deployment_id)
+            except exceptions.SwflowsError as exc:  # that one only
+                self.contain(f"sweeping users: {deployment_id}", exc)
+                continue
+            LOG.warning(
+                "removed the stack user of deployment %s, deleted before it "
+                "was made again",
+                deployment_id,
+            )
+            removed.append(deployment_id)
+        return removed
 
     def sweep(self) -> list[str]:
         """Remove signal stores no unfinished flow can read; their keys.

@@ -11,17 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from swflows import exceptions, failpoints
+from swflows import exceptions, stack_users
 from swflows.clients.identity import StackUser
 from swflows.services import Services
+from swflows.stack_users import user_name
 from swflows.tasks import base
 from swflows.transports import impl_heat
 
 LOG = logging.getLogger(__name__)
-
-
-def user_name(deployment_id: str) -> str:
-    return f"swflows-{deployment_id}"
 
 
 class EnsureStackUser(base.Task):
@@ -71,51 +68,15 @@ class DeleteStackUser(base.Task):
 
 
 def delete_stack_user(services: Services, deployment_id: str) -> None:
-    """Remove the deployment's stack user and project, and first the queues
-    of that project: Zaqar keeps them when Keystone deletes the project, and
-    once the user is gone nothing can reach them (ZAQAR_SIGNAL's credentials
-    mode makes its queues there; an agent's late signal makes them again).
+    """Remove the deployment's stack user, its project and the project's
+    queues (:func:`swflows.stack_users.remove_stack_user`).
 
-    Nothing else would ever remove them, so a failure (Keystone or Zaqar
-    unreachable) is not given up: the whole removal, whose steps each do
-    nothing the second time, is tried again with the patience of a revert
-    (:func:`swflows.tasks.base.revert_patiently`), then raised, and the flow
-    is kept (BROKEN, when its revert raises) for an operator to see.
-
-    Each removal checks the flow's fence first (:meth:`Services.check_fence`):
-    a flow lost meanwhile removes nothing its new owner may be using."""
+    Nothing in a flow would remove them later, so a failure (Keystone or
+    Zaqar unreachable) is not given up: the whole removal is tried again
+    with the patience of a revert (:func:`swflows.tasks.base.
+    revert_patiently`), then raised, and the flow is kept (BROKEN, when its
+    revert raises) for an operator to see."""
     base.revert_patiently(
         f"stack user of {deployment_id}",
-        lambda: _remove_stack_user(services, deployment_id),
+        lambda: stack_users.remove_stack_user(services, deployment_id),
     )
-
-
-def _remove_stack_user(services: Services, deployment_id: str) -> None:
-    users = services.clients.stack_users
-    name = user_name(deployment_id)
-    found = users.find_user(name)
-    project = users.find_project(name)
-    if found is not None and project is not None:
-        user = StackUser(found.id, name, project.id)
-        services.check_fence()
-        purge_queues(services, user, deployment_id)
-    if found is not None:
-        services.check_fence()
-        failpoints.hit("identity.delete")
-        users.delete_user(found.id)
-    if project is not None:
-        services.check_fence()
-        users.delete_project(project.id)
-
-
-def purge_queues(services: Services, user: StackUser, deployment_id: str) -> None:
-    """Delete every queue of the stack user's project, as that user."""
-    try:
-        zaqar = services.clients.messaging_for(
-            user, impl_heat.stack_user_password(services, deployment_id)
-        )
-    except exceptions.NotSupported:
-        return  # no Zaqar configured: no queue was made there
-    for queue in zaqar.list_queues():
-        zaqar.delete_queue(queue)
-        LOG.info("deleted queue %s of stack project %s", queue, user.username)

@@ -1041,8 +1041,13 @@ class Soak:
         # a signal sent late (an agent's retry) may have brought a store
         # back after its undeploy: the elected watcher's next sweep (a day
         # apart here) removes it; one sweep now, as it would
-        late = self.sw.runner.watcher.sweeper.sweep()
+        sweeper = self.sw.runner.watcher.sweeper
+        late = sweeper.sweep()
         self.log(f"stores late signals brought back, swept: {len(late)}")
+        # a step paused past its fence may have made a stack user again
+        # after its deployment was undeployed: that sweep removes it too
+        again = sweeper.sweep_stack_users()
+        self.log(f"stack users made again after their undeploy, swept: {again}")
         for kind, found in leftovers(self.sw, *every).items():
             for name in found:
                 owner = next((d for d in every if d in name), "")

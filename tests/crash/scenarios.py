@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from swflows import conf as sw_conf
-from swflows import derive, exceptions, metadata, states
+from swflows import derive, exceptions, metadata, stack_users, states
 from swflows.api import Swflows
 from swflows.clients.cloud import Clients
 from swflows.persistence import flow_registry as flow_rows
@@ -473,7 +473,7 @@ def owned(deployment_ids: list[str], point: matrix.KillPoint) -> dict[str, Any]:
     (in credentials mode), nothing else."""
     if not point.stack_users or not deployment_ids:
         return {}
-    names = sorted(identity.user_name(d) for d in deployment_ids)
+    names = sorted(stack_users.user_name(d) for d in deployment_ids)
     return {"users": names, "projects": names}
 
 

@@ -21,6 +21,8 @@ from swflows.api import Swflows
 from swflows.clients.messaging import SignedUrlClient
 from swflows.engine import batching
 from swflows.persistence import flow_registry as flow_rows
+from swflows.stack_users import user_name
+from swflows.tasks.identity import EnsureStackUser
 from tests.functional import db_fixtures, flowkit
 from tests.functional.db_fixtures import mysql_url, pg_url  # noqa: F401 (fixtures)
 from tests.functional.fakeserver import FakeServer
@@ -250,6 +252,60 @@ def test_stores_late_signals_bring_back_after_an_undeploy_are_swept(
         swept = sw.runner.watcher.sweeper.sweep()
         assert sorted(swept) == sorted([f"{swift_dep}/1", f"{zaqar_dep}/1"])
         assert leftovers(sw, *deps.values()) == {}
+
+
+def test_a_stack_user_made_again_after_its_undeploy_is_swept(
+    devcloud: dict[str, Any], tmp_path: Path
+) -> None:
+    # a conductor paused between EnsureStackUser's fence check and its
+    # Keystone request makes the user again once its flow's new owner has
+    # undeployed the deployment: the sweep removes it, and only it
+    with instance(
+        devcloud,
+        tmp_path,
+        watcher__sweep_interval=3600.0,
+        zaqar_signal_auth="credentials",  # a stack user per deployment
+    ) as sw:
+        config = script_config(sw)
+        gone, kept = (
+            sw.deploy(
+                str(uuid.uuid4()),
+                config.id,
+                timeout=60,
+                wait=False,
+                signal_transport="ZAQAR_SIGNAL",
+            ).id
+            for _ in range(2)
+        )
+        until(lambda: parked(sw, gone) and parked(sw, kept), what="both to park")
+        sw.cancel(gone)
+        sw.wait(gone, timeout=30)
+        sw.undeploy(gone)
+        assert leftovers(sw, gone) == {}
+        assert set(leftovers(sw, kept)) >= {"users", "projects"}
+        sweeper = sw.runner.watcher.sweeper
+        assert sweeper.sweep_stack_users() == []
+        # the paused step goes on: its request reaches Keystone now
+        EnsureStackUser("undeploy").execute(sw.services, gone)
+        # and another installation sharing the domain has one of its own
+        stranger = str(uuid.uuid4())
+        users = sw.services.clients.stack_users
+        project = users.ensure_project(user_name(stranger))
+        users.ensure_user(user_name(stranger), project, "Aa1-" + uuid.uuid4().hex)
+        assert set(leftovers(sw, gone)) == {"users", "projects"}
+        assert sweeper.sweep_stack_users() == [gone]
+        assert leftovers(sw, gone) == {}
+        assert leftovers(sw, kept)["users"] == [user_name(kept)]
+        assert leftovers(sw, stranger)["users"] == [user_name(stranger)]
+        assert sweeper.sweep_stack_users() == []
+        found = users.find_user(user_name(stranger))
+        assert found is not None
+        users.delete_user(found.id)
+        users.delete_project(project)
+        sw.cancel(kept)
+        sw.wait(kept, timeout=30)
+        sw.undeploy(kept)
+        assert leftovers(sw, kept, stranger) == {}
 
 
 def test_two_signals_within_one_second_are_both_seen(

@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "swflows.metadata",
             "swflows.enrollment",
             "swflows.trusts",
+            "swflows.stack_users",
         ),
     ),
     ("tasks", ("swflows.tasks",)),
