@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from oslo_utils import uuidutils
 from taskflow import engines
@@ -58,6 +58,8 @@ from swflows.persistence import batches, flow_registry, logbook
 from swflows.services import SERVICES_KEY, Services
 
 LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 #: the kinds of flow launched in rounds
 KINDS = frozenset({deploy.NAME})
@@ -358,8 +360,27 @@ class Batcher:
         new = [item for item in items if item.claim is None]
         going = set(self._record_new(new) if new else ())
         begun = [item for item in items if item.claim is not None or item in going]
-        ran = self.spread.map(self._run_before_publish, begun)
-        return [item for item, ready in zip(begun, ran, strict=True) if ready]
+        # one server's flows in turn, servers at once: each deployment's row
+        # locks its server's until its commit, so two flows of one server
+        # side by side would only wait on each other (a burst to a few
+        # servers held the round to one flow at a time)
+        by_server: dict[str, list[_Item]] = {}
+        for item in begun:
+            by_server.setdefault(item.server_id, []).append(item)
+        ready: list[_Item] = []
+        for group, ran in zip(
+            by_server.values(),
+            self.spread.map(self._run_in_turn, list(by_server.values())),
+            strict=True,
+        ):
+            ready.extend(
+                item for item, went_on in zip(group, ran, strict=True) if went_on
+            )
+        return ready
+
+    def _run_in_turn(self, items: list[_Item]) -> list[bool]:
+        """:meth:`_run_before_publish` of one server's flows, one by one."""
+        return [self._run_before_publish(item) for item in items]
 
     def _record_new(self, items: list[_Item]) -> list[_Item]:
         """Write the rows and logbooks of a round's new flows; those written
@@ -491,7 +512,7 @@ class _Spread:
     and gone with it: a runner holding parked flows keeps none."""
 
     @staticmethod
-    def map(call: Callable[[Any], bool], items: list[Any]) -> list[bool]:
+    def map(call: Callable[[_T], _R], items: list[_T]) -> list[_R]:
         """``call`` of each of ``items``, in their order."""
         if len(items) < 2:
             return [call(item) for item in items]

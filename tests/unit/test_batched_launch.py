@@ -405,3 +405,41 @@ def test_a_rounds_flow_has_its_job_settled_while_the_round_still_holds_it() -> N
     rounds._settle(rounds._items["f1"])
     assert seen == [(True, True)]
     assert not rounds.holds("f1") and rounds.runner._launching == set()
+
+
+def test_a_round_runs_one_servers_flows_in_turn_and_servers_at_once() -> None:
+    """Each deployment's row locks its server's until it commits: a round
+    runs the flows of one server one after another, in their order, and
+    those of different servers side by side."""
+    runner: Any = types.SimpleNamespace(_lock=threading.Lock(), _launching=set())
+    rounds = batching.Batcher(runner, 8)
+    items = [
+        types.SimpleNamespace(claim=object(), server_id=server, name=f"{server}{n}")
+        for n in range(3)
+        for server in ("a", "b")
+    ]
+    lock = threading.Lock()
+    inside: dict[str, int] = {"a": 0, "b": 0}
+    most: dict[str, int] = {"a": 0, "b": 0}
+    order: list[str] = []
+    # the first flows of both servers run at once, or this barrier breaks
+    both = threading.Barrier(2, timeout=5)
+
+    def run(item: Any) -> bool:
+        with lock:
+            inside[item.server_id] += 1
+            most[item.server_id] = max(most[item.server_id], inside[item.server_id])
+        if item.name in ("a0", "b0"):
+            both.wait()
+        time.sleep(0.01)
+        with lock:
+            inside[item.server_id] -= 1
+            order.append(item.name)
+        return bool(item.name != "b1")  # handed to an engine of its own
+
+    rounds._run_before_publish = run  # type: ignore[method-assign]
+    ready: list[Any] = rounds._begin(items)  # type: ignore[arg-type]
+    assert most == {"a": 1, "b": 1}
+    assert [n for n in order if n[0] == "a"] == ["a0", "a1", "a2"]
+    assert [n for n in order if n[0] == "b"] == ["b0", "b1", "b2"]
+    assert [item.name for item in ready] == ["a0", "a1", "a2", "b0", "b2"]
