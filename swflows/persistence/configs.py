@@ -149,6 +149,20 @@ class ConfigRows(Database):
         by_id = self._config_by_id()
         insert = self._statement("insert config", t.insert)
 
+        def add(conn: sa.Connection) -> model.Config:
+            conn.execute(
+                insert,
+                {
+                    "id": config.id,
+                    "name": config.name,
+                    "group": config.group,
+                    "body": body,
+                    "derived": derived,
+                    "created_at": created,
+                },
+            )
+            return stored
+
         def op(conn: sa.Connection) -> model.Config:
             row = conn.execute(by_id, {"id": config.id}).first()
             if row is not None:
@@ -163,20 +177,10 @@ class ConfigRows(Database):
                         f"config {config.id} already exists with different content",
                     )
                 return existing
-            conn.execute(
-                insert,
-                {
-                    "id": config.id,
-                    "name": config.name,
-                    "group": config.group,
-                    "body": body,
-                    "derived": derived,
-                    "created_at": created,
-                },
-            )
-            return stored
+            return add(conn)
 
-        return self._write("create config", op)
+        # inserted at once: an id already taken is read the careful way
+        return self._write_first("create config", add, op)
 
     def get_config(self, config_id: str, *, max_age: float = 0.0) -> model.Config:
         """The config ``config_id``; ConfigNotFound if there is none.

@@ -164,14 +164,13 @@ class DeploymentRows(ServerRows):
     ) -> model.Deployment:
         """Store a new deployment and bump its server's metadata_version.
 
-        Its status must be one a deployment may start in
-        (``states.check_transition(None, status)``).  ``config_id`` and
+        Its status must be one a deployment may start in; ``config_id`` and
         ``source_config_id`` must name stored configs (ConfigNotFound with
         ``field``).  The same id again with the same content returns the
-        stored deployment; different content raises ``ValidationError("id")``,
-        unless ``keep_existing``: then the stored deployment is returned as
-        it is (its action, run again, finds what its first run stored and
-        what happened to it since).
+        stored deployment, different content raises ``ValidationError("id")``,
+        unless ``keep_existing``: the stored one is then returned as it is
+        (its action, run again, finds what its first run stored and did).
+        Only an id taken or a config missing costs reads (:meth:`_write_first`).
         """
         if not isinstance(dep, model.Deployment):
             raise exceptions.ValidationError("deployment", "must be a model.Deployment")
@@ -180,10 +179,24 @@ class DeploymentRows(ServerRows):
         created = naive_utc(dep.creation_time) or model.utcnow()
         stored = dataclasses.replace(dep, creation_time=created, updated_time=None)
         values = self._deployment_values(dep)
-        d = self._tables.deployments
-
         by_id = self._deployment_by_id()
-        insert = self._statement("insert deployment", d.insert)
+        insert = self._statement("insert deployment", self._tables.deployments.insert)
+
+        def add(conn: sa.Connection) -> model.Deployment:
+            seq = self._bump(conn, dep.server_id)
+            conn.execute(
+                insert,
+                {
+                    "id": dep.id,
+                    "server_id": dep.server_id,
+                    "created_at": created,
+                    "updated_at": None,
+                    "version": 1,
+                    "server_seq": seq,
+                    **values,
+                },
+            )
+            return stored
 
         def op(conn: sa.Connection) -> model.Deployment:
             row = conn.execute(by_id, {"id": dep.id}).first()
@@ -201,21 +214,10 @@ class DeploymentRows(ServerRows):
             self._check_configs_exist(
                 conn, config_id=dep.config_id, source_config_id=dep.source_config_id
             )
-            seq = self._bump(conn, dep.server_id)
-            conn.execute(
-                insert,
-                {
-                    "id": dep.id,
-                    "server_id": dep.server_id,
-                    "created_at": created,
-                    "updated_at": None,
-                    "version": 1,
-                    "server_seq": seq,
-                    **values,
-                },
-            )
-            return stored
+            return add(conn)
 
+        if dep.status in states.TRANSITIONS[None]:  # inserted at once
+            return self._write_first("create deployment", add, op)
         return self._write("create deployment", op)
 
     def generations(self, deployment_ids: Iterable[str]) -> dict[str, int]:

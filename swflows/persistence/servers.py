@@ -112,8 +112,32 @@ class ServerRows(ConfigRows):
         return conn.execute(locked, by_id).one()
 
     def _bump(self, conn: sa.Connection, server_id: str) -> int:
-        """Lock the server's row and bump its metadata_version; the new one."""
+        """Lock the server's row and bump its metadata_version; the new one.
+
+        Where the database returns what an UPDATE wrote (PostgreSQL,
+        SQLite), the bump is that one statement, which locks the row as
+        it writes it; else, or when the row is missing, the row is locked
+        (made if missing) and read first."""
         s = self._tables.servers
+        stamp = model.utcnow()
+        if conn.dialect.update_returning:
+            bumped = self._statement(
+                "bump server, returning",
+                lambda: (
+                    sa.update(s)
+                    .where(s.c.server_id == sa.bindparam("bumped_server"))
+                    .values(
+                        metadata_version=s.c.metadata_version + 1,
+                        updated_at=sa.bindparam("stamp"),
+                    )
+                    .returning(s.c.metadata_version)
+                ),
+            )
+            found = conn.execute(
+                bumped, {"bumped_server": server_id, "stamp": stamp}
+            ).first()
+            if found is not None:
+                return int(found.metadata_version)
         row = self._lock_server(conn, server_id)
         version = int(row.metadata_version) + 1
         bump = self._statement(
@@ -129,11 +153,7 @@ class ServerRows(ConfigRows):
         )
         conn.execute(
             bump,
-            {
-                "bumped_server": server_id,
-                "new_version": version,
-                "stamp": model.utcnow(),
-            },
+            {"bumped_server": server_id, "new_version": version, "stamp": stamp},
         )
         return version
 

@@ -4,6 +4,7 @@ crash keeps what its first run stored (SQLite)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 import threading
@@ -73,7 +74,8 @@ def test_a_deployment_row_is_checked_against_its_configs_at_once(
     store: Store,
 ) -> None:
     """Both configs a deployment names are looked for in one statement, and
-    the one missing is named."""
+    the one missing is named; a new deployment whose configs are there is
+    inserted without that look (the database's keys check them)."""
     source = store.create_config(source_config())
     seen = Statements(store.engine)
     for field, config_id, source_id in (
@@ -103,7 +105,69 @@ def test_a_deployment_row_is_checked_against_its_configs_at_once(
     )
     assert store.get_deployment(made.id).config_id == source.id
     looks = seen.of(threading.get_ident(), r"SELECT swflows_configs\.id\s+FROM")
-    assert len(looks) == 3, looks
+    assert len(looks) == 2, looks
+
+
+def test_a_new_deployment_is_written_without_a_read_first(store: Store) -> None:
+    """A new deployment (its configs there) is its server's bump, returning
+    the new version, and its row's insert: no look for the id or the
+    configs, and no read of the server; a new config is its insert."""
+    config = store.create_config(source_config())
+    first = store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="srv",
+            action="CREATE",
+            status=states.IN_PROGRESS,
+            config_id=config.id,
+            source_config_id=config.id,
+        )
+    )
+    seen = Statements(store.engine)
+    here = threading.get_ident()
+    again = store.create_config(derived_config())
+    made = store.create_deployment(
+        model.Deployment(
+            id=model.new_id(),
+            server_id="srv",
+            action="CREATE",
+            status=states.IN_PROGRESS,
+            config_id=again.id,
+            source_config_id=config.id,
+        )
+    )
+    assert seen.of(here, r"SELECT\b") == []
+    assert len(seen.of(here, r"UPDATE swflows_servers\b.*RETURNING")) == 1
+    assert len(seen.of(here, r"INSERT INTO swflows_deployments\b")) == 1
+    assert len(seen.of(here, r"INSERT INTO swflows_configs\b")) == 1
+    assert store.get_server("srv").metadata_version == 2
+    # the same id again is read the careful way, and returned as stored
+    assert store.create_deployment(made).id == made.id
+    assert store.create_config(again).id == again.id
+    with pytest.raises(exceptions.ValidationError, match="different content"):
+        store.create_deployment(dataclasses.replace(first, config_id=again.id))
+    assert store.get_server("srv").metadata_version == 2
+
+
+def test_a_deployment_naming_a_missing_config_leaves_no_server_row(
+    store: Store,
+) -> None:
+    """Inserted at once, a deployment whose config is missing fails on the
+    database's key: its server's row, made by the same transaction, goes
+    with it, and the error names the config as before."""
+    with pytest.raises(exceptions.ConfigNotFound) as err:
+        store.create_deployment(
+            model.Deployment(
+                id=model.new_id(),
+                server_id="new-srv",
+                action="CREATE",
+                status=states.IN_PROGRESS,
+                config_id="missing",
+                source_config_id=None,
+            )
+        )
+    assert err.value.field == "config_id"
+    assert [s.server_id for s in store.list_servers()] == []
 
 
 def test_a_derived_config_stored_before_is_kept_as_it_is(store: Store) -> None:
