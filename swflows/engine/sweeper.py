@@ -58,6 +58,9 @@ SWEPT_TRANSPORTS = (names.TEMP_URL_SIGNAL, names.ZAQAR_SIGNAL)
 #: longer than making a deployment takes, and than reporting a result
 TRUST_GRACE = 600.0
 
+#: ids per query when the sweep looks for deployments' rows
+CHUNK = 500
+
 #: the period of a sweeper's loop made without one (``[watcher]
 #: sweep_interval``'s default)
 SWEEP_EVERY = 60.0
@@ -191,7 +194,13 @@ class Sweeper:
             if (deployment_id := stack_users.deployment_of(name)) is not None
         }
         store = self.services.store
-        rowless = named - set(store.generations(named))
+        ordered = sorted(named)
+        rowless = named.difference(
+            *(
+                store.generations(ordered[i : i + CHUNK])
+                for i in range(0, len(ordered), CHUNK)
+            )
+        )
         gone = {d for d in rowless if store.deleted_generation(d) is not None}
         if gone:
             gone -= {row.deployment_id for row in self.registry.find()}

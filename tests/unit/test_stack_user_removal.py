@@ -99,8 +99,9 @@ def test_a_removal_that_keeps_failing_is_raised_not_dropped(
 
 
 def test_a_sweep_removes_the_users_of_deployments_deleted_here_only(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(sweeper, "CHUNK", 2)  # rows looked for a few at a time
     # a step paused between its fence check and Keystone made "gone"'s
     # user again after the undeploy; "lost"'s project is all it made
     with Store(f"sqlite:///{tmp_path / 's.sqlite'}") as store:
