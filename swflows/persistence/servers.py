@@ -119,43 +119,29 @@ class ServerRows(ConfigRows):
         it writes it; else, or when the row is missing, the row is locked
         (made if missing) and read first."""
         s = self._tables.servers
-        stamp = model.utcnow()
-        if conn.dialect.update_returning:
-            bumped = self._statement(
-                "bump server, returning",
-                lambda: (
-                    sa.update(s)
-                    .where(s.c.server_id == sa.bindparam("bumped_server"))
-                    .values(
-                        metadata_version=s.c.metadata_version + 1,
-                        updated_at=sa.bindparam("stamp"),
-                    )
-                    .returning(s.c.metadata_version)
-                ),
-            )
-            found = conn.execute(
-                bumped, {"bumped_server": server_id, "stamp": stamp}
-            ).first()
-            if found is not None:
-                return int(found.metadata_version)
-        row = self._lock_server(conn, server_id)
-        version = int(row.metadata_version) + 1
-        bump = self._statement(
-            "bump server",
-            lambda: (
+        params = {"bumped_server": server_id, "stamp": model.utcnow()}
+
+        def bump() -> Any:
+            return (
                 sa.update(s)
                 .where(s.c.server_id == sa.bindparam("bumped_server"))
                 .values(
-                    metadata_version=sa.bindparam("new_version"),
+                    metadata_version=s.c.metadata_version + 1,
                     updated_at=sa.bindparam("stamp"),
                 )
-            ),
-        )
-        conn.execute(
-            bump,
-            {"bumped_server": server_id, "new_version": version, "stamp": stamp},
-        )
-        return version
+            )
+
+        if conn.dialect.update_returning:
+            returning = self._statement(
+                "bump server, returning",
+                lambda: bump().returning(s.c.metadata_version),
+            )
+            found = conn.execute(returning, params).first()
+            if found is not None:
+                return int(found.metadata_version)
+        row = self._lock_server(conn, server_id)
+        conn.execute(self._statement("bump server", bump), params)
+        return int(row.metadata_version) + 1
 
     def _server_from_row(self, row: Any) -> ServerRecord:
         return ServerRecord(

@@ -70,6 +70,19 @@ def test_a_deploy_reads_its_servers_record_once() -> None:
         assert sw.wait(dep.id, timeout=60).status == states.COMPLETE
 
 
+def new_deployment(
+    config_id: str | None, source_id: str | None, server_id: str = "srv"
+) -> model.Deployment:
+    return model.Deployment(
+        id=model.new_id(),
+        server_id=server_id,
+        action="CREATE",
+        status=states.IN_PROGRESS,
+        config_id=config_id,
+        source_config_id=source_id,
+    )
+
+
 def test_a_deployment_row_is_checked_against_its_configs_at_once(
     store: Store,
 ) -> None:
@@ -82,27 +95,11 @@ def test_a_deployment_row_is_checked_against_its_configs_at_once(
         ("config_id", "missing", source.id),
         ("source_config_id", source.id, "gone"),
     ):
-        dep = model.Deployment(
-            id=model.new_id(),
-            server_id="srv",
-            action="CREATE",
-            status=states.IN_PROGRESS,
-            config_id=config_id,
-            source_config_id=source_id,
-        )
+        dep = new_deployment(config_id, source_id)
         with pytest.raises(exceptions.ConfigNotFound) as err:
             store.create_deployment(dep)
         assert err.value.field == field
-    made = store.create_deployment(
-        model.Deployment(
-            id=model.new_id(),
-            server_id="srv",
-            action="CREATE",
-            status=states.IN_PROGRESS,
-            config_id=source.id,
-            source_config_id=source.id,
-        )
-    )
+    made = store.create_deployment(new_deployment(source.id, source.id))
     assert store.get_deployment(made.id).config_id == source.id
     looks = seen.of(threading.get_ident(), r"SELECT swflows_configs\.id\s+FROM")
     assert len(looks) == 2, looks
@@ -113,29 +110,11 @@ def test_a_new_deployment_is_written_without_a_read_first(store: Store) -> None:
     the new version, and its row's insert: no look for the id or the
     configs, and no read of the server; a new config is its insert."""
     config = store.create_config(source_config())
-    first = store.create_deployment(
-        model.Deployment(
-            id=model.new_id(),
-            server_id="srv",
-            action="CREATE",
-            status=states.IN_PROGRESS,
-            config_id=config.id,
-            source_config_id=config.id,
-        )
-    )
+    first = store.create_deployment(new_deployment(config.id, config.id))
     seen = Statements(store.engine)
     here = threading.get_ident()
     again = store.create_config(derived_config())
-    made = store.create_deployment(
-        model.Deployment(
-            id=model.new_id(),
-            server_id="srv",
-            action="CREATE",
-            status=states.IN_PROGRESS,
-            config_id=again.id,
-            source_config_id=config.id,
-        )
-    )
+    made = store.create_deployment(new_deployment(again.id, config.id))
     assert seen.of(here, r"SELECT\b") == []
     assert len(seen.of(here, r"UPDATE swflows_servers\b.*RETURNING")) == 1
     assert len(seen.of(here, r"INSERT INTO swflows_deployments\b")) == 1
@@ -156,16 +135,7 @@ def test_a_deployment_naming_a_missing_config_leaves_no_server_row(
     database's key: its server's row, made by the same transaction, goes
     with it, and the error names the config as before."""
     with pytest.raises(exceptions.ConfigNotFound) as err:
-        store.create_deployment(
-            model.Deployment(
-                id=model.new_id(),
-                server_id="new-srv",
-                action="CREATE",
-                status=states.IN_PROGRESS,
-                config_id="missing",
-                source_config_id=None,
-            )
-        )
+        store.create_deployment(new_deployment("missing", None, "new-srv"))
     assert err.value.field == "config_id"
     assert [s.server_id for s in store.list_servers()] == []
 
