@@ -333,14 +333,20 @@ class StackUsers:
         return resp.status_code == 204
 
     @retried
-    def list_projects(self) -> list[ProjectInfo]:
+    def list_projects(self, prefix: str = "") -> list[ProjectInfo]:
+        """The domain's projects (those whose name starts with ``prefix``,
+        Keystone's ``name__startswith``; a Keystone without that filter
+        lists them all)."""
         resp = self._request(
-            "GET",
-            "/projects",
-            "list projects",
-            params={"domain_id": self.domain_id},
+            "GET", "/projects", "list projects", params=self._listing(prefix)
         )
         return [_project(p) for p in resp.json()["projects"]]
+
+    def _listing(self, prefix: str) -> dict[str, str]:
+        params = {"domain_id": self.domain_id}
+        if prefix:
+            params["name__startswith"] = prefix
+        return params
 
     # -- users ------------------------------------------------------------
 
@@ -441,9 +447,10 @@ class StackUsers:
         return resp.status_code == 204
 
     @retried
-    def list_users(self) -> list[UserInfo]:
+    def list_users(self, prefix: str = "") -> list[UserInfo]:
+        """The domain's users (as :meth:`list_projects` filters them)."""
         resp = self._request(
-            "GET", "/users", "list users", params={"domain_id": self.domain_id}
+            "GET", "/users", "list users", params=self._listing(prefix)
         )
         return [_user(u) for u in resp.json()["users"]]
 

@@ -186,8 +186,9 @@ class Sweeper:
         if not clients.offers("stack_users"):
             return []
         users = clients.stack_users
-        names = [u.name for u in users.list_users()]
-        names += [p.name for p in users.list_projects()]
+        prefix = stack_users.PREFIX
+        names = [u.name for u in users.list_users(prefix)]
+        names += [p.name for p in users.list_projects(prefix)]
         named = {
             deployment_id
             for name in names

@@ -184,6 +184,25 @@ def test_concurrent_ensures_make_one_user(users: StackUsers, prefix: str) -> Non
     users.delete_project(project_id)
 
 
+def test_a_listing_by_prefix_names_only_what_starts_with_it(
+    users: StackUsers, prefix: str
+) -> None:
+    made = {}
+    for name in (f"{prefix}-a", f"{prefix}-b", f"{prefix}x"):
+        project_id = users.ensure_project(name)
+        made[name] = (
+            project_id,
+            users.ensure_user(name, project_id, derive_password(SECRET, name)),
+        )
+    mine = sorted(made)[:2]
+    assert sorted(u.name for u in users.list_users(f"{prefix}-")) == mine
+    assert sorted(p.name for p in users.list_projects(f"{prefix}-")) == mine
+    assert f"{prefix}x" in {u.name for u in users.list_users(prefix)}
+    for project_id, user_id in made.values():
+        users.delete_user(user_id)
+        users.delete_project(project_id)
+
+
 def test_missing_role_is_refused_before_any_user_exists(
     users: StackUsers, prefix: str
 ) -> None:

@@ -31,11 +31,15 @@ class Users:
         self.projects = {f"swflows-{d}": f"p-{d}" for d in deployments or ["dep-1"]}
         self.calls = 0
 
-    def list_users(self) -> list[Any]:
-        return [types.SimpleNamespace(name=name) for name in self.users]
+    def list_users(self, prefix: str = "") -> list[Any]:
+        return [
+            types.SimpleNamespace(name=n) for n in self.users if n.startswith(prefix)
+        ]
 
-    def list_projects(self) -> list[Any]:
-        return [types.SimpleNamespace(name=name) for name in self.projects]
+    def list_projects(self, prefix: str = "") -> list[Any]:
+        return [
+            types.SimpleNamespace(name=n) for n in self.projects if n.startswith(prefix)
+        ]
 
     def _call(self, what: str) -> None:
         self.calls += 1
