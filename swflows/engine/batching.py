@@ -367,11 +367,10 @@ class Batcher:
         by_server: dict[str, list[_Item]] = {}
         for item in begun:
             by_server.setdefault(item.server_id, []).append(item)
+        groups = list(by_server.values())
         ready: list[_Item] = []
         for group, ran in zip(
-            by_server.values(),
-            self.spread.map(self._run_in_turn, list(by_server.values())),
-            strict=True,
+            groups, self.spread.map(self._run_in_turn, groups), strict=True
         ):
             ready.extend(
                 item for item, went_on in zip(group, ran, strict=True) if went_on
